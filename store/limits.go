@@ -1,0 +1,41 @@
+package store
+
+// AwaitingPayloadMs is how long a site has to seal after one of its jobs is
+// claimed.
+//
+// Distinct from the lease and from the job's deadline: the deadline asks how
+// long the work is worth doing, the lease how long this device gets to run
+// it, and this how long we wait for a site that has gone away. With only a
+// lease, a device sits holding a job whose payload will never arrive for the
+// lease's whole minute. Short, because a site that is up answers in
+// milliseconds and one that is down will not answer sooner for waiting.
+const AwaitingPayloadMs = 10_000
+
+// UnsealedPerPair is how many grants one (site, job owner) pair may hold
+// unsealed at once (B187).
+//
+// A site must learn which device claimed its job, because it seals to that
+// device's key. The leak is the ratio: a site that enqueued a thousand jobs
+// and sealed none read a thousand device identities in one window. Keyed on
+// the pair, not the site, because a per-site cap would throttle a real
+// product to two in-flight jobs across all its users, and the pair is the
+// unit consent is already expressed in. It buys time, not secrecy; churn
+// reporting reads what is left.
+const UnsealedPerPair = 2
+
+// SealAttemptsBeforeEviction is how many consecutive unsealed expiries a job
+// survives (B042). Every device that waits on a site that never seals does
+// ten seconds of nothing and cannot tell the last one already tried; the
+// daemon's breaker stops one device looping, only the store can stop the
+// job. Three at AwaitingPayloadMs apiece is thirty seconds, then the job is
+// dropped (not marked terminal: the site holds the authoritative record).
+const SealAttemptsBeforeEviction = 3
+
+// RetryAfterMs is the not-before the relay stamps on a transient decline, so
+// a device is not re-offered a job it was just declined for (a retry without
+// a not-before is a spin, and in a deployment a database read per turn).
+// The store only compares; the relay computes now + RetryAfterMs.
+const RetryAfterMs = 30_000
+
+// DefaultLeaseMs is the relay's default lease length.
+const DefaultLeaseMs = 60_000

@@ -1,0 +1,146 @@
+package memory
+
+import (
+	"context"
+	"slices"
+
+	"github.com/byorelay/byorelay/store"
+)
+
+// Enqueue is idempotent by (site, id): a known job is returned unchanged, so
+// a replayed or republished enqueue cannot discard a live claim, its lease,
+// or a payload already sealed to a device.
+func (s *Store) Enqueue(ctx context.Context, in store.EnqueueInput) (store.Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := jobKey{in.SiteID, in.ID}
+	if existing, ok := s.jobs[key]; ok {
+		return copyJob(existing), nil
+	}
+	job := &store.Job{
+		ID:        in.ID,
+		SiteID:    in.SiteID,
+		Stub:      in.Stub,
+		State:     store.StateQueued,
+		RefusedBy: []string{},
+	}
+	s.jobs[key] = job
+	s.order = append(s.order, job)
+	s.byJobID[job.ID] = append(s.byJobID[job.ID], job)
+	return copyJob(job), nil
+}
+
+// Job finds a job by the site that published it, never by bare id.
+func (s *Store) Job(ctx context.Context, siteID, jobID string) (store.Job, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	job, ok := s.jobs[jobKey{siteID, jobID}]
+	if !ok {
+		return store.Job{}, false, nil
+	}
+	return copyJob(job), true, nil
+}
+
+// Jobs lists every job in enqueue order.
+func (s *Store) Jobs(ctx context.Context) ([]store.Job, error) {
+	return s.list(func(*store.Job) bool { return true }), nil
+}
+
+// Awaiting lists the site's jobs it must seal for.
+func (s *Store) Awaiting(ctx context.Context, siteID string) ([]store.Job, error) {
+	return s.list(func(j *store.Job) bool {
+		return j.SiteID == siteID && j.State == store.StateAwaitingPayload
+	}), nil
+}
+
+// Finished lists the site's sealed results waiting to go home.
+func (s *Store) Finished(ctx context.Context, siteID string) ([]store.Job, error) {
+	return s.list(func(j *store.Job) bool {
+		return j.SiteID == siteID && j.State == store.StateDone && j.Result != nil
+	}), nil
+}
+
+func (s *Store) list(keep func(*store.Job) bool) []store.Job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []store.Job{}
+	for _, job := range s.order {
+		if keep(job) {
+			out = append(out, copyJob(job))
+		}
+	}
+	return out
+}
+
+// Seal takes a site's payload. Only awaiting-payload accepts one: a late seal
+// must not land on a claim that has moved, which is what makes the
+// awaiting-payload timeout mean something.
+func (s *Store) Seal(ctx context.Context, in store.SealInput) (store.SealResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	job, ok := s.jobs[jobKey{in.SiteID, in.JobID}]
+	if !ok {
+		return store.SealResult{Refused: store.RefusedNotFound}, nil
+	}
+	if job.State != store.StateAwaitingPayload {
+		return store.SealResult{Refused: store.RefusedTooLate, Was: job.State}, nil
+	}
+	envelope := in.Envelope
+	job.Payload = &envelope
+	job.State = store.StateReady
+	job.AwaitingUntil = 0
+	// The site sealed, so the count of devices that waited in vain resets
+	// (B042): it measures consecutive failures to seal, and without this a
+	// job requeued twice for ordinary lease lapses would be evicted for a
+	// payload problem it does not have. ReofferTo stays: the site already
+	// abandoned a grant on this job once.
+	job.SealAttempts = 0
+	return store.SealResult{State: job.State}, nil
+}
+
+// Cancel flags a site's job. Scoped to the caller's site: a site must not
+// cancel somebody else's work by guessing an id. Not deleted and not
+// requeued: a device holding it has to hear about it first.
+func (s *Store) Cancel(ctx context.Context, siteID, jobID string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	job, ok := s.jobs[jobKey{siteID, jobID}]
+	if !ok {
+		return false, nil
+	}
+	job.Cancelled = true
+	return true, nil
+}
+
+// requeue returns a job to the queue, forgetting the claim. The stub
+// survives, which is LEASE_RECLAIMABLE and why the awaiting-payload timeout
+// is cheap to fire.
+func (s *Store) requeue(job *store.Job) {
+	job.State = store.StateQueued
+	// The grant ended; the index naming it must end with it, or a stale lease
+	// id resolves to a job it no longer holds.
+	if job.ClaimedBy != nil {
+		delete(s.byLease, job.ClaimedBy.LeaseID)
+	}
+	job.ClaimedBy = nil
+	job.AwaitingUntil = 0
+	job.Payload = nil
+	// SealAttempts, ReofferTo, RefusedBy, RetryAfter and Cancelled are kept:
+	// the requeue is exactly what the first two have to outlive, or the
+	// counter resets every tick and the job is handed round forever.
+}
+
+// forget deletes a job from every index, ciphertext included.
+func (s *Store) forget(job *store.Job) {
+	delete(s.jobs, jobKey{job.SiteID, job.ID})
+	s.order = slices.DeleteFunc(s.order, func(j *store.Job) bool { return j == job })
+	bare := slices.DeleteFunc(s.byJobID[job.ID], func(j *store.Job) bool { return j == job })
+	if len(bare) == 0 {
+		delete(s.byJobID, job.ID)
+	} else {
+		s.byJobID[job.ID] = bare
+	}
+	if job.ClaimedBy != nil && s.byLease[job.ClaimedBy.LeaseID] == job {
+		delete(s.byLease, job.ClaimedBy.LeaseID)
+	}
+}

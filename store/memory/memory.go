@@ -1,0 +1,87 @@
+// Package memory is the reference routing store: the whole state in one
+// process, behind one mutex, written to be read as the specification of
+// store.RoutingStore. It ports RelayState from @byollm/relay 0.1.1.
+//
+// Deliberately not durable. Anything a restart loses is a job that returns to
+// its site's queue, which is what a lapsed lease already has to produce.
+package memory
+
+import (
+	"context"
+	"sync"
+
+	"github.com/byorelay/byorelay/store"
+)
+
+// Store is the in-memory routing store and pairing-code store.
+type Store struct {
+	clock           store.Clock
+	onChurn         func(store.UnsealedChurn)
+	pairingCapacity int
+
+	mu sync.Mutex
+
+	// jobs is keyed by (site, id): a job id is a site's to choose, so two
+	// sites can choose the same one. Keyed by bare id, the second site's
+	// enqueue returned the first site's job, and refusing the collision was
+	// a cross-tenant existence oracle.
+	jobs map[jobKey]*store.Job
+	// order is every job in enqueue order; claim and sweep walk it.
+	order []*store.Job
+	// byLease finds a grant by its lease id, so a holder-scoped call needs no
+	// site. Added at claim, removed on requeue and forget, not on complete.
+	byLease map[string]*store.Job
+	// byJobID lists jobs by bare id across sites. The lease index alone gets
+	// the refusals wrong: a stale lease finds nothing, and "your grant ended"
+	// would become "no such job".
+	byJobID map[string][]*store.Job
+
+	// churn holds when each pair's unsealed grants expired: timestamps, not
+	// a counter, because the threshold is "inside a window" and a counter
+	// would need something to reset it. Trimmed on write.
+	churn         map[store.Route][]int64
+	churnReported map[store.Route]int64
+
+	presence      map[string]*store.Presence
+	presenceOrder []string
+
+	// pairings is every stored pending pairing, in insertion order.
+	pairings []store.PendingPairing
+}
+
+type jobKey struct{ siteID, jobID string }
+
+var (
+	_ store.RoutingStore = (*Store)(nil)
+	_ store.PairingCodes = (*Store)(nil)
+)
+
+// New returns an empty store.
+func New(opts store.Options) *Store {
+	clock := opts.Clock
+	if clock == nil {
+		clock = store.SystemClock{}
+	}
+	capacity := opts.PairingCapacity
+	if capacity == 0 {
+		capacity = store.MaxOutstandingPairings
+	}
+	return &Store{
+		clock:           clock,
+		onChurn:         opts.OnChurn,
+		pairingCapacity: capacity,
+		jobs:            map[jobKey]*store.Job{},
+		byLease:         map[string]*store.Job{},
+		byJobID:         map[string][]*store.Job{},
+		churn:           map[store.Route][]int64{},
+		churnReported:   map[store.Route]int64{},
+		presence:        map[string]*store.Presence{},
+	}
+}
+
+// Now is the store clock in epoch ms.
+func (s *Store) Now(ctx context.Context) (int64, error) {
+	return s.now(), nil
+}
+
+func (s *Store) now() int64 { return store.EpochMs(s.clock.Now()) }

@@ -1,0 +1,106 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+
+	"github.com/byorelay/byorelay/protocol"
+)
+
+// PairingCodeTTLMs is how long a person has to walk to a browser and type
+// eight characters.
+const PairingCodeTTLMs = 10 * 60 * 1000
+
+// MaxOutstandingPairings is how many pairings may be in flight at once across
+// the whole relay. Anybody can ask to pair (a machine with no pairing has no
+// credential), so without a ceiling a script could fill the shared store;
+// five hundred at one instant is far above honest traffic and an attacker's
+// first second. A refusal that resolves in ten minutes beats a relay that
+// stops routing.
+const MaxOutstandingPairings = 500
+
+// PairingBusyMessage is what a caller is told when pairings are refused for
+// load, whichever limit refused them.
+const PairingBusyMessage = "too many pairings are in progress right now — try again in a few minutes"
+
+// PendingPairing is what the relay remembers between a daemon's pairing
+// start and its polls. A code grants nothing on its own: approval is a
+// human in the control plane approving this keypair, and the poll asks the
+// projection, not this record.
+type PendingPairing struct {
+	// DeviceCode is the secret the daemon polls with; never shown to a human.
+	DeviceCode string
+	// UserCode is the short code a person reads and types (XXXX-XXXX).
+	UserCode string
+	// Device is the keypair a human is about to approve.
+	Device protocol.PublicIdentity
+	// Capabilities is what the machine advertised when it asked to pair.
+	Capabilities []protocol.Capability
+	Label        string
+	Platform     string
+	// ExpiresAt is epoch ms; from then on the code is gone, approved or not.
+	ExpiresAt int64
+}
+
+// PutResult is what happened when a pending pairing was offered for storage.
+type PutResult string
+
+const (
+	PutStored     PutResult = "stored"
+	PutAtCapacity PutResult = "at-capacity"
+)
+
+// PairingCodes holds pending pairings. It lives beside the routing store
+// because every replica must see the same codes: a code minted on one must
+// be pollable on another, and the ceiling and the one-code-per-keypair rule
+// must hold globally. Expiry is enforced on read against the store's clock.
+type PairingCodes interface {
+	// PutPairing stores p, in three steps in this order:
+	//  1. every entry with ExpiresAt <= now is deleted, so the cap cannot
+	//     latch after ten minutes of traffic;
+	//  2. every entry for the same keypair (Device.Identity) is deleted, so
+	//     a restarted pairing replaces its own code and the old device and
+	//     user codes stop resolving;
+	//  3. if the live entries number the capacity (MaxOutstandingPairings
+	//     unless Options.PairingCapacity says otherwise), PutAtCapacity and
+	//     nothing is stored; otherwise PutStored.
+	PutPairing(ctx context.Context, p PendingPairing) (PutResult, error)
+	// PairingByDeviceCode finds a live pairing (ExpiresAt > now) by the
+	// daemon's secret.
+	PairingByDeviceCode(ctx context.Context, deviceCode string) (PendingPairing, bool, error)
+	// PairingByUserCode finds a live pairing by the code a human typed,
+	// trimmed of surrounding white space and upper-cased first.
+	PairingByUserCode(ctx context.Context, userCode string) (PendingPairing, bool, error)
+	// DropPairing deletes a pairing after it succeeded, so a code is single
+	// use. Dropping an unknown code is not an error.
+	DropPairing(ctx context.Context, deviceCode string) error
+}
+
+// humanAlphabet is Crockford's base32 minus I, L, O and U: letters that
+// become other letters when read aloud.
+const humanAlphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// NewUserCode returns a code a person reads aloud: eight characters from
+// humanAlphabet in two groups of four, enough that guessing is no strategy
+// against a code that lives ten minutes and grants nothing on its own.
+func NewUserCode() string {
+	var b [8]byte
+	rand.Read(b[:])
+	out := make([]byte, 0, 9)
+	for i, v := range b {
+		if i == 4 {
+			out = append(out, '-')
+		}
+		out = append(out, humanAlphabet[int(v)%len(humanAlphabet)])
+	}
+	return string(out)
+}
+
+// NewDeviceCode returns the secret half: 32 random bytes, base64url without
+// padding (43 characters).
+func NewDeviceCode() string {
+	var b [32]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}

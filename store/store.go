@@ -1,0 +1,314 @@
+// Package store is the routing-store contract: what the relay needs from a
+// place to keep routing state, with the exact semantics of the reference
+// RoutingStore (@byollm/relay 0.1.1, relay.md §3).
+//
+// store/memory is the reference implementation, written to be read as the
+// spec; store/dynamo keeps the same state in DynamoDB so every Lambda is a
+// replica; store/storetest is the one behaviour suite both must pass.
+//
+// Every method is a decision plus its write, never a read the caller follows
+// with a mutation: between a read and a write another replica can act, so if
+// a caller has to read, decide and write back, the operation is in the wrong
+// place. And the store never learns about consent: Claim takes the routes a
+// device may serve as data, so the store can hold no opinion about who may
+// route, only about what it was told.
+package store
+
+import (
+	"context"
+
+	"github.com/byorelay/byorelay/protocol"
+)
+
+// RoutingStore is the contract. Every method takes a context and returns an
+// error for I/O failure only; refusals are typed values in the results.
+//
+// What an implementation must guarantee:
+//  1. Claim is atomic: two concurrent callers never receive the same job
+//     (CLAIM_ATOMIC), and the per-pair unsealed cap holds across callers.
+//  2. Enqueue is idempotent per (site, id).
+//  3. Complete is idempotent: a replay changes nothing, decided by the same
+//     operation that would have written it.
+//  4. Holder-scoped operations (TakePayload, Complete, ReleaseLeases,
+//     RenewLeases) check the lease id, not just the runner: a runner
+//     survives a claim-release-reclaim cycle and a grant does not.
+//  5. Now is the only clock. Every deadline is stamped and enforced from it.
+type RoutingStore interface {
+	// Now returns the store clock in epoch ms.
+	Now(ctx context.Context) (int64, error)
+
+	// Enqueue takes a stub for routing. If (SiteID, ID) is already held it
+	// returns the stored job unchanged, whatever state it is in: a replayed
+	// enqueue inside the signature freshness window must not yank a job back
+	// from the machine running it, and a site that restarts and republishes
+	// its queue must not disturb work in flight. Another site using the same
+	// id is a different job; there is no collision to refuse (a refusal would
+	// be a cross-tenant existence oracle). A new job starts queued with an
+	// empty RefusedBy.
+	Enqueue(ctx context.Context, in EnqueueInput) (Job, error)
+
+	// Job finds one job by the site that published it; false if absent.
+	// Never by bare id: a reader that finds a job by id alone can see every
+	// tenant through one door. A serialising store returns a job whose stored
+	// stub it cannot decode too, with its state and as much of the stub as
+	// it could read, so an operator can see the row that Claim skips.
+	Job(ctx context.Context, siteID, jobID string) (Job, bool, error)
+	// Jobs lists every job of every site, in enqueue order (debug, tests).
+	Jobs(ctx context.Context) ([]Job, error)
+	// Awaiting lists the site's jobs in awaiting-payload: what it must seal.
+	Awaiting(ctx context.Context, siteID string) ([]Job, error)
+	// Finished lists the site's done jobs that carry a result. A pure read:
+	// there is no acknowledgement, results are listed on every poll until
+	// the deadline sweep deletes the job.
+	Finished(ctx context.Context, siteID string) ([]Job, error)
+
+	// Claim grants queued work to a device, as one operation. It first sweeps
+	// (exactly as Sweep does, results discarded), then counts the unsealed
+	// (awaiting-payload) jobs per (site, job owner) across all runners, then
+	// walks queued jobs in enqueue order until Max are granted, skipping a
+	// job when, in this order:
+	//  1. its (site, job owner) pair is not in Routes;
+	//  2. ReofferTo is set and is not this runner (sticky re-offer; before
+	//     the cap, so a job this device may not have does not spend its
+	//     budget);
+	//  3. its pair already holds UnsealedPerPair unsealed grants (left
+	//     queued, not refused: it is the rate that is bounded);
+	//  4. its kind is not in Kinds (kind is the whole match);
+	//  5. this runner is in RefusedBy;
+	//  6. RetryAfter[runner] > now;
+	//  7. it is cancelled;
+	//  8. its audience is private and its owner is not the device's Owner.
+	// A stored stub that cannot be decoded (serialising stores only) is
+	// skipped and left queued; the rest of the claim goes on.
+	// A granted job becomes awaiting-payload with ClaimedBy = {RunnerID,
+	// Owner, Device, a fresh UUID lease id, now+LeaseMs} and AwaitingUntil =
+	// now+AwaitingPayloadMs, and counts against its pair for the rest of the
+	// batch. It is returned as the stub plus Lease{ID, RunnerID, ExpiresAt};
+	// Grant is left nil (authoring grants is the relay's job).
+	Claim(ctx context.Context, in ClaimInput) ([]protocol.ClaimedStub, error)
+
+	// TakePayload hands the sealed payload to the holder and marks the job
+	// running, as one operation (two replicas must not both hand out the same
+	// work and both believe they were first). Refusals, in order:
+	// RefusedNotFound (no grant resolves, see Grant resolution below),
+	// RefusedNotHolder, RefusedStaleLease, RefusedNotReady (no payload yet),
+	// RefusedTerminal (state not ready or running). A repeat while running
+	// hands the envelope again. Cancellation is not checked here.
+	TakePayload(ctx context.Context, in HolderInput) (PayloadResult, error)
+
+	// Complete records a result. Refusals, in order: RefusedNotFound,
+	// RefusedNotHolder; then, if the job is done, the grant that finished it
+	// gets {Accepted: false, Duplicate: true, State: done} and any other
+	// grant RefusedStaleLease (terminal before lease, after holder, so a
+	// replayed result is answered "already recorded" and a job id is not a
+	// terminality probe for anyone else); then RefusedStaleLease for a lease
+	// that is not current. Otherwise Result and Disposition are stored, the
+	// state becomes done, ClaimedBy is kept, and the answer is {Accepted:
+	// true, State: done}. Accepted from awaiting-payload, ready or running.
+	// A replay never overwrites.
+	Complete(ctx context.Context, in CompleteInput) (CompleteResult, error)
+
+	// ReleaseLeases gives back the grants a runner names and returns the job
+	// ids it released. A grant is skipped (silently) when it does not
+	// resolve, is held by another runner or under another lease, or the job
+	// is done: a release must never un-finish a job, or the recorded result
+	// becomes unreachable and the job runs twice. For the rest: Reason
+	// ReleaseRefused adds the runner to RefusedBy (once, kept forever);
+	// RetryAfter != 0 sets RetryAfter[runner]; both before the requeue, so
+	// the job goes back already knowing. Then the job is requeued.
+	ReleaseLeases(ctx context.Context, in ReleaseInput) ([]string, error)
+
+	// Seal takes a site's sealed payload. RefusedNotFound when (SiteID,
+	// JobID) is absent; RefusedTooLate with Was = the state when the job is
+	// not awaiting-payload (a late seal must not land on a claim that has
+	// moved). Otherwise Payload is stored, the state becomes ready,
+	// AwaitingUntil and SealAttempts are cleared (it counts consecutive
+	// failures, not a lifetime quota) and ReofferTo is kept. AwaitingUntil
+	// is not re-checked here; only a sweep enforces it.
+	Seal(ctx context.Context, in SealInput) (SealResult, error)
+
+	// Cancel marks a site's job cancelled; false when (siteID, jobID) is not
+	// that site's. The job is neither deleted nor requeued: its holder has to
+	// hear about it through CancelRequests.
+	Cancel(ctx context.Context, siteID, jobID string) (bool, error)
+	// CancelRequests names, by grant, every cancelled job the runner holds,
+	// done ones included (they keep ClaimedBy).
+	CancelRequests(ctx context.Context, runnerID string) ([]protocol.GrantRef, error)
+
+	// RenewLeases extends the leases the runner still holds and names the
+	// ones it does not, from one read of one state (asked separately, under
+	// two replicas the two answers could differ). now is read once; a lease
+	// that resolves, is current and is this runner's gets LeaseExpiresAt =
+	// now+LeaseMs and is reported in Renewed; any other comes back in Lost
+	// exactly as named. State is not checked, and AwaitingUntil is never
+	// extended: a busy device has no bearing on how long we wait for a site.
+	RenewLeases(ctx context.Context, in RenewInput) (RenewResult, error)
+
+	// Seen records a device as present, stamping LastSeenAt from the store
+	// clock. An existing record keeps its Owner and Device and has
+	// Capabilities and Withheld replaced, never merged (a union would go on
+	// advertising a backend the machine lost); an empty list is stored as
+	// empty. Returns the record as stored.
+	Seen(ctx context.Context, s Sighting) (Presence, error)
+	// Presence finds a runner's record; false if never seen (or lost).
+	Presence(ctx context.Context, runnerID string) (Presence, bool, error)
+	// Everyone lists every presence record.
+	Everyone(ctx context.Context) ([]Presence, error)
+
+	// Sweep fires whatever the clock says is due and reports it. For each
+	// job:
+	//  1. Stub.DeadlineAt <= now, in any state: the job is deleted with its
+	//     payload and result ciphertext, and reported Removed.
+	//  2. awaiting-payload with AwaitingUntil <= now (the site never sealed):
+	//     churn is noted for (site, job owner); ReofferTo is set to the
+	//     holder if unset; SealAttempts+1 reaching SealAttemptsBeforeEviction
+	//     deletes the job (Removed), otherwise it is stored and the job
+	//     requeued (Requeued).
+	//  3. ready or running with LeaseExpiresAt <= now: requeued (no
+	//     ReofferTo, no attempt counted).
+	// Requeuing clears ClaimedBy, AwaitingUntil and Payload and keeps
+	// RefusedBy, RetryAfter, ReofferTo, SealAttempts and Cancelled. Jobs are
+	// reported as they were left (requeued ones queued, removed ones as they
+	// were when deleted). Safe to run from any replica, concurrently.
+	Sweep(ctx context.Context) (SweepResult, error)
+}
+
+// Options configure a store implementation.
+type Options struct {
+	// Clock stamps and enforces every deadline. Nil means SystemClock.
+	Clock Clock
+	// OnChurn is told when a (site, job owner) pair lets ChurnExpiries
+	// unsealed grants expire inside ChurnWindowMs; at most once per pair per
+	// ChurnQuietMs. Called synchronously by the Sweep (or Claim) that
+	// crossed the threshold, after its writes and outside any lock (it may
+	// call back into the store); a panic in it is recovered, because a
+	// report is evidence about the sweep, not part of it. Nil disables churn
+	// tracking entirely (nothing is recorded).
+	OnChurn func(UnsealedChurn)
+	// PairingCapacity is the pairing ceiling; 0 means MaxOutstandingPairings.
+	PairingCapacity int
+}
+
+// EnqueueInput is a stub a site publishes under its own control-plane id.
+type EnqueueInput struct {
+	ID     string
+	SiteID string
+	Stub   protocol.JobStub
+}
+
+// ClaimInput is a device asking for work.
+type ClaimInput struct {
+	RunnerID string
+	// Owner is the device's owner (not the job's).
+	Owner  string
+	Device protocol.PublicIdentity
+	// Routes are the (site, job owner) pairs this device may run work for,
+	// collapsed from the projection by the caller. Order and duplicates do
+	// not matter.
+	Routes []Route
+	// Kinds are the job kinds this device can run. Order and duplicates do
+	// not matter.
+	Kinds []string
+	// Max is the most jobs to grant in this call.
+	Max int
+	// LeaseMs is the lease length from the store's now.
+	LeaseMs int64
+}
+
+// HolderInput names one grant held by a runner. Holder-scoped calls carry no
+// site: the lease id is unique across sites and names the job.
+//
+// Grant resolution, shared by every holder-scoped method: the job whose
+// current lease is LeaseID, if its id is JobID (a lease for another job never
+// unlocks this one); else a job with id JobID, on any site, whose ClaimedBy
+// is this runner (which yields stale-lease); else nothing (not-found). So a
+// runner learns about jobs it holds or held and nothing else (V1-8).
+type HolderInput struct {
+	JobID    string
+	RunnerID string
+	LeaseID  string
+}
+
+// PayloadResult is TakePayload's answer: exactly one of Envelope or Refused.
+type PayloadResult struct {
+	Envelope *protocol.SealedEnvelope
+	Refused  Refusal
+}
+
+// CompleteInput is a device reporting a result under a grant.
+type CompleteInput struct {
+	JobID       string
+	RunnerID    string
+	LeaseID     string
+	Envelope    protocol.SealedEnvelope
+	Disposition Disposition
+}
+
+// CompleteResult is Complete's answer. When Refused is set nothing else is.
+type CompleteResult struct {
+	Accepted  bool
+	Duplicate bool
+	State     State
+	Refused   Refusal
+}
+
+// ReleaseInput is a runner giving grants back.
+type ReleaseInput struct {
+	RunnerID string
+	Leases   []protocol.GrantRef
+	// Reason is optional (""); only ReleaseRefused is remembered.
+	Reason ReleaseReason
+	// RetryAfter is an optional (0) epoch ms before which these jobs must not
+	// be offered to this runner again; every other runner may have them at
+	// once.
+	RetryAfter int64
+}
+
+// SealInput is a site's sealed payload for one of its claimed jobs.
+type SealInput struct {
+	SiteID   string
+	JobID    string
+	Envelope protocol.SealedEnvelope
+}
+
+// SealResult is Seal's answer: State on success, or Refused (with Was for
+// RefusedTooLate).
+type SealResult struct {
+	State   State
+	Refused Refusal
+	Was     State
+}
+
+// RenewInput is a heartbeat's active leases.
+type RenewInput struct {
+	RunnerID string
+	Leases   []protocol.GrantRef
+	LeaseMs  int64
+}
+
+// RenewedLease is one lease extended by RenewLeases.
+type RenewedLease struct {
+	JobID     string
+	ExpiresAt int64
+}
+
+// RenewResult is RenewLeases' answer; both lists are in request order.
+type RenewResult struct {
+	Renewed []RenewedLease
+	Lost    []protocol.GrantRef
+}
+
+// SweepResult is what a sweep did. Both halves matter: a caller that logs
+// requeues and never mentions removals reports a shrinking queue with no
+// reason for it (B096). The reference reports Requeued then Removed as one
+// list.
+type SweepResult struct {
+	Requeued []Job
+	Removed  []Job
+}
+
+// All is the reference's single list: requeued first, then removed. The
+// relay's sweep answer ({requeued: ids}) is built from it.
+func (r SweepResult) All() []Job {
+	return append(append([]Job{}, r.Requeued...), r.Removed...)
+}

@@ -1,0 +1,75 @@
+package store
+
+import (
+	"regexp"
+	"testing"
+	"time"
+)
+
+func TestNewLeaseIDIsARandomV4UUID(t *testing.T) {
+	v4 := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	seen := map[string]bool{}
+	for range 100 {
+		id := NewLeaseID()
+		if !v4.MatchString(id) {
+			t.Fatalf("%q is not a v4 UUID", id)
+		}
+		if seen[id] {
+			t.Fatalf("%q minted twice", id)
+		}
+		seen[id] = true
+	}
+}
+
+func TestNewUserCodeIsReadAloudSafe(t *testing.T) {
+	// The reference's own pattern: Crockford base32 without I, L, O, U.
+	code := regexp.MustCompile(`^[0-9A-HJKMNP-TV-Z]{4}-[0-9A-HJKMNP-TV-Z]{4}$`)
+	for range 100 {
+		if c := NewUserCode(); !code.MatchString(c) {
+			t.Fatalf("user code %q does not match %s", c, code)
+		}
+	}
+}
+
+func TestNewDeviceCodeIsLongAndURLSafe(t *testing.T) {
+	code := regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
+	a, b := NewDeviceCode(), NewDeviceCode()
+	if !code.MatchString(a) {
+		t.Fatalf("device code %q is not 43 base64url characters", a)
+	}
+	if a == b {
+		t.Fatalf("two device codes are equal: %q", a)
+	}
+}
+
+func TestManualClockMovesOnlyWhenTold(t *testing.T) {
+	start := time.UnixMilli(1_800_000_000_000)
+	c := NewManualClock(start)
+	if got := EpochMs(c.Now()); got != 1_800_000_000_000 {
+		t.Fatalf("now = %d", got)
+	}
+	if got := EpochMs(c.Advance(1500 * time.Millisecond)); got != 1_800_000_001_500 {
+		t.Fatalf("after advance = %d", got)
+	}
+	c.Set(start)
+	if got := EpochMs(c.Now()); got != 1_800_000_000_000 {
+		t.Fatalf("after set = %d", got)
+	}
+}
+
+func TestRouteKeyJoinsWithNUL(t *testing.T) {
+	if got := (Route{SiteID: "s", Owner: "o"}).Key(); got != "s\x00o" {
+		t.Fatalf("route key = %q", got)
+	}
+}
+
+func TestSweepResultListsRequeuedBeforeRemoved(t *testing.T) {
+	r := SweepResult{Requeued: []Job{{ID: "a"}}, Removed: []Job{{ID: "b"}, {ID: "c"}}}
+	var got []string
+	for _, j := range r.All() {
+		got = append(got, j.ID)
+	}
+	if len(got) != 3 || got[0] != "a" || got[1] != "b" || got[2] != "c" {
+		t.Fatalf("all = %v", got)
+	}
+}
