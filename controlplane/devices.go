@@ -1,0 +1,161 @@
+package controlplane
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/byorelay/byorelay/projection"
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
+)
+
+// Pairing is a pending pairing as a person approving it needs to see it:
+// what the machine calls itself and the fingerprint of the key they are
+// about to approve, to compare with what the daemon printed.
+type Pairing struct {
+	UserCode     string                  `json:"userCode"`
+	Fingerprint  string                  `json:"fingerprint"`
+	Device       protocol.PublicIdentity `json:"device"`
+	Label        string                  `json:"label"`
+	Platform     string                  `json:"platform"`
+	Capabilities []protocol.Capability   `json:"capabilities"`
+	ExpiresAt    int64                   `json:"expiresAt"`
+}
+
+// PendingPairing finds the live pairing a person's user code names.
+func (a *Admin) PendingPairing(ctx context.Context, userCode string) (Pairing, error) {
+	p, err := a.pending(ctx, userCode)
+	if err != nil {
+		return Pairing{}, err
+	}
+	fingerprint, err := protocol.KeyID(p.Device.Identity)
+	if err != nil {
+		return Pairing{}, invalid("the pending device key is not a key: %v", err)
+	}
+	caps := p.Capabilities
+	if caps == nil {
+		caps = []protocol.Capability{}
+	}
+	return Pairing{
+		UserCode: p.UserCode, Fingerprint: fingerprint, Device: p.Device,
+		Label: p.Label, Platform: p.Platform, Capabilities: caps, ExpiresAt: p.ExpiresAt,
+	}, nil
+}
+
+func (a *Admin) pending(ctx context.Context, userCode string) (store.PendingPairing, error) {
+	if a.pairings == nil {
+		return store.PendingPairing{}, &Error{Status: http.StatusNotImplemented, Code: "not-implemented", Message: "this control plane was given no pairing codes to approve"}
+	}
+	if strings.TrimSpace(userCode) == "" {
+		return store.PendingPairing{}, invalid("userCode must not be empty")
+	}
+	p, ok, err := a.pairings.PairingByUserCode(ctx, userCode)
+	if err != nil {
+		return store.PendingPairing{}, err
+	}
+	if !ok {
+		// Unknown and expired read the same, as they do to the daemon.
+		return store.PendingPairing{}, notFound("no pending pairing has user code %q (unknown or expired)", userCode)
+	}
+	return p, nil
+}
+
+// Approval is what approving a pairing wrote.
+type Approval struct {
+	Device   projection.DeviceRecord
+	Label    string
+	Platform string
+}
+
+// ApprovePairing approves the pending pairing a user code names: the device
+// whose keys the daemon presented becomes owner's, under runnerID (a fresh
+// runner_<uuid> when empty; the device never chooses it). The daemon's next
+// poll finds the DeviceRecord and is approved; the relay, not this, drops
+// the code then, so it stays single use.
+//
+// A key already approved and not revoked is refused rather than re-owned:
+// changing a machine's owner is a revocation and a new pairing. A key whose
+// device was revoked may pair again; the new record goes before the old
+// one, because the relay's pairing poll takes the first record with the key
+// and the old runner id must stay revoked.
+func (a *Admin) ApprovePairing(ctx context.Context, userCode, owner, runnerID string) (Approval, int64, error) {
+	if owner == "" {
+		return Approval{}, 0, invalid("owner must not be empty")
+	}
+	p, err := a.pending(ctx, userCode)
+	if err != nil {
+		return Approval{}, 0, err
+	}
+	if !protocol.VerifyPublicIdentity(p.Device) {
+		return Approval{}, 0, invalid("the pending device's encryption key is not signed by its identity key")
+	}
+	if runnerID == "" {
+		runnerID = "runner_" + store.NewLeaseID()
+	}
+	record := projection.DeviceRecord{Owner: owner, RunnerID: runnerID, Device: p.Device}
+	version, err := a.store.Update(ctx, func(f *projection.Fixture) error {
+		if slices.ContainsFunc(f.Devices, func(d projection.DeviceRecord) bool { return d.RunnerID == runnerID }) {
+			return conflict("runner id %q is already taken", runnerID)
+		}
+		at := slices.IndexFunc(f.Devices, func(d projection.DeviceRecord) bool { return d.Device.Identity == p.Device.Identity })
+		if at < 0 {
+			f.Devices = append(f.Devices, record)
+			return nil
+		}
+		for _, d := range f.Devices[at:] {
+			if d.Device.Identity == p.Device.Identity && !isRevoked(d) {
+				return conflict("this device is already approved, as runner %q of %q", d.RunnerID, d.Owner)
+			}
+		}
+		f.Devices = slices.Insert(slices.Clone(f.Devices), at, record)
+		return nil
+	})
+	if err != nil {
+		return Approval{}, 0, err
+	}
+	fingerprint, _ := protocol.KeyID(p.Device.Identity)
+	a.log.InfoContext(ctx, "pairing approved", "runner", runnerID, "owner", owner,
+		"device", fingerprint, "label", p.Label, "version", version)
+	return Approval{Device: record, Label: p.Label, Platform: p.Platform}, version, nil
+}
+
+// RevokeDevice marks a device revoked: every daemon-plane call signed as
+// that runner is refused from the next request on. The record stays, so the
+// runner id cannot be rebuilt from presence or reused. Revoking a revoked
+// device changes nothing and is not an error.
+func (a *Admin) RevokeDevice(ctx context.Context, runnerID string) (projection.DeviceRecord, int64, error) {
+	if runnerID == "" {
+		return projection.DeviceRecord{}, 0, invalid("runnerId must not be empty")
+	}
+	var record projection.DeviceRecord
+	version, err := a.store.Update(ctx, func(f *projection.Fixture) error {
+		found := false
+		f.Devices = slices.Clone(f.Devices)
+		// Every record with the id, not only the first the relay reads: a
+		// duplicate left unrevoked would come back if the first were removed.
+		for i, d := range f.Devices {
+			if d.RunnerID != runnerID {
+				continue
+			}
+			yes := true
+			d.Revoked = &yes
+			f.Devices[i] = d
+			if !found {
+				record, found = d, true
+			}
+		}
+		if !found {
+			return notFound("no device has runner id %q", runnerID)
+		}
+		return nil
+	})
+	if err != nil {
+		return projection.DeviceRecord{}, 0, err
+	}
+	a.log.InfoContext(ctx, "device revoked", "runner", runnerID, "owner", record.Owner, "version", version)
+	return record, version, nil
+}
+
+func isRevoked(d projection.DeviceRecord) bool { return d.Revoked != nil && *d.Revoked }

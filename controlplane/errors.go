@@ -1,0 +1,45 @@
+package controlplane
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Error is a refusal the admin API reports to its caller. Nothing was
+// written when one is returned: every check runs before the write.
+type Error struct {
+	// Status is the HTTP status the API answers with.
+	Status int
+	// Code is a short machine-readable reason (bad-request, not-found,
+	// conflict, too-large, busy).
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+func invalid(format string, args ...any) error {
+	return &Error{Status: http.StatusBadRequest, Code: "bad-request", Message: fmt.Sprintf(format, args...)}
+}
+
+func notFound(format string, args ...any) error {
+	return &Error{Status: http.StatusNotFound, Code: "not-found", Message: fmt.Sprintf(format, args...)}
+}
+
+func conflict(format string, args ...any) error {
+	return &Error{Status: http.StatusConflict, Code: "conflict", Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrVersionConflict is a Storage's answer when the document is no longer at
+// the version the write was conditioned on: somebody else changed it first.
+// It is an answer, not a failure; Store.Update re-applies the change to what
+// is there now.
+var ErrVersionConflict = errors.New("controlplane: projection changed since it was read")
+
+// ErrTooLarge is a Storage's refusal of a document bigger than it can hold.
+var ErrTooLarge = &Error{Status: http.StatusRequestEntityTooLarge, Code: "too-large", Message: "the projection is too large to store"}
+
+// errBusy is what Update returns when every attempt lost to a concurrent
+// change: retrying forever would let a hot writer starve an admin call.
+var errBusy = &Error{Status: http.StatusServiceUnavailable, Code: "busy", Message: "the projection kept changing underneath this change; try again"}

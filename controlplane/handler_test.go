@@ -1,0 +1,135 @@
+package controlplane_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/protocol"
+)
+
+func serve(t *testing.T, r *rig) (*httptest.Server, *controlplane.Client) {
+	t.Helper()
+	srv := httptest.NewServer(controlplane.AdminHandler(r.admin))
+	t.Cleanup(srv.Close)
+	return srv, controlplane.NewClient(srv.URL, srv.Client())
+}
+
+func TestTheAdminAPIDrivesEveryChange(t *testing.T) {
+	r := newRig(t)
+	_, c := serve(t, r)
+	ctx := t.Context()
+	k1, k2, device := newKeys(t), newKeys(t), newKeys(t)
+
+	site, err := c.RegisterSite(ctx, controlplane.RegisterSiteRequest{SiteID: "site/a", Site: k1.Public()})
+	if err != nil || site.Site.SiteID != "site/a" || site.Version != 1 {
+		t.Fatalf("register: %+v %v", site, err)
+	}
+	link, _ := protocol.SignSuccession(k1, k2.Public())
+	rotated, err := c.RotateSite(ctx, "site/a", controlplane.RotateSiteRequest{Site: k2.Public(), Succession: link})
+	if err != nil || rotated.Site.Site != k2.Public() || len(rotated.Site.Succeeds) != 1 {
+		t.Fatalf("rotate: %+v %v", rotated, err)
+	}
+	if _, err := c.Consent(ctx, controlplane.ConsentAdd, controlplane.ConsentRequest{Owner: "alice", SiteID: "site/a"}); err != nil {
+		t.Fatal(err)
+	}
+	paused, err := c.Consent(ctx, controlplane.ConsentPause, controlplane.ConsentRequest{Owner: "alice", SiteID: "site/a"})
+	if err != nil || !paused.Consent.Paused {
+		t.Fatalf("pause: %+v %v", paused, err)
+	}
+	code := r.pending(t, device, "desk")
+	shown, err := c.Pairing(ctx, code)
+	if err != nil || shown.Fingerprint != device.KeyID() {
+		t.Fatalf("pairing: %+v %v", shown, err)
+	}
+	approved, err := c.Approve(ctx, controlplane.ApproveRequest{UserCode: code, Owner: "alice", RunnerID: "runner_desk"})
+	if err != nil || approved.Device.RunnerID != "runner_desk" || approved.Label != "desk" {
+		t.Fatalf("approve: %+v %v", approved, err)
+	}
+	revoked, err := c.RevokeDevice(ctx, "runner_desk")
+	if err != nil || revoked.Device.Revoked == nil || !*revoked.Device.Revoked {
+		t.Fatalf("revoke: %+v %v", revoked, err)
+	}
+	if _, err := c.PutRoster(ctx, "team/1", controlplane.RosterRequest{Owner: "alice", Members: []string{"bob"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeleteRoster(ctx, "team/1"); err != nil {
+		t.Fatal(err)
+	}
+
+	p := r.projection(t)
+	if !p.RevokedDevice("runner_desk") || p.MayRouteFor("alice", "site/a") || len(p.OwnersRunnableBy("alice")) != 1 {
+		t.Fatal("the projection does not show the changes made through the API")
+	}
+
+	// An export imports back unchanged.
+	exported, version, err := c.ExportJSON(ctx)
+	if err != nil || version != 8 {
+		t.Fatalf("export: version %d, %v", version, err)
+	}
+	res, err := c.Import(ctx, exported)
+	if err != nil || res.Version != 9 {
+		t.Fatalf("import: %+v %v", res, err)
+	}
+	again, _, err := c.ExportJSON(ctx)
+	if err != nil || string(again) != string(exported) {
+		t.Fatalf("the re-imported export differs:\n%s\n%s", exported, again)
+	}
+}
+
+func TestTheAdminAPIRefusesBadBodiesWithAClearJSONErrorAndChangesNothing(t *testing.T) {
+	r := newRig(t)
+	srv, _ := serve(t, r)
+	r.site(t, "site-a")
+	before := r.version(t)
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+		code                     string
+	}{
+		{"a fixture that is not JSON", "PUT", "/admin/fixture", "{", 400, "bad-request"},
+		{"a fixture with an unknown key", "PUT", "/admin/fixture", `{"consents":[],"terms":[]}`, 400, "bad-request"},
+		{"a fixture without consents", "PUT", "/admin/fixture", `{"sites":[]}`, 400, "bad-request"},
+		{"a consent with an unknown key", "POST", "/admin/consents", `{"owner":"a","siteId":"site-a","paused":true}`, 400, "bad-request"},
+		{"a consent with a null", "POST", "/admin/consents", `{"owner":null,"siteId":"site-a"}`, 400, "bad-request"},
+		{"an approval without owner", "POST", "/admin/pairings/approve", `{"userCode":"ABCD-EFGH"}`, 400, "bad-request"},
+		{"a site with a broken identity", "POST", "/admin/sites", `{"siteId":"b","site":{"identity":"x","encryption":"y","encryptionSig":"z"}}`, 400, "bad-request"},
+		{"an unknown route", "POST", "/admin/nothing", `{}`, 404, "not-found"},
+		{"the wrong method", "DELETE", "/admin/fixture", ``, 404, "not-found"},
+	} {
+		t.Run("refuses "+tc.name, func(t *testing.T) {
+			req, _ := http.NewRequestWithContext(t.Context(), tc.method, srv.URL+tc.path, strings.NewReader(tc.body))
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			data, _ := io.ReadAll(resp.Body)
+			var body controlplane.ErrorResponse
+			if err := json.Unmarshal(data, &body); err != nil || resp.StatusCode != tc.status || body.Error != tc.code || body.Message == "" {
+				t.Fatalf("got %d %s, want %d %q with a message", resp.StatusCode, data, tc.status, tc.code)
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+				t.Fatalf("content-type %q", ct)
+			}
+		})
+	}
+	if r.version(t) != before {
+		t.Fatal("a refused request changed the projection")
+	}
+}
+
+func TestTheClientReportsARefusalAsAnError(t *testing.T) {
+	r := newRig(t)
+	_, c := serve(t, r)
+	_, err := c.RevokeDevice(t.Context(), "runner_nobody")
+	var e *controlplane.Error
+	if !errors.As(err, &e) || e.Status != http.StatusNotFound || e.Code != "not-found" || !strings.Contains(e.Message, "runner_nobody") {
+		t.Fatalf("got %#v", err)
+	}
+}
