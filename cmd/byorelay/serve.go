@@ -1,0 +1,322 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/lambdafn"
+	"github.com/byorelay/byorelay/lambdafn/demo"
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/apiserver"
+	"github.com/byorelay/byorelay/store/dynamo"
+)
+
+// serveOptions are serve's flags.
+type serveOptions struct {
+	host        string
+	port        int
+	ddbEndpoint string
+	table       string
+	demoDir     string
+	debug       bool
+	sweepEvery  time.Duration
+	quiet       bool
+	verbose     bool
+}
+
+func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
+	var o serveOptions
+	fs := flag.NewFlagSet("byorelay serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.host, "host", "127.0.0.1", "address to listen on (loopback: the local admin API checks no credentials)")
+	fs.IntVar(&o.port, "port", 8787, "port for every function (0 picks a free one)")
+	fs.StringVar(&o.ddbEndpoint, "ddb-endpoint", "", "use this DynamoDB endpoint instead of starting DynamoDB Local\n(also $"+localtest.EnvDynamoEndpoint+")")
+	fs.StringVar(&o.table, "table", "byorelay-local", "routing table name; created if missing")
+	fs.StringVar(&o.demoDir, "demo-dir", "", "where the demo keys are kept, made on first run and reused after\n(default $"+demo.EnvDir+", else .cache/demo in the repository)")
+	fs.BoolVar(&o.debug, "debug", false, "serve the relay's /debug page (?site=demo-site)")
+	fs.DurationVar(&o.sweepEvery, "sweep-every", time.Minute, "how often the sweeper runs, as its schedule does when deployed")
+	fs.BoolVar(&o.quiet, "quiet", false, "log only warnings and errors")
+	fs.BoolVar(&o.verbose, "v", false, "also log every routed request (function, status, time)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "usage: byorelay serve [flags]\n\nThe local stack: DynamoDB Local and every function of template.yaml on one\nport, routed as API Gateway routes them, with a demo projection.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	}
+	if o.sweepEvery <= 0 {
+		return o, errors.New("--sweep-every must be positive")
+	}
+	return o, nil
+}
+
+// runServe is `byorelay serve`: up, report, serve until ctx ends, down.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	opts, err := parseServeFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "byorelay serve: %v\n", err)
+		return 2
+	}
+	level := slog.LevelInfo
+	switch {
+	case opts.quiet:
+		level = slog.LevelWarn
+	case opts.verbose:
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	if opts.ddbEndpoint == "" {
+		fmt.Fprintln(stdout, "starting DynamoDB Local (in memory)…")
+	}
+	ls, err := startLocal(ctx, opts, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "byorelay serve: %v\n", err)
+		return 1
+	}
+	defer ls.close()
+	ls.printBanner(stdout)
+
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(stdout, "\nstopping…")
+		return 0
+	case err := <-ls.served:
+		fmt.Fprintf(stderr, "byorelay serve: %v\n", err)
+		return 1
+	}
+}
+
+// localStack is a running local stack.
+type localStack struct {
+	url         string
+	ddbEndpoint string
+	table       string
+	demoDir     string
+	demo        *demo.World
+	siteEnv     string
+	imported    bool  // the demo projection was imported (the table had none)
+	version     int64 // the projection's version at start
+	debug       bool
+
+	listener   net.Listener
+	srv        *http.Server
+	served     chan error
+	stopSweep  context.CancelFunc
+	sweepDone  chan struct{}
+	stopDynamo func()
+}
+
+// startLocal brings the stack up: DynamoDB (started or given), the table,
+// the demo keys and projection, the functions, the sweeper's schedule, the
+// listener. On error everything already started is stopped again.
+func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger) (_ *localStack, err error) {
+	ls := &localStack{table: opts.table, debug: opts.debug, stopDynamo: func() {}}
+	defer func() {
+		if err != nil {
+			ls.close()
+		}
+	}()
+
+	ls.ddbEndpoint = opts.ddbEndpoint
+	if ls.ddbEndpoint == "" {
+		if ls.ddbEndpoint, ls.stopDynamo, err = localtest.StartDynamo(); err != nil {
+			return nil, fmt.Errorf("DynamoDB Local: %w (run `make deps`, or pass --ddb-endpoint)", err)
+		}
+	}
+	cfg := localtest.AWSConfig(ls.ddbEndpoint)
+	if err := ensureTable(ctx, dynamodb.NewFromConfig(cfg), opts.table); err != nil {
+		return nil, err
+	}
+
+	// Listen before anything prints a URL: a taken port must fail here,
+	// not after the banner told somebody to use it.
+	if ls.listener, err = net.Listen("tcp", net.JoinHostPort(opts.host, strconv.Itoa(opts.port))); err != nil {
+		return nil, err
+	}
+	ls.url = "http://" + ls.listener.Addr().String()
+
+	// The demo keys are shared with `byorelay invoke` (lambdafn/demo), so
+	// a sample event it re-signs is accepted here too.
+	if ls.demoDir = opts.demoDir; ls.demoDir == "" {
+		if ls.demoDir, err = demo.Dir(); err != nil {
+			return nil, err
+		}
+	}
+	if ls.demo, err = demo.Load(ls.demoDir); err != nil {
+		return nil, fmt.Errorf("demo keys: %w", err)
+	}
+	if ls.siteEnv, err = writeSiteEnv(ls.demoDir, ls.demo, ls.url, time.Now()); err != nil {
+		return nil, fmt.Errorf("demo site env: %w", err)
+	}
+
+	env := lambdafn.Env{
+		TableName: opts.table,
+		Debug:     opts.debug,
+		// Device-code pairing is off without a verification URL (501). Here
+		// a person approves with the admin CLI; the URL names the admin
+		// API route that shows a pending code.
+		VerificationURL:  ls.url + controlplane.AdminPrefix + "/pairings",
+		MetricsNamespace: "byorelay",
+	}
+	st, err := lambdafn.Open(ctx, env, lambdafn.Options{AWS: &cfg, Logger: log, MetricsOut: io.Discard})
+	if err != nil {
+		return nil, err
+	}
+	if err := ls.loadProjection(ctx, st, log); err != nil {
+		return nil, err
+	}
+	server, err := apiserver.ForStack(st, apiserver.Config{Log: log})
+	if err != nil {
+		return nil, err
+	}
+
+	sweepCtx, stopSweep := context.WithCancel(context.Background())
+	ls.stopSweep, ls.sweepDone = stopSweep, make(chan struct{})
+	go sweepEvery(sweepCtx, st, opts.sweepEvery, log, ls.sweepDone)
+
+	ls.srv = &http.Server{Handler: server, ReadHeaderTimeout: 10 * time.Second}
+	ls.served = make(chan error, 1)
+	go func() { ls.served <- ls.srv.Serve(ls.listener) }()
+	return ls, nil
+}
+
+// loadProjection imports the demo projection into a table that has none. A
+// table that has one (a persistent --ddb-endpoint) keeps it: re-importing
+// would undo every pairing approved since.
+func (ls *localStack) loadProjection(ctx context.Context, st *lambdafn.Stack, log *slog.Logger) error {
+	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: st.Control, Pairings: st.Store, Logger: log})
+	_, version, err := admin.Export(ctx)
+	if err != nil {
+		return fmt.Errorf("read projection: %w", err)
+	}
+	if version == 0 {
+		if version, err = admin.Import(ctx, ls.demo.Fixture()); err != nil {
+			return fmt.Errorf("import demo projection: %w", err)
+		}
+		ls.imported = true
+	}
+	ls.version = version
+	return nil
+}
+
+// ensureTable creates the routing table unless it exists.
+func ensureTable(ctx context.Context, db *dynamodb.Client, table string) error {
+	_, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	var missing *types.ResourceNotFoundException
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &missing):
+		return dynamo.CreateTable(ctx, db, table)
+	default:
+		return fmt.Errorf("describe table %s: %w", table, err)
+	}
+}
+
+// sweepEvery stands in for the EventBridge schedule that invokes the
+// sweeper when deployed. Claims and pending sweep in-line, so this only
+// decides how soon a job nobody asks about is requeued or dropped.
+func sweepEvery(ctx context.Context, st *lambdafn.Stack, every time.Duration, log *slog.Logger, done chan<- struct{}) {
+	defer close(done)
+	sweep := st.SweepHandler()
+	trigger, _ := json.Marshal(lambdafn.SweepEvent{Trigger: "schedule"})
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := sweep(ctx, trigger); err != nil && ctx.Err() == nil {
+				log.Warn("scheduled sweep failed", "err", err)
+			}
+		}
+	}
+}
+
+// close stops what started, in reverse. Safe on a half-started stack.
+func (ls *localStack) close() {
+	switch {
+	case ls.srv != nil:
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = ls.srv.Shutdown(ctx)
+		cancel()
+	case ls.listener != nil:
+		_ = ls.listener.Close()
+	}
+	if ls.stopSweep != nil {
+		ls.stopSweep()
+		<-ls.sweepDone
+	}
+	if ls.stopDynamo != nil {
+		ls.stopDynamo()
+	}
+}
+
+// printBanner says what is running and how to point a daemon, a site and
+// the admin CLI at it.
+func (ls *localStack) printBanner(w io.Writer) {
+	admin := ls.url + controlplane.AdminPrefix
+	projection := fmt.Sprintf("imported the demo projection (version %d)", ls.version)
+	if !ls.imported {
+		projection = fmt.Sprintf("kept the projection already in table %s (version %d)", ls.table, ls.version)
+	}
+	debug := ""
+	if ls.debug {
+		debug = fmt.Sprintf("  debug page     %s/debug?site=%s\n", ls.url, demo.SiteID)
+	}
+	fmt.Fprintf(w, `
+byorelay local stack: every function of template.yaml on one port, routed as
+API Gateway routes them, over DynamoDB.
+
+  relay          %[1]s
+  daemon plane   %[1]s/byollm/{pair,claim,fetch,heartbeat,result,release}
+  site plane     %[1]s/relay/site/{enqueue,payload,cancel,pending,results}
+  admin API      %[2]s   (no credentials locally; IAM-authorised when deployed)
+%[3]s  DynamoDB       %[4]s   table %[5]s
+
+Demo (%[6]s):
+  site id        %[7]s
+  site key id    %[8]s
+  owner          %[9]s, consenting to %[7]s
+  demo device    %[10]s (owner %[9]s, approved), for scripted clients
+  keys           %[11]s   (site: site-keys.json, site.env; device: device-keys.json)
+                 secret, made on first run and reused; never commit them
+
+Point a byollm daemon at it (it pairs as a new device of %[9]s):
+  BYOLLM_HOME=%[11]s/daemon localtest/js/node_modules/.bin/byollm connect %[1]s
+and approve the code it prints:
+  export BYORELAY_ADMIN_URL=%[2]s
+  go run ./cmd/byorelay admin pairing XXXX-XXXX               # who is asking
+  go run ./cmd/byorelay admin approve XXXX-XXXX --owner %[9]s
+
+Point a site at it (@byollm/server's cloud lane):
+  relayOrigin %[1]s, siteId %[7]s, and the site keys from
+  set -a; . %[12]s; set +a     # BYOLLM_SITE_KEYS, BYOLLM_RELAY_ORIGIN, BYOLLM_SITE_ID
+
+Requests over 6 MB of Lambda event are refused with API Gateway's 413.
+Ctrl-C stops everything; the routing state goes with DynamoDB Local, the keys stay.
+`, ls.url, admin, debug, ls.ddbEndpoint, ls.table, projection,
+		demo.SiteID, ls.demo.Site.KeyID(), demo.Owner, demo.RunnerID, ls.demoDir, ls.siteEnv)
+}

@@ -1,0 +1,259 @@
+package relay
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/byorelay/byorelay/projection"
+	"github.com/byorelay/byorelay/protocol"
+)
+
+// MaxBodyBytes bounds a request body. The largest honest body is a result
+// or payload carrying an envelope at protocol.MaxEnvelopeBytes plus a few
+// hundred bytes of ids; a megabyte of headroom refuses nothing a conforming
+// client sends and stops a body from costing a parse before it is refused.
+// An HTTP front end should stop reading at this size too (Lambda's own
+// synchronous payload limit, 6 MB, is lower still).
+const MaxBodyBytes = protocol.MaxEnvelopeBytes + 1<<20
+
+// reply is a plane's answer before encoding.
+type reply struct {
+	status int
+	// code is the wire error code of a refusal, "" on success; it is what
+	// logs and metrics name.
+	code string
+	// body is encoded with protocol.Encode unless html is set.
+	body any
+	html string
+}
+
+func ok(body any) reply { return reply{status: http.StatusOK, body: body} }
+
+// fail is a refusal with the ordinary {error, message} body.
+func fail(status int, code, message string) reply {
+	return reply{status: status, code: code, body: protocol.NewWireError(code, message)}
+}
+
+// bare is the reference's {error} body with no message: unknown paths and
+// the debug page's refusals.
+func bare(status int, code string) reply {
+	return reply{status: status, code: code, body: protocol.BareError{Error: code}}
+}
+
+// serverError answers a request the relay could not finish: a store or a
+// callback failed. The reference lets the exception escape; a port answers
+// 500, and says nothing about which dependency it was.
+var serverError = fail(http.StatusInternalServerError, protocol.CodeServerError,
+	"the relay could not answer this request; try again shortly")
+
+// call is one request in flight: what the logs name it by. Handlers fill
+// in site, runner and job as they learn them.
+type call struct {
+	ctx       context.Context
+	requestID string
+	method    string
+	path      string
+	endpoint  string
+	site      string
+	runner    string
+	job       string
+}
+
+func (c *call) attrs(extra []slog.Attr) []slog.Attr {
+	attrs := []slog.Attr{slog.String("requestId", c.requestID), slog.String("endpoint", c.endpoint)}
+	if c.site != "" {
+		attrs = append(attrs, slog.String("site", c.site))
+	}
+	if c.runner != "" {
+		attrs = append(attrs, slog.String("runner", c.runner))
+	}
+	if c.job != "" {
+		attrs = append(attrs, slog.String("job", c.job))
+	}
+	return append(attrs, extra...)
+}
+
+// decide logs one decision of this request.
+func (r *Relay) decide(c *call, decision string, extra ...slog.Attr) {
+	extra = append([]slog.Attr{slog.String("decision", decision)}, extra...)
+	r.log.LogAttrs(c.ctx, slog.LevelInfo, "decision", c.attrs(extra)...)
+}
+
+// Handle answers one request. It never returns an error: every failure is
+// an HTTP answer, a store failure included (500 server-error).
+func (r *Relay) Handle(ctx context.Context, req Request) Response {
+	header := canonicalHeader(req.Header)
+	c := &call{
+		ctx:       ctx,
+		requestID: requestID(ctx, header),
+		method:    req.Method,
+		path:      req.Path,
+		endpoint:  req.Path[strings.LastIndex(req.Path, "/")+1:],
+	}
+	rep, err := r.dispatch(c, req, header)
+	if err != nil {
+		r.log.LogAttrs(ctx, slog.LevelError, "request failed", c.attrs([]slog.Attr{slog.String("error", err.Error())})...)
+		rep = serverError
+	}
+	resp, err := encode(rep)
+	if err != nil {
+		r.log.LogAttrs(ctx, slog.LevelError, "response not encodable", c.attrs([]slog.Attr{slog.String("error", err.Error())})...)
+		resp, _ = encode(serverError)
+		rep = serverError
+	}
+	if rep.code != "" {
+		r.metrics.Refused(c.endpoint, rep.code)
+	}
+	r.log.LogAttrs(ctx, slog.LevelInfo, "request", c.attrs([]slog.Attr{
+		slog.String("method", c.method),
+		slog.String("path", c.path),
+		slog.Int("status", rep.status),
+		slog.String("code", rep.code),
+	})...)
+	return resp
+}
+
+// dispatch is the reference's Relay.handle, in its order (relay.md §1.1).
+func (r *Relay) dispatch(c *call, req Request, header http.Header) (reply, error) {
+	path := req.Path
+	query, _ := url.ParseQuery(req.RawQuery)
+
+	// Before the version check and before the body: not a protocol endpoint.
+	if path == "/debug" || path == r.basePath+"/debug" {
+		return r.debug(c, query)
+	}
+
+	// Only a POST has a body; any other verb reaches the same routes with
+	// none (the reference checks no method anywhere).
+	var raw []byte
+	if strings.EqualFold(req.Method, http.MethodPost) {
+		raw = req.Body
+	}
+
+	// The handshake first, before auth and schema, and only on protocol
+	// paths: a version mismatch must arrive as an answer that names the
+	// disagreement and the fix, not as a bare bad-request from a schema;
+	// and an unknown path such as /healthz is a 404, not a description of
+	// what this relay speaks to somebody who was only knocking. The literal
+	// /byollm/ is the reference's, whatever the base path.
+	if strings.HasPrefix(path, "/byollm/") || strings.HasPrefix(path, "/relay/") {
+		if len(raw) > MaxBodyBytes {
+			return fail(http.StatusBadRequest, protocol.CodeBadRequest,
+				protocol.TooLargeMessage(int64(len(raw)), protocol.MaxEnvelopeBytes)+" Every plan has the same ceiling."), nil
+		}
+		if refusal := protocol.CheckVersion(raw, query); refusal != nil {
+			return reply{status: http.StatusBadRequest, code: refusal.Error, body: *refusal}, nil
+		}
+	}
+
+	// The site plane, on exact paths. Its caller header differs from the
+	// daemon plane's, so a signature meant for one can never be presented
+	// to the other by moving the request.
+	switch path {
+	case "/relay/site/enqueue", "/relay/site/payload", "/relay/site/cancel", "/relay/site/pending", "/relay/site/results":
+		p, err := r.cfg.Projection.Projection(c.ctx)
+		if err != nil {
+			return reply{}, err
+		}
+		s := siteRequest{raw: raw, header: header, query: query, proj: p}
+		switch c.endpoint {
+		case "enqueue":
+			return r.enqueue(c, s)
+		case "payload":
+			return r.payload(c, s)
+		case "cancel":
+			return r.cancel(c, s)
+		case "pending":
+			return r.pending(c, s)
+		default:
+			return r.results(c, s)
+		}
+	}
+
+	// The daemon plane: anything under the base path, dispatched on the last
+	// segment alone (so /byollm/anything/claim is claim, as in the
+	// reference).
+	if !strings.HasPrefix(path, r.basePath+"/") {
+		return bare(http.StatusNotFound, protocol.CodeNotFound), nil
+	}
+	switch c.endpoint {
+	case "pair", "claim", "fetch", "result", "heartbeat", "release":
+	default:
+		return bare(http.StatusNotFound, protocol.CodeNotFound), nil
+	}
+	p, err := r.cfg.Projection.Projection(c.ctx)
+	if err != nil {
+		return reply{}, err
+	}
+	d := daemonRequest{raw: raw, header: header, proj: p}
+	switch c.endpoint {
+	case "pair":
+		return r.pair(c, d)
+	case "claim":
+		return r.claim(c, d)
+	case "fetch":
+		return r.fetch(c, d)
+	case "result":
+		return r.result(c, d)
+	case "heartbeat":
+		return r.heartbeat(c, d)
+	default:
+		return r.release(c, d)
+	}
+}
+
+// daemonRequest is what a daemon-plane handler reads.
+type daemonRequest struct {
+	raw    []byte
+	header http.Header
+	proj   *projection.Projection
+}
+
+// siteRequest is what a site-plane handler reads.
+type siteRequest struct {
+	raw    []byte
+	header http.Header
+	query  url.Values
+	proj   *projection.Projection
+}
+
+func encode(rep reply) (Response, error) {
+	h := http.Header{}
+	if rep.html != "" {
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		return Response{Status: rep.status, Header: h, Body: []byte(rep.html)}, nil
+	}
+	body, err := protocol.Encode(rep.body)
+	if err != nil {
+		return Response{}, err
+	}
+	h.Set("Content-Type", "application/json")
+	return Response{Status: rep.status, Header: h, Body: body}, nil
+}
+
+// canonicalHeader copies h with canonical keys, so a front end that built
+// the map by hand (lower-case keys from an API Gateway event) is read the
+// same as one built with Header.Add.
+func canonicalHeader(h http.Header) http.Header {
+	out := make(http.Header, len(h))
+	for k, vs := range h {
+		ck := http.CanonicalHeaderKey(k)
+		out[ck] = append(out[ck], vs...)
+	}
+	return out
+}
+
+func requestID(ctx context.Context, h http.Header) string {
+	if id := RequestIDFrom(ctx); id != "" {
+		return id
+	}
+	for _, name := range requestIDHeaders {
+		if id := h.Get(name); id != "" {
+			return id
+		}
+	}
+	return ""
+}

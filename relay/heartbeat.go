@@ -1,0 +1,147 @@
+package relay
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
+)
+
+// heartbeat records presence, renews what the daemon still holds, names
+// what it lost and what the site withdrew, and tells it which sites it may
+// pin (relay.md §5).
+func (r *Relay) heartbeat(c *call, d daemonRequest) (reply, error) {
+	var req protocol.HeartbeatRequest
+	who, refusal, err := r.authDaemon(c, d, &req)
+	if refusal != nil || err != nil {
+		return deref(refusal), err
+	}
+
+	// The floor is checked here because the heartbeat is where the version
+	// is (a claim carries none), and a daemon beats every few seconds, so a
+	// straggler is refused within one beat. Unset refuses nobody: a floor
+	// picked optimistically on deploy day takes working machines down.
+	if r.cfg.DaemonFloor != "" {
+		if below := protocol.CheckDaemonFloor(req.DaemonVersion, r.cfg.DaemonFloor); below != nil {
+			r.decide(c, "refuse-below-floor", slog.String("daemonVersion", req.DaemonVersion), slog.String("floor", r.cfg.DaemonFloor))
+			return reply{status: http.StatusUpgradeRequired, code: below.Error, body: *below}, nil
+		}
+	}
+
+	now := r.now()
+	swept, err := r.store.Sweep(c.ctx)
+	if err != nil {
+		return reply{}, err
+	}
+	r.noteSweep(c.ctx, "heartbeat", swept)
+
+	// Presence is recorded on every beat, before the no-sites branch: a
+	// machine with nothing consented is still online. The matrix and the
+	// withheld list replace the old ones (a union would go on advertising a
+	// backend the machine lost).
+	if _, err := r.store.Seen(c.ctx, store.Sighting{
+		RunnerID:     who.runnerID,
+		Owner:        who.owner,
+		Device:       who.device,
+		Capabilities: nonNilCapabilities(req.Capabilities),
+		Withheld:     nonNilWithheld(req.Withheld),
+	}); err != nil {
+		return reply{}, err
+	}
+
+	// The set, not a boolean: a site that leaves it is revoked for that site
+	// and the daemon drops that pin and keeps the rest.
+	pinned := d.proj.SitesFor(who.owner)
+	sites, err := siteKeys(pinned)
+	if err != nil {
+		return reply{}, err
+	}
+	// How each current key traces back to one the daemon holds, only for
+	// sites that rotated: evidence beside the statement of which key is
+	// current, distributed and never minted here.
+	var successions protocol.Record[protocol.SiteSuccession]
+	// Paused sites keep their pin and route nothing; the daemon names what
+	// the user has to go and read.
+	awaitingConsent := []string{}
+	for _, s := range pinned {
+		id, err := protocol.KeyID(s.Site.Identity)
+		if err != nil {
+			return reply{}, err
+		}
+		if len(s.Succeeds) > 0 {
+			successions.Set(id, protocol.SiteSuccession{Succeeds: s.Succeeds, RetiringUntil: s.RetiringUntil})
+		}
+		if !d.proj.MayRouteFor(who.owner, s.SiteID) {
+			awaitingConsent = append(awaitingConsent, id)
+		}
+	}
+	updateTo := protocol.UpdateOfferFor(r.cfg.UpdateOffer, req.DaemonVersion)
+
+	if len(pinned) == 0 {
+		// Nothing left to serve: every lease is reported lost and nothing is
+		// renewed, exactly as a direct site's revoked branch answers, because
+		// a daemon cannot see which upstream it is talking to.
+		lost := make([]protocol.GrantRef, 0, len(req.ActiveLeases))
+		for _, l := range req.ActiveLeases {
+			lost = append(lost, protocol.GrantRef{JobID: l.JobID, LeaseID: l.LeaseID})
+		}
+		r.decide(c, "heartbeat-nothing-to-serve", slog.Int("lost", len(lost)))
+		return ok(protocol.HeartbeatResponse{
+			Sites:           sites,
+			Successions:     successions,
+			UpdateTo:        updateTo,
+			AwaitingConsent: awaitingConsent,
+			Cancel:          []protocol.GrantRef{},
+			Lost:            lost,
+			ServerTime:      now,
+		}), nil
+	}
+
+	// What the site withdrew: a device must hear about a cancelled job it
+	// is running, or it runs work whose result nobody will accept.
+	cancel, err := r.store.CancelRequests(c.ctx, who.runnerID)
+	if err != nil {
+		return reply{}, err
+	}
+	// Renewal and loss from one read. Renewed leases are not reported (no
+	// daemon read that field); lost is the direction a daemon can act on.
+	renewed, err := r.store.RenewLeases(c.ctx, store.RenewInput{
+		RunnerID: who.runnerID,
+		Leases:   req.ActiveLeases,
+		LeaseMs:  r.leaseMs,
+	})
+	if err != nil {
+		return reply{}, err
+	}
+	if cancel == nil {
+		cancel = []protocol.GrantRef{}
+	}
+	lost := renewed.Lost
+	if lost == nil {
+		lost = []protocol.GrantRef{}
+	}
+	r.decide(c, "heartbeat",
+		slog.Int("sites", len(sites)),
+		slog.Int("awaitingConsent", len(awaitingConsent)),
+		slog.Int("renewed", len(renewed.Renewed)),
+		slog.Int("lost", len(lost)),
+		slog.Int("cancel", len(cancel)),
+		slog.Bool("updateOffered", updateTo != ""))
+	return ok(protocol.HeartbeatResponse{
+		Sites:           sites,
+		Successions:     successions,
+		UpdateTo:        updateTo,
+		AwaitingConsent: awaitingConsent,
+		Cancel:          cancel,
+		Lost:            lost,
+		ServerTime:      now,
+	}), nil
+}
+
+func nonNilWithheld(w []protocol.WithheldKind) []protocol.WithheldKind {
+	if w == nil {
+		return []protocol.WithheldKind{}
+	}
+	return w
+}

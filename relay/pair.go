@@ -1,0 +1,218 @@
+package relay
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/byorelay/byorelay/projection"
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
+)
+
+// pollIntervalMs: fast enough that approving feels immediate, slow enough
+// that a forgotten terminal is not a load generator.
+const pollIntervalMs = 2_000
+
+var (
+	pairSchemaFailed   = fail(http.StatusBadRequest, protocol.CodeBadRequest, "pair request failed schema validation")
+	identityIncoherent = fail(http.StatusBadRequest, protocol.CodeBadRequest, "the device identity is not consistent")
+	// 501 with bad-request, as the reference answers: said plainly rather
+	// than as a schema error, because the daemon's user deserves to know
+	// this relay cannot do it.
+	deviceCodeUnsupported = fail(http.StatusNotImplemented, protocol.CodeBadRequest, "this relay does not offer device-code pairing")
+	pairingBusy           = fail(http.StatusTooManyRequests, protocol.CodeRateLimited, store.PairingBusyMessage)
+	noConsent             = fail(http.StatusForbidden, protocol.CodeForbidden, "no consent record for this user")
+	deviceNotApproved     = fail(http.StatusForbidden, protocol.CodeForbidden, "this device has not been approved by its owner")
+	deviceOtherOwner      = fail(http.StatusForbidden, protocol.CodeForbidden, "this device belongs to another owner")
+)
+
+// pair is unauthenticated: a machine with no pairing has no credential.
+// Three shapes are tried in the reference's order: device-code start, poll,
+// then the fixture exchange of a device already approved.
+func (r *Relay) pair(c *call, d daemonRequest) (reply, error) {
+	var start protocol.PairStartRequest
+	if protocol.DecodeStrict(d.raw, &start) == nil {
+		return r.pairStart(c, start)
+	}
+	var poll protocol.PairPollRequest
+	if protocol.DecodeStrict(d.raw, &poll) == nil {
+		return r.pairPoll(c, d.proj, poll)
+	}
+	var fixture protocol.PairFixtureRequest
+	if err := protocol.DecodeStrict(d.raw, &fixture); err != nil {
+		r.decide(c, "refuse-schema", slogError(err))
+		return pairSchemaFailed, nil
+	}
+	return r.pairFixture(c, d.proj, fixture)
+}
+
+// pairStart mints a code and remembers the keys it stands for. Nothing is
+// decided here: approval is a human in the control plane.
+func (r *Relay) pairStart(c *call, req protocol.PairStartRequest) (reply, error) {
+	if r.cfg.Pairing == nil || r.cfg.VerificationURL == "" {
+		r.decide(c, "refuse-device-code-unsupported")
+		return deviceCodeUnsupported, nil
+	}
+	if !protocol.VerifyPublicIdentity(req.Device) {
+		r.decide(c, "refuse-identity-incoherent")
+		return identityIncoherent, nil
+	}
+	pending := store.PendingPairing{
+		DeviceCode:   store.NewDeviceCode(),
+		UserCode:     store.NewUserCode(),
+		Device:       req.Device,
+		Capabilities: req.Capabilities,
+		Label:        req.Daemon.Label,
+		Platform:     req.Daemon.Platform,
+		ExpiresAt:    r.now() + store.PairingCodeTTLMs,
+	}
+	put, err := r.cfg.Pairing.PutPairing(c.ctx, pending)
+	if err != nil {
+		return reply{}, err
+	}
+	if put == store.PutAtCapacity {
+		// rate-limited: nothing this caller did was wrong, but the
+		// instruction (back off, try again) is the one that code carries.
+		r.decide(c, "refuse-pairing-at-capacity")
+		return pairingBusy, nil
+	}
+	r.decide(c, "pairing-started", slog.Int64("expiresAt", pending.ExpiresAt))
+	return ok(protocol.PairStartResponse{
+		DeviceCode:      pending.DeviceCode,
+		UserCode:        pending.UserCode,
+		VerificationURL: r.cfg.VerificationURL,
+		ExpiresAt:       pending.ExpiresAt,
+		PollIntervalMs:  pollIntervalMs,
+	}), nil
+}
+
+// pairPoll asks the projection, never a flag set here, whether a human
+// approved this keypair.
+func (r *Relay) pairPoll(c *call, p *projection.Projection, req protocol.PairPollRequest) (reply, error) {
+	if r.cfg.Pairing == nil {
+		r.decide(c, "refuse-device-code-unsupported")
+		return deviceCodeUnsupported, nil
+	}
+	pending, found, err := r.cfg.Pairing.PairingByDeviceCode(c.ctx, req.DeviceCode)
+	if err != nil {
+		return reply{}, err
+	}
+	// Expired and never-existed answer alike: a poll loop does not need to
+	// tell them apart, and telling them apart would let somebody test codes
+	// for existence.
+	if !found {
+		r.decide(c, "pairing-expired")
+		return ok(protocol.PairPollResponse{Status: protocol.PairExpired}), nil
+	}
+	approved, ok2 := p.DeviceByIdentity(pending.Device.Identity)
+	if !ok2 {
+		r.decide(c, "pairing-pending")
+		return ok(protocol.PairPollResponse{Status: protocol.PairPending}), nil
+	}
+	c.runner = approved.RunnerID
+	// Approved with nothing consented is still approved: refusing would
+	// fail a new account's first pairing for a reason it cannot act on from
+	// a terminal.
+	sites, err := siteKeys(p.SitesFor(approved.Owner))
+	if err != nil {
+		return reply{}, err
+	}
+	// What the machine said it could run when it asked to pair, so presence
+	// has an answer the moment the device appears; the next heartbeat
+	// replaces it.
+	if _, err := r.store.Seen(c.ctx, store.Sighting{
+		RunnerID:     approved.RunnerID,
+		Owner:        approved.Owner,
+		Device:       pending.Device,
+		Capabilities: nonNilCapabilities(pending.Capabilities),
+		Withheld:     []protocol.WithheldKind{},
+	}); err != nil {
+		return reply{}, err
+	}
+	// Single use: leaving it would be a second way to ask the same question.
+	if err := r.cfg.Pairing.DropPairing(c.ctx, pending.DeviceCode); err != nil {
+		return reply{}, err
+	}
+	r.decide(c, "pairing-approved", slog.Int("sites", len(sites)))
+	return ok(protocol.PairPollResponse{
+		Status:             protocol.PairApproved,
+		RunnerID:           approved.RunnerID,
+		Owner:              approved.Owner,
+		Sites:              sites,
+		ControlPlanePublic: r.cfg.ControlPlanePublic,
+	}), nil
+}
+
+// pairFixture pairs a device a human already approved. The answer carries
+// the sites' keys, never a relay key: the daemon pins the party that will
+// seal its work, which is what makes relayed work unforgeable.
+func (r *Relay) pairFixture(c *call, p *projection.Projection, req protocol.PairFixtureRequest) (reply, error) {
+	if !protocol.VerifyPublicIdentity(req.Device) {
+		r.decide(c, "refuse-identity-incoherent")
+		return identityIncoherent, nil
+	}
+	// CONSENT_BEFORE_ROUTE: consent is a click somewhere else, and there is
+	// no discovery path here that creates one.
+	pinned := p.SitesFor(req.Owner)
+	if len(pinned) == 0 {
+		r.decide(c, "refuse-no-consent")
+		return noConsent, nil
+	}
+	// Matched on the identity key a human compared a fingerprint of, not on
+	// an id the device claims: otherwise the relay would be the authority
+	// on who a machine is.
+	approved, found := p.DeviceByIdentity(req.Device.Identity)
+	if !found {
+		r.decide(c, "refuse-device-not-approved")
+		return deviceNotApproved, nil
+	}
+	c.runner = approved.RunnerID
+	if approved.Owner != req.Owner {
+		// An approval is for a person, not a key in general.
+		r.decide(c, "refuse-device-other-owner")
+		return deviceOtherOwner, nil
+	}
+	sites, err := siteKeys(pinned)
+	if err != nil {
+		return reply{}, err
+	}
+	// The fixture exchange carries no matrix; the first heartbeat does.
+	if _, err := r.store.Seen(c.ctx, store.Sighting{
+		RunnerID:     approved.RunnerID,
+		Owner:        req.Owner,
+		Device:       req.Device,
+		Capabilities: []protocol.Capability{},
+		Withheld:     []protocol.WithheldKind{},
+	}); err != nil {
+		return reply{}, err
+	}
+	r.decide(c, "paired", slog.Int("sites", len(sites)))
+	return ok(protocol.PairFixtureResponse{
+		ProtocolVersion:    protocol.ProtocolVersion,
+		RunnerID:           approved.RunnerID,
+		Sites:              sites,
+		ControlPlanePublic: r.cfg.ControlPlanePublic,
+	}), nil
+}
+
+// siteKeys is the pin set as the wire carries it: each site's identity by
+// its key id, in the projection's (sorted) order. Never nil, so an empty
+// set is written as {}.
+func siteKeys(sites []projection.SiteRecord) (protocol.Record[protocol.PublicIdentity], error) {
+	out := protocol.Record[protocol.PublicIdentity]{}
+	for _, s := range sites {
+		id, err := protocol.KeyID(s.Site.Identity)
+		if err != nil {
+			return nil, err
+		}
+		out.Set(id, s.Site)
+	}
+	return out, nil
+}
+
+func nonNilCapabilities(caps []protocol.Capability) []protocol.Capability {
+	if caps == nil {
+		return []protocol.Capability{}
+	}
+	return caps
+}

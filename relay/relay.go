@@ -1,0 +1,256 @@
+// Package relay is the BYOLLM relay's two planes, independent of Lambda: a
+// request goes in as method, path, headers and raw body bytes, and a
+// response comes out. It ports @byollm/relay 0.1.1 (index.ts,
+// daemon-plane.ts, site-plane.ts, refusals.ts, debug.ts; relay.md §1, §5).
+//
+// The relay is blind by construction: Config has no field that can hold a
+// private key, and nothing here can open an envelope. It routes stubs, hands
+// over ciphertext and knows who is online.
+package relay
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/byorelay/byorelay/projection"
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
+)
+
+// Request is one HTTP request, already read. Path is the URL path as sent,
+// percent-encoding intact (url.URL.EscapedPath(), API Gateway's rawPath),
+// because the reference dispatches on the WHATWG pathname, which is not
+// decoded: /byollm/cl%61im is not claim there either. RawQuery is the part
+// after '?'. Body is the raw bytes: signatures are over these exact bytes,
+// so nothing may re-encode them on the way in. Header keys may be in any
+// case.
+type Request struct {
+	Method   string
+	Path     string
+	RawQuery string
+	Header   http.Header
+	Body     []byte
+}
+
+// Response is what to send back. Header always carries content-type.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// ProjectionSource hands the relay the control plane's current projection.
+// Asked once per request, so a change is in force on the next request
+// (revocation must not wait for a heartbeat, or for a process to restart).
+type ProjectionSource interface {
+	Projection(ctx context.Context) (*projection.Projection, error)
+}
+
+// StaticProjection is a ProjectionSource held in memory, replaced wholesale
+// with Set (the reference's relay.project(fixture)). For tests and the local
+// server.
+type StaticProjection struct {
+	mu sync.RWMutex
+	p  *projection.Projection
+}
+
+// NewStaticProjection holds p.
+func NewStaticProjection(p *projection.Projection) *StaticProjection {
+	return &StaticProjection{p: p}
+}
+
+// Set replaces the projection: a control-plane push.
+func (s *StaticProjection) Set(p *projection.Projection) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.p = p
+}
+
+// Projection returns the current projection.
+func (s *StaticProjection) Projection(context.Context) (*projection.Projection, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.p == nil {
+		return nil, errors.New("relay: no projection set")
+	}
+	return s.p, nil
+}
+
+// GrantRequest is what the relay asks a control plane about one claimed job
+// (Amendment J). The relay asks; it does not decide.
+type GrantRequest struct {
+	Job protocol.ClaimedStub
+	// SiteID is the site in the control plane's namespace, for its policy
+	// read.
+	SiteID string
+	// SiteKey is the site as the stub names it (the key id the device
+	// pinned), carried straight off the stub and never derived: it is the
+	// value that gets signed.
+	SiteKey string
+	// Purpose is the stub's own purpose, uninterpreted; "" when absent.
+	Purpose      string
+	Owner        string
+	RunnerID     string
+	Capabilities []protocol.Capability
+}
+
+// GrantDecision is the control plane's answer: exactly one of Granted or
+// Declined.
+type GrantDecision struct {
+	Granted  *protocol.SignedGrant
+	Declined *Decline
+}
+
+// Decline is a refused grant. Permanent means never offer this job to this
+// device again (a person removed from a team); otherwise the job goes back
+// with a not-before, because a plain release would be re-claimed at once and
+// spin. Reason is for the log: the relay never branches on it, or it would
+// be a second implementation of a policy it does not own.
+type Decline struct {
+	Permanent bool
+	Reason    string
+}
+
+// GrantAuthor authors a grant for one claimed job. An error fails the claim
+// request (500), as a throw does in the reference.
+type GrantAuthor func(ctx context.Context, in GrantRequest) (GrantDecision, error)
+
+// Verdict is Satisfiable's answer.
+type Verdict string
+
+const (
+	VerdictOK          Verdict = "ok"
+	VerdictNotDeclared Verdict = "not-declared"
+	VerdictUnmapped    Verdict = "unmapped"
+	VerdictWaiting     Verdict = "waiting"
+)
+
+// SatisfiableQuery is the enqueue-time question. Purpose is "" when the stub
+// names none.
+type SatisfiableQuery struct {
+	SiteID  string
+	Owner   string
+	Purpose string
+	Kind    string
+}
+
+// Satisfiable asks whoever holds the mappings (the control plane) whether a
+// purpose can be satisfied for this person. An error is answered 503
+// server-error: a failed read is not a negative answer.
+type Satisfiable func(ctx context.Context, q SatisfiableQuery) (Verdict, error)
+
+// Config is a relay's wiring. Store, Projection are required.
+type Config struct {
+	Store store.RoutingStore
+	// Pairing holds device-code pairings, shared across replicas. With no
+	// Pairing or no VerificationURL the device-code flow answers 501.
+	Pairing store.PairingCodes
+	// VerificationURL is where a human approves a code: the control plane's
+	// own URL, given rather than derived.
+	VerificationURL string
+	Projection      ProjectionSource
+	// Clock is the relay's local clock: signature freshness, serverTime,
+	// the retirement window and the retry-after not-before. Deliberately not
+	// the store's clock (freshness is about the caller's clock versus this
+	// process's). Nil means store.SystemClock.
+	Clock store.Clock
+	// LeaseMs is the lease length; 0 means store.DefaultLeaseMs.
+	LeaseMs int64
+	// BasePath is where the daemon plane is mounted; "" means "/byollm".
+	// Trailing slashes are stripped.
+	BasePath string
+	// Debug serves /debug (per site). Off unless somebody asks: on anything
+	// reachable from the internet it is an anonymous metadata read.
+	Debug bool
+	// ControlPlanePublic is the grant-signing key handed to daemons at
+	// pairing. Setting it without AuthorGrant is refused by New.
+	ControlPlanePublic string
+	AuthorGrant        GrantAuthor
+	// Satisfiable is asked at enqueue when set; nil refuses nothing.
+	Satisfiable Satisfiable
+	// UpdateOffer is a daemon version offered in heartbeats; "" offers
+	// nothing. DaemonFloor is the oldest daemon served; "" refuses nobody.
+	UpdateOffer string
+	DaemonFloor string
+	// Logger receives one JSON-able record per decision; nil discards.
+	Logger *slog.Logger
+	// Metrics counts what the relay did; nil counts nothing.
+	Metrics Metrics
+}
+
+// Relay is a running relay: one handler, two planes, one debug page. Safe
+// for concurrent use; it holds no routing state of its own.
+type Relay struct {
+	cfg      Config
+	store    store.RoutingStore
+	clock    store.Clock
+	leaseMs  int64
+	basePath string
+	log      *slog.Logger
+	metrics  Metrics
+}
+
+// ErrGrantsWithoutAuthor is New's refusal of a relay that would tell devices
+// to expect signed grants and never send one: every job would be refused at
+// the device, with this process reporting itself healthy throughout.
+var ErrGrantsWithoutAuthor = errors.New("controlPlanePublic is set but authorGrant is not: devices would be " +
+	"told to expect signed grants that nothing here can produce, and " +
+	"would refuse every job")
+
+// New builds a relay.
+func New(cfg Config) (*Relay, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("relay: Config.Store is required")
+	}
+	if cfg.Projection == nil {
+		return nil, errors.New("relay: Config.Projection is required")
+	}
+	if cfg.ControlPlanePublic != "" && cfg.AuthorGrant == nil {
+		return nil, ErrGrantsWithoutAuthor
+	}
+	r := &Relay{
+		cfg:      cfg,
+		store:    cfg.Store,
+		clock:    cfg.Clock,
+		leaseMs:  cfg.LeaseMs,
+		basePath: strings.TrimRight(cfg.BasePath, "/"),
+		log:      cfg.Logger,
+		metrics:  cfg.Metrics,
+	}
+	if r.clock == nil {
+		r.clock = store.SystemClock{}
+	}
+	if r.leaseMs == 0 {
+		r.leaseMs = store.DefaultLeaseMs
+	}
+	if cfg.BasePath == "" {
+		r.basePath = "/byollm"
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.metrics == nil {
+		r.metrics = NopMetrics{}
+	}
+	return r, nil
+}
+
+// now is the relay-local clock in epoch ms.
+func (r *Relay) now() int64 { return r.clock.Now().UnixMilli() }
+
+// Sweep fires whatever the store's clock says is due and reports it. The
+// relay never needs it to be correct (claims, heartbeats and pending sweep
+// first), but a job whose site vanished should go back to the queue without
+// waiting for somebody to ask.
+func (r *Relay) Sweep(ctx context.Context) (store.SweepResult, error) {
+	res, err := r.store.Sweep(ctx)
+	if err != nil {
+		return store.SweepResult{}, err
+	}
+	r.noteSweep(ctx, "scheduled", res)
+	return res, nil
+}

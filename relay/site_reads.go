@@ -1,0 +1,92 @@
+package relay
+
+import (
+	"log/slog"
+
+	"github.com/byorelay/byorelay/protocol"
+)
+
+// The reads name their site in the query and are signed over an empty
+// body; the query is checked against the signer exactly as a body is.
+
+// queryDecoder validates the query's siteId as the reference's QueryRequest
+// does ({siteId: min(1)}).
+func queryDecoder(s siteRequest, into *protocol.QueryRequest) func() error {
+	return func() error {
+		*into = protocol.QueryRequest{SiteID: s.query.Get("siteId")}
+		return into.Validate()
+	}
+}
+
+// pending is what needs sealing and who to seal it to: the claiming
+// device's public keys, which is the whole reason a blind relay can exist.
+// It sweeps first, so a site is never asked to seal for a claim that has
+// already lapsed.
+func (r *Relay) pending(c *call, s siteRequest) (reply, error) {
+	var q protocol.QueryRequest
+	siteID, refusal := r.authSite(c, s, queryDecoder(s, &q), func() string { return q.SiteID })
+	if refusal != nil {
+		return *refusal, nil
+	}
+	swept, err := r.store.Sweep(c.ctx)
+	if err != nil {
+		return reply{}, err
+	}
+	r.noteSweep(c.ctx, "pending", swept)
+	awaiting, err := r.store.Awaiting(c.ctx, siteID)
+	if err != nil {
+		return reply{}, err
+	}
+	jobs := make([]protocol.SitePendingJob, 0, len(awaiting))
+	for _, job := range awaiting {
+		row := protocol.SitePendingJob{JobID: job.ID, AwaitingUntil: job.AwaitingUntil}
+		// Always set for an awaiting job; left absent rather than crashing
+		// if a future state-machine edit broke that.
+		if h := job.ClaimedBy; h != nil {
+			device := h.Device
+			row.Device = &device
+			row.RunnerID = h.RunnerID
+			row.LeaseID = h.LeaseID
+			// The grant's own clock, distinct from awaitingUntil: a site
+			// adopting the lease needs when the grant ends.
+			row.LeaseExpiresAt = h.LeaseExpiresAt
+		}
+		jobs = append(jobs, row)
+	}
+	r.decide(c, "pending", slog.Int("jobs", len(jobs)))
+	return ok(protocol.SitePendingResponse{Jobs: jobs}), nil
+}
+
+// results lists sealed results for the site to open and verify. A pure
+// read with no acknowledgement: results are listed on every poll until the
+// deadline sweep deletes the job. It does not sweep.
+func (r *Relay) results(c *call, s siteRequest) (reply, error) {
+	var q protocol.QueryRequest
+	siteID, refusal := r.authSite(c, s, queryDecoder(s, &q), func() string { return q.SiteID })
+	if refusal != nil {
+		return *refusal, nil
+	}
+	finished, err := r.store.Finished(c.ctx, siteID)
+	if err != nil {
+		return reply{}, err
+	}
+	jobs := make([]protocol.SiteResult, 0, len(finished))
+	for _, job := range finished {
+		row := protocol.SiteResult{JobID: job.ID, Envelope: job.Result, Disposition: string(job.Disposition)}
+		if h := job.ClaimedBy; h != nil {
+			device := h.Device
+			row.RunnerID = h.RunnerID
+			// The grant the result was recorded under, so the site can
+			// complete against it.
+			row.LeaseID = h.LeaseID
+			// Which device ran it, so the site verifies the result against
+			// the key it sealed to; whose machine it was, as the
+			// projection's owner id (never a key id).
+			row.Device = &device
+			row.RunnerOwner = h.Owner
+		}
+		jobs = append(jobs, row)
+	}
+	r.decide(c, "results", slog.Int("jobs", len(jobs)))
+	return ok(protocol.SiteResultsResponse{Jobs: jobs}), nil
+}
