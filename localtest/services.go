@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -137,6 +138,18 @@ func StartDynamo() (endpoint string, stop func(), err error) {
 	return ep, p.stop, nil
 }
 
+// StartMoto starts a moto server outside of a test, like StartDynamo.
+func StartMoto() (endpoint string, stop func(), err error) {
+	if ep := os.Getenv(EnvMotoEndpoint); ep != "" {
+		return ep, func() {}, nil
+	}
+	p, ep, err := startMoto()
+	if err != nil {
+		return "", nil, err
+	}
+	return ep, p.stop, nil
+}
+
 func (s *service) get(t testing.TB) string {
 	t.Helper()
 	s.once.Do(func() {
@@ -194,6 +207,8 @@ func launch(cmd *exec.Cmd, endpoint string) (*process, string, error) {
 	}
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// A test binary killed by a timeout must not leave a JVM behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, "", fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
