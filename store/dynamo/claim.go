@@ -1,0 +1,238 @@
+package dynamo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
+)
+
+// claimSlack is how many candidates past the pair cap a claim reads from
+// each queue partition. A partition holds only jobs of one (site, owner,
+// kind, audience), so every candidate passes the route, kind and audience
+// guards; only a refusal or a not-before of this very runner can skip one,
+// and a pair can be granted at most UnsealedPerPair per claim anyway.
+const claimSlack = 6
+
+// Claim grants queued work. It sweeps first, reads a bounded number of
+// candidates from each queue partition the device may take from (its routes
+// times its kinds, private partitions only for its owner's own routes, and
+// its sticky partition), walks them in enqueue order with the contract's
+// guards, and grants each in one transaction: the job (conditioned on the
+// version it was read at), its lease pointer, the runner's holder entry and
+// the pair's unsealed set (conditioned on the cap). Cost depends on the
+// route set, never on how deep the queue is.
+func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.ClaimedStub, error) {
+	if _, err := s.Sweep(ctx); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	granted := []protocol.ClaimedStub{}
+	if in.Max <= 0 {
+		return granted, nil
+	}
+	routes := map[store.Route]bool{}
+	for _, r := range in.Routes {
+		routes[r] = true
+	}
+	kinds := map[string]bool{}
+	for _, k := range in.Kinds {
+		kinds[k] = true
+	}
+
+	limit := int32(min(in.Max, store.UnsealedPerPair) + claimSlack)
+	var partitions []string
+	for r := range routes {
+		for k := range kinds {
+			partitions = append(partitions, queueKey(r.SiteID, r.Owner, k, false))
+			if r.Owner == in.Owner {
+				partitions = append(partitions, queueKey(r.SiteID, r.Owner, k, true))
+			}
+		}
+	}
+	slices.Sort(partitions)
+	partitions = append(partitions, stickyQueueKey(in.RunnerID))
+
+	// The partitions are read at once: a claim's latency is one query's,
+	// whatever the route set.
+	found := make([][]*jobItem, len(partitions))
+	err := each(len(partitions), func(i int) error {
+		qk := partitions[i]
+		// The sticky partition can hold jobs of routes this device no
+		// longer has; read it deeper so those cannot hide its own.
+		n := limit
+		if strings.HasPrefix(qk, "R#") {
+			n = limit * 2
+		}
+		items, err := s.queue(ctx, qk, n)
+		found[i] = items
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var candidates []*jobItem
+	for _, items := range found {
+		candidates = append(candidates, items...)
+	}
+	slices.SortFunc(candidates, func(a, b *jobItem) int { return strings.Compare(a.Seq, b.Seq) })
+
+	device, err := json.Marshal(in.Device)
+	if err != nil {
+		return nil, fmt.Errorf("encode device: %w", err)
+	}
+	full := map[store.Route]bool{}
+	for _, c := range candidates {
+		if len(granted) >= in.Max {
+			break
+		}
+		pair := store.Route{SiteID: c.Site, Owner: c.Owner}
+		if full[pair] {
+			continue
+		}
+		stub, lease, result, err := s.claimOne(ctx, c, in, routes, kinds, string(device), now)
+		if err != nil {
+			// A grant already made is returned, not orphaned: the error is
+			// about a candidate that was not granted.
+			if len(granted) > 0 {
+				return granted, nil
+			}
+			return nil, err
+		}
+		switch result {
+		case committed:
+			granted = append(granted, protocol.Claimed(stub, lease, nil))
+		case extraFailed:
+			// The pair's unsealed set is full: left queued, not refused.
+			full[pair] = true
+		}
+	}
+	return granted, nil
+}
+
+// claimOne judges one candidate and grants it if it passes. The candidate
+// came from the queue index, which lags the table; the grant is
+// conditioned on the version judged, and when that fails the job is read
+// again, strongly consistently, and judged afresh, so a job that is still
+// claimable is not skipped because something else touched it.
+func (s *Store) claimOne(ctx context.Context, c *jobItem, in store.ClaimInput, routes map[store.Route]bool, kinds map[string]bool, device string, now int64) (protocol.JobStub, protocol.Lease, outcome, error) {
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if attempt > 0 {
+			fresh, ok, err := s.readJob(ctx, c.PK)
+			if err != nil {
+				return protocol.JobStub{}, protocol.Lease{}, 0, err
+			}
+			if !ok {
+				return protocol.JobStub{}, protocol.Lease{}, lostRace, nil
+			}
+			c = fresh
+		}
+		stub, ok := s.claimable(c, in, routes, kinds, now)
+		if !ok {
+			return protocol.JobStub{}, protocol.Lease{}, lostRace, nil
+		}
+		lease, result, err := s.grant(ctx, c, in, device, now)
+		if err != nil || result != lostRace {
+			return stub, lease, result, err
+		}
+	}
+	return protocol.JobStub{}, protocol.Lease{}, lostRace, nil
+}
+
+// claimable is the contract's guards, in its order, on one job.
+func (s *Store) claimable(c *jobItem, in store.ClaimInput, routes map[store.Route]bool, kinds map[string]bool, now int64) (protocol.JobStub, bool) {
+	if c.State != string(store.StateQueued) || s.expired(c) {
+		return protocol.JobStub{}, false
+	}
+	if !routes[store.Route{SiteID: c.Site, Owner: c.Owner}] {
+		return protocol.JobStub{}, false
+	}
+	// Sticky re-offer: abandoned once, it goes back only to the device
+	// that answered for it.
+	if c.ReofferTo != "" && c.ReofferTo != in.RunnerID {
+		return protocol.JobStub{}, false
+	}
+	if !kinds[c.Kind] {
+		return protocol.JobStub{}, false
+	}
+	// REFUSAL_NOT_REOFFERED.
+	if slices.Contains(c.RefusedBy, in.RunnerID) {
+		return protocol.JobStub{}, false
+	}
+	if c.RetryAfter[in.RunnerID] > now {
+		return protocol.JobStub{}, false
+	}
+	if c.Cancelled {
+		return protocol.JobStub{}, false
+	}
+	// The relay's half of AUDIENCE_BOTH_SIDES.
+	if c.Audience == "private" && c.Owner != in.Owner {
+		return protocol.JobStub{}, false
+	}
+	// A stub that no longer decodes is left queued for an operator to
+	// see; the rest of the claim goes on.
+	return c.stub()
+}
+
+// grant claims one candidate. The candidate came from the queue index,
+// which lags the table, so the write is conditioned on the version the
+// index showed: if the job moved since, the write fails and the job is
+// skipped (someone else has it, or it is no longer what was judged).
+func (s *Store) grant(ctx context.Context, c *jobItem, in store.ClaimInput, device string, now int64) (protocol.Lease, outcome, error) {
+	leaseID := store.NewLeaseID()
+	next := *c
+	next.State = string(store.StateAwaitingPayload)
+	next.Runner, next.HOwner, next.Device, next.Lease = in.RunnerID, in.Owner, device, leaseID
+	next.LeaseExp = now + in.LeaseMs
+	// Not the lease: this bounds how long we wait for the site.
+	next.AwaitingUntil = now + store.AwaitingPayloadMs
+	next.index(s.shards)
+	extra := []types.TransactWriteItem{
+		// The slot is checked once the awaiting window is well past: by then
+		// the sweep has freed it, unless the job vanished without a sweep.
+		s.takeSlot(c, leaseID, next.AwaitingUntil+store.AwaitingPayloadMs),
+		s.putLease(&next, leaseID, in.RunnerID),
+		s.addHolder(&next, in.RunnerID),
+	}
+	out, failedAt, err := s.commit(ctx, jobWrite{pk: c.PK, put: &next, ver: c.Ver, extra: extra})
+	if err != nil {
+		return protocol.Lease{}, 0, err
+	}
+	if out == extraFailed && failedAt != 0 {
+		// Only the slot carries a condition a live job can fail; a lease
+		// id collision is a UUID collision.
+		return protocol.Lease{}, lostRace, nil
+	}
+	return protocol.Lease{ID: leaseID, RunnerID: in.RunnerID, ExpiresAt: next.LeaseExp}, out, nil
+}
+
+// queue reads up to n of the oldest jobs in one queue partition.
+func (s *Store) queue(ctx context.Context, qk string, n int32) ([]*jobItem, error) {
+	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 &s.table,
+		IndexName:                 aws.String("queue"),
+		KeyConditionExpression:    aws.String("qk = :qk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":qk": str(qk)},
+		Limit:                     aws.Int32(n),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("query queue: %w", err)
+	}
+	items := make([]*jobItem, 0, len(out.Items))
+	for _, av := range out.Items {
+		j, err := unmarshalJob(av)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, j)
+	}
+	return items, nil
+}

@@ -1,0 +1,68 @@
+// Package dynamo is the DynamoDB routing store: store.RoutingStore and
+// store.PairingCodes over one table, so every Lambda instance is a replica
+// and nothing is lost when one dies. The table is defined once, in
+// template.yaml; TableInput and CreateTable derive tests' and local runs'
+// tables from it.
+//
+// # Items
+//
+//	J#<site>\0<jobId>     the job: stub, state, holder, clocks, refusals,
+//	                      envelopes (inline JSON or an S3 key), ver, wid
+//	L#<leaseId>           lease pointer: site, jobId, runner
+//	H#<runner>\0<jobId>   holder entry: the sites where this runner holds
+//	                      a job with this bare id
+//	U#<site>\0<owner>     the pair's unsealed grants, as a set of lease ids
+//	K#<runner>            jobs cancelled while this runner held them
+//	P#<runnerId>          presence
+//	X#<site>\0<owner>     churn: expiry times in the window, last report
+//	C#, CU#, CK#, CL      pending pairings, by device code, user code and
+//	                      keypair, and the ledger of live codes
+//
+// # Indexes (sparse)
+//
+//	queue     qk = Q#<site>\0<owner>\0<kind>\0<private|team>, or R#<runner>
+//	          for a job re-offered only to one runner; sort seq (enqueue
+//	          order). Only queued, uncancelled jobs carry qk. Projection ALL.
+//	sitelist  lk = S#<site>\0<awaiting-payload|done>; sort seq. Keys only:
+//	          lists read the jobs back consistently.
+//	due       dk = D#<shard>, du = the job's next deadline (deadlineAt, the
+//	          awaiting window or the lease expiry, whichever is first); also
+//	          unsealed sets, when their grants should all have ended.
+//
+// # How a transition is written
+//
+// Every job write is a whole-item Put conditioned on the version it was
+// decided on (ver), alone or in a TransactWriteItems with the items that
+// must change with it: a claim writes the job, the lease pointer, the
+// holder entry and the pair's unsealed set (ADD, conditioned on the set
+// holding fewer than UnsealedPerPair) in one transaction, so the cap holds
+// across replicas and is released by every transition out of
+// awaiting-payload in the same transaction (seal, complete, release,
+// sweep). A failed condition means someone else changed the job: the
+// operation reads again and decides again. No decision is written without
+// the condition that makes it still true.
+//
+// Every write also stamps a fresh wid. When a write's answer is lost
+// (timeout, connection reset, throttling after the fact), the job is read
+// back: it carries the wid exactly when the write committed, so the caller
+// gets the right answer instead of a guess. Transactions also carry the wid
+// as their ClientRequestToken.
+//
+// Holder-scoped calls resolve a grant from one TransactGetItems of the
+// lease pointer, the holder entry and the candidate jobs, so the answer
+// (not-found, not-holder, stale-lease, …) comes from a single consistent
+// state.
+//
+// Claim reads at most min(Max, UnsealedPerPair)+6 candidates from each queue
+// partition the device may take from (its routes times its kinds, private
+// partitions only on its owner's own routes, and its sticky partition), so
+// its cost depends on the route set and never on the depth of the queue.
+// The partitions are fine-grained so that every candidate read passes the
+// route, kind and audience guards: a bounded read is not starved by a deep
+// queue of work this device can never run.
+//
+// Envelopes whose JSON is larger than Config.InlineEnvelopeBytes (32 KiB by
+// default) are written to S3 before the job write that points at them and
+// deleted after the write that drops them; the bucket's lifecycle rule
+// collects what a crash leaves behind.
+package dynamo

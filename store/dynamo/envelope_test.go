@@ -1,0 +1,171 @@
+package dynamo
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
+	"github.com/byorelay/byorelay/store/storetest"
+)
+
+// maxEnvelope is the protocol's ceiling, MAX_ENVELOPE_BYTES: the JSON of an
+// envelope may be this long.
+const maxEnvelope = 6 * 1024 * 1024
+
+// bigEnvelope is an envelope whose JSON is exactly size bytes.
+func bigEnvelope(t *testing.T, size int, direction string) protocol.SealedEnvelope {
+	t.Helper()
+	e := protocol.SealedEnvelope{RecipientKeyID: "r", SenderKeyID: "s", Direction: direction, DeadlineAt: 4_102_444_800_000}
+	overhead := len(mustJSON(t, e))
+	e.Ciphertext = strings.Repeat("A", size-overhead)
+	if got := len(mustJSON(t, e)); got != size {
+		t.Fatalf("envelope is %d bytes, want %d", got, size)
+	}
+	return e
+}
+
+func objects(t *testing.T, client *s3.Client, bucket string) []string {
+	t.Helper()
+	out, err := client.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: &bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range out.Contents {
+		keys = append(keys, *o.Key)
+	}
+	return keys
+}
+
+// TestEnvelopesUpToTheProtocolLimitRoundTripThroughS3 seals and completes a
+// job with 6 MiB envelopes (the protocol's limit; a DynamoDB item holds 400
+// KB), against moto's S3: the job item holds pointers, the daemon and the
+// site get the envelopes back byte for byte, and the objects go with the
+// job when its deadline sweeps it. A small envelope stays inline.
+func TestEnvelopesUpToTheProtocolLimitRoundTripThroughS3(t *testing.T) {
+	ctx := context.Background()
+	client, bucket := newBucket(t)
+	clock := store.NewManualClock(storetest.Start)
+	s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), S3: client, Bucket: bucket, Options: store.Options{Clock: clock}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := store.EpochMs(clock.Now()) + 60_000
+	enqueue := func(id string) {
+		st := protocol.JobStub{ID: id, Kind: "llm.generate", Owner: "alice", Site: "K", Audience: "private", SizeClass: "large", DeadlineAt: deadline}
+		if _, err := s.Enqueue(ctx, store.EnqueueInput{ID: id, SiteID: "site", Stub: st}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enqueue("big")
+	enqueue("small")
+	claim := func() protocol.ClaimedStub {
+		g, err := s.Claim(ctx, faultClaim("r1"))
+		if err != nil || len(g) != 1 {
+			t.Fatalf("claim: %v %v", g, err)
+		}
+		return g[0]
+	}
+
+	g := claim()
+	payload := bigEnvelope(t, maxEnvelope, "payload")
+	if res, err := s.Seal(ctx, store.SealInput{SiteID: "site", JobID: g.ID, Envelope: payload}); err != nil || res.State != store.StateReady {
+		t.Fatalf("seal: %+v %v", res, err)
+	}
+	taken, err := s.TakePayload(ctx, store.HolderInput{JobID: g.ID, RunnerID: "r1", LeaseID: g.Lease.ID})
+	if err != nil || taken.Envelope == nil || *taken.Envelope != payload {
+		t.Fatalf("take: refused=%q err=%v same=%v", taken.Refused, err, taken.Envelope != nil && *taken.Envelope == payload)
+	}
+	result := bigEnvelope(t, maxEnvelope, "result")
+	if res, err := s.Complete(ctx, store.CompleteInput{JobID: g.ID, RunnerID: "r1", LeaseID: g.Lease.ID, Envelope: result, Disposition: store.DispositionOK}); err != nil || !res.Accepted {
+		t.Fatalf("complete: %+v %v", res, err)
+	}
+	finished, err := s.Finished(ctx, "site")
+	if err != nil || len(finished) != 1 || *finished[0].Result != result {
+		t.Fatalf("finished: %d jobs, err %v", len(finished), err)
+	}
+	raw, ok, err := s.readJob(ctx, jobPK("site", g.ID))
+	if err != nil || !ok || raw.PayloadS3 == "" || raw.ResultS3 == "" || raw.Payload != "" || raw.Result != "" {
+		t.Fatalf("the item should hold two S3 pointers and no inline envelope: %+v %v", raw != nil, err)
+	}
+	if got := objects(t, client, bucket); len(got) != 2 {
+		t.Fatalf("bucket holds %v, want the payload and the result", got)
+	}
+
+	// A small envelope stays in the item.
+	g2 := claim()
+	small := protocol.SealedEnvelope{Ciphertext: "tiny", RecipientKeyID: "r", SenderKeyID: "s", Direction: "payload", DeadlineAt: 1}
+	if _, err := s.Seal(ctx, store.SealInput{SiteID: "site", JobID: g2.ID, Envelope: small}); err != nil {
+		t.Fatal(err)
+	}
+	if raw, _, _ := s.readJob(ctx, jobPK("site", g2.ID)); raw.Payload == "" || raw.PayloadS3 != "" {
+		t.Fatalf("a small envelope went to S3")
+	}
+	if got := objects(t, client, bucket); len(got) != 2 {
+		t.Fatalf("bucket holds %v after an inline seal", got)
+	}
+
+	// The deadline takes the job, and its objects with it.
+	clock.Advance(61 * time.Second)
+	swept, err := s.Sweep(ctx)
+	if err != nil || len(swept.Removed) != 2 {
+		t.Fatalf("sweep: %+v %v", swept, err)
+	}
+	for _, j := range swept.Removed {
+		if j.ID == "big" && (j.Payload == nil || *j.Payload != payload) {
+			t.Fatalf("the removed job is not reported as it was")
+		}
+	}
+	if got := objects(t, client, bucket); len(got) != 0 {
+		t.Fatalf("bucket still holds %v after the job was dropped", got)
+	}
+}
+
+// TestARequeueDropsTheSealedPayloadObject: a payload sealed to one device
+// is useless to the next, so a requeue deletes its object.
+func TestARequeueDropsTheSealedPayloadObject(t *testing.T) {
+	ctx := context.Background()
+	client, bucket := newBucket(t)
+	clock := store.NewManualClock(storetest.Start)
+	s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), S3: client, Bucket: bucket, Options: store.Options{Clock: clock}, InlineEnvelopeBytes: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := protocol.JobStub{ID: "a", Kind: "llm.generate", Owner: "alice", Site: "K", Audience: "private", SizeClass: "large", DeadlineAt: 4_102_444_800_000}
+	if _, err := s.Enqueue(ctx, store.EnqueueInput{ID: "a", SiteID: "site", Stub: st}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.Claim(ctx, faultClaim("r1"))
+	if err != nil || len(g) != 1 {
+		t.Fatalf("claim: %v %v", g, err)
+	}
+	if _, err := s.Seal(ctx, store.SealInput{SiteID: "site", JobID: "a", Envelope: bigEnvelope(t, 4096, "payload")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := objects(t, client, bucket); len(got) != 1 {
+		t.Fatalf("bucket holds %v, want the payload", got)
+	}
+	// Too late: the lease ran out and the sweep requeues it.
+	clock.Advance(61 * time.Second)
+	if res, err := s.Sweep(ctx); err != nil || len(res.Requeued) != 1 {
+		t.Fatalf("sweep: %+v %v", res, err)
+	}
+	if got := objects(t, client, bucket); len(got) != 0 {
+		t.Fatalf("bucket still holds %v after the requeue", got)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := jsonMarshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

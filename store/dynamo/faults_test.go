@@ -1,0 +1,312 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
+	"github.com/byorelay/byorelay/store/storetest"
+)
+
+// fault is one kind of failure DynamoDB Local never produces.
+type fault int
+
+const (
+	noFault fault = iota
+	// conflict: a transaction cancelled by another in flight on one of its
+	// items. Nothing was written.
+	conflict
+	// conditionFailed: a write refused as if its condition failed (another
+	// replica changed the item). Nothing was written.
+	conditionFailed
+	// throttled: the request was refused for capacity. Nothing was written.
+	throttled
+	// lostAck: the write committed, and the caller saw an error.
+	lostAck
+)
+
+// faulty wraps a client and injects faults: either the next ones queued by a
+// scenario, or at random at the given rate.
+type faulty struct {
+	API
+	mu     sync.Mutex
+	queued map[string][]fault // by operation name
+	rate   float64
+	rng    *rand.Rand
+	counts map[fault]int
+}
+
+func newFaulty(api API, rate float64, seed uint64) *faulty {
+	return &faulty{API: api, queued: map[string][]fault{}, rate: rate, rng: rand.New(rand.NewPCG(seed, 7)), counts: map[fault]int{}}
+}
+
+// next queues faults for the next calls of one operation.
+func (f *faulty) next(op string, faults ...fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queued[op] = append(f.queued[op], faults...)
+}
+
+func (f *faulty) pick(op string, choices ...fault) fault {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if q := f.queued[op]; len(q) > 0 {
+		f.queued[op] = q[1:]
+		f.counts[q[0]]++
+		return q[0]
+	}
+	rate := f.rate
+	if len(choices) == 1 && choices[0] == throttled {
+		// Reads: the SDK retries throttling itself, so fewer surface.
+		rate /= 4
+	}
+	if rate == 0 || f.rng.Float64() >= rate {
+		return noFault
+	}
+	c := choices[f.rng.IntN(len(choices))]
+	f.counts[c]++
+	return c
+}
+
+var (
+	errThrottled = &smithy.GenericAPIError{Code: "ThrottlingException", Message: "injected: rate of requests exceeds the allowed throughput"}
+	errLostAck   = errors.New("injected: connection reset after the request was sent")
+)
+
+func conflictErr() error {
+	return &types.TransactionCanceledException{
+		Message:             aws.String("injected: transaction cancelled"),
+		CancellationReasons: []types.CancellationReason{{Code: aws.String("TransactionConflict")}},
+	}
+}
+
+// write runs a write under the chosen fault.
+func write[O any](f *faulty, op string, choices []fault, call func() (O, error), condErr error) (O, error) {
+	var zero O
+	switch f.pick(op, choices...) {
+	case conflict:
+		if op != "TransactWriteItems" {
+			// A plain write on an item a transaction holds.
+			return zero, &types.TransactionConflictException{Message: aws.String("injected")}
+		}
+		return zero, conflictErr()
+	case conditionFailed:
+		return zero, condErr
+	case throttled:
+		return zero, errThrottled
+	case lostAck:
+		if _, err := call(); err != nil {
+			return zero, err
+		}
+		return zero, errLostAck
+	}
+	return call()
+}
+
+func (f *faulty) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return write(f, "PutItem", []fault{conflict, conditionFailed, throttled, lostAck, lostAck},
+		func() (*dynamodb.PutItemOutput, error) { return f.API.PutItem(ctx, in, o...) },
+		&types.ConditionalCheckFailedException{Message: aws.String("injected")})
+}
+
+func (f *faulty) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	return write(f, "DeleteItem", []fault{conflict, conditionFailed, throttled, lostAck, lostAck},
+		func() (*dynamodb.DeleteItemOutput, error) { return f.API.DeleteItem(ctx, in, o...) },
+		&types.ConditionalCheckFailedException{Message: aws.String("injected")})
+}
+
+func (f *faulty) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	return write(f, "TransactWriteItems", []fault{conflict, conditionFailed, throttled, lostAck, lostAck},
+		func() (*dynamodb.TransactWriteItemsOutput, error) { return f.API.TransactWriteItems(ctx, in, o...) },
+		&types.TransactionCanceledException{Message: aws.String("injected"), CancellationReasons: []types.CancellationReason{{Code: aws.String("ConditionalCheckFailed")}}})
+}
+
+func (f *faulty) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if f.pick("GetItem", throttled) == throttled {
+		return nil, errThrottled
+	}
+	return f.API.GetItem(ctx, in, o...)
+}
+
+func (f *faulty) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	if f.pick("Query", throttled) == throttled {
+		return nil, errThrottled
+	}
+	return f.API.Query(ctx, in, o...)
+}
+
+func (f *faulty) TransactGetItems(ctx context.Context, in *dynamodb.TransactGetItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactGetItemsOutput, error) {
+	switch f.pick("TransactGetItems", throttled, conflict) {
+	case throttled:
+		return nil, errThrottled
+	case conflict:
+		return nil, conflictErr()
+	}
+	return f.API.TransactGetItems(ctx, in, o...)
+}
+
+// faultEnv is one store over a fresh table behind a fault injector, and a
+// clean replica to look at the table with.
+type faultEnv struct {
+	t     *testing.T
+	ctx   context.Context
+	f     *faulty
+	s     *Store
+	clean *Store
+}
+
+func newFaultEnv(t *testing.T) *faultEnv {
+	clock := store.NewManualClock(storetest.Start)
+	table := newTable(t)
+	e := &faultEnv{t: t, ctx: context.Background()}
+	e.s = replica(t, table, store.Options{Clock: clock}, func(a API) API {
+		e.f = newFaulty(a, 0, 1)
+		return e.f
+	})
+	e.clean = replica(t, table, store.Options{Clock: clock}, nil)
+	return e
+}
+
+func (e *faultEnv) enqueue(id string) {
+	e.t.Helper()
+	st := protocol.JobStub{ID: id, Kind: "llm.generate", Owner: "alice", Site: "K", Audience: "private", SizeClass: "small", DeadlineAt: 4_102_444_800_000}
+	if _, err := e.clean.Enqueue(e.ctx, store.EnqueueInput{ID: id, SiteID: "site", Stub: st}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func faultClaim(runner string) store.ClaimInput {
+	return store.ClaimInput{
+		RunnerID: runner, Owner: "alice", Device: protocol.PublicIdentity{Identity: "id-" + runner},
+		Routes: []store.Route{{SiteID: "site", Owner: "alice"}}, Kinds: []string{"llm.generate"}, Max: 1, LeaseMs: 60_000,
+	}
+}
+
+// held is the job as the clean replica sees it, with the pair's unsealed set.
+func (e *faultEnv) held(id string) (store.Job, []string) {
+	e.t.Helper()
+	j, ok, err := e.clean.Job(e.ctx, "site", id)
+	if err != nil || !ok {
+		e.t.Fatalf("job %s: ok=%v err=%v", id, ok, err)
+	}
+	av, err := e.clean.getRaw(e.ctx, unsealedPK("site", "alice"), skUnsealed)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return j, getSS(av, "held")
+}
+
+// TestFaultsClaimAnswersOnceWhateverDynamoDBDoes claims one job through each
+// kind of fault on the claim transaction: the caller gets the grant that is
+// stored (a lost acknowledgement is recovered by reading the write back),
+// exactly one grant exists, and the pair's unsealed set holds exactly it.
+func TestFaultsClaimAnswersOnceWhateverDynamoDBDoes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		faults []fault
+	}{
+		{"a transaction conflict", []fault{conflict}},
+		{"a spurious condition failure", []fault{conditionFailed}},
+		{"throttling", []fault{throttled, throttled}},
+		{"a lost acknowledgement", []fault{lostAck}},
+		{"a lost acknowledgement and then throttling", []fault{lostAck, throttled}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newFaultEnv(t)
+			e.enqueue("a")
+			e.f.next("TransactWriteItems", tc.faults...)
+			granted, err := e.s.Claim(e.ctx, faultClaim("r1"))
+			if err != nil {
+				t.Fatalf("claim: %v", err)
+			}
+			if len(granted) != 1 {
+				t.Fatalf("granted %d jobs, want 1", len(granted))
+			}
+			j, held := e.held("a")
+			if j.State != store.StateAwaitingPayload || j.ClaimedBy == nil || j.ClaimedBy.LeaseID != granted[0].Lease.ID {
+				t.Fatalf("stored %s under %+v, caller was told lease %s", j.State, j.ClaimedBy, granted[0].Lease.ID)
+			}
+			if len(held) != 1 || held[0] != granted[0].Lease.ID {
+				t.Fatalf("unsealed set %v, want just %s", held, granted[0].Lease.ID)
+			}
+			// And nobody else can have it.
+			again, err := e.clean.Claim(e.ctx, faultClaim("r2"))
+			if err != nil || len(again) != 0 {
+				t.Fatalf("second claim: %v, %v", again, err)
+			}
+		})
+	}
+}
+
+// TestFaultsHolderCallsAnswerCorrectly drives a grant through seal, fetch,
+// complete and release with each fault on the write that decides it.
+func TestFaultsHolderCallsAnswerCorrectly(t *testing.T) {
+	for _, f := range []fault{conflict, conditionFailed, throttled, lostAck, lostAck} {
+		name := map[fault]string{conflict: "conflict", conditionFailed: "condition", throttled: "throttled", lostAck: "lost-ack"}[f]
+		t.Run(name, func(t *testing.T) {
+			e := newFaultEnv(t)
+			e.enqueue("a")
+			e.enqueue("b")
+			g, err := e.clean.Claim(e.ctx, faultClaim("r1"))
+			if err != nil || len(g) != 1 {
+				t.Fatalf("claim: %v %v", g, err)
+			}
+			lease := g[0].Lease.ID
+
+			// Seal is a transaction (the job and the pair's slot).
+			e.f.next("TransactWriteItems", f)
+			if res, err := e.s.Seal(e.ctx, store.SealInput{SiteID: "site", JobID: "a", Envelope: protocol.SealedEnvelope{Ciphertext: "p"}}); err != nil || res.State != store.StateReady {
+				t.Fatalf("seal: %+v %v", res, err)
+			}
+			if _, held := e.held("a"); len(held) != 0 {
+				t.Fatalf("unsealed set after seal: %v", held)
+			}
+
+			// Fetch is a single conditional put.
+			e.f.next("PutItem", f)
+			res, err := e.s.TakePayload(e.ctx, store.HolderInput{JobID: "a", RunnerID: "r1", LeaseID: lease})
+			if err != nil || res.Envelope == nil || res.Envelope.Ciphertext != "p" {
+				t.Fatalf("take: %+v %v", res, err)
+			}
+
+			// Complete from running is a single conditional put: the caller
+			// that recorded the result is told so, not "duplicate".
+			e.f.next("PutItem", f)
+			done, err := e.s.Complete(e.ctx, store.CompleteInput{JobID: "a", RunnerID: "r1", LeaseID: lease,
+				Envelope: protocol.SealedEnvelope{Ciphertext: "result"}, Disposition: store.DispositionOK})
+			if err != nil || !done.Accepted || done.Duplicate {
+				t.Fatalf("complete: %+v %v", done, err)
+			}
+			finished, err := e.clean.Finished(e.ctx, "site")
+			if err != nil || len(finished) != 1 || finished[0].Result.Ciphertext != "result" {
+				t.Fatalf("finished: %+v %v", finished, err)
+			}
+
+			// Release is a transaction (job, lease pointer, holder entry).
+			g2, err := e.clean.Claim(e.ctx, faultClaim("r1"))
+			if err != nil || len(g2) != 1 {
+				t.Fatalf("claim b: %v %v", g2, err)
+			}
+			e.f.next("TransactWriteItems", f)
+			released, err := e.s.ReleaseLeases(e.ctx, store.ReleaseInput{RunnerID: "r1", Leases: []protocol.GrantRef{{JobID: "b", LeaseID: g2[0].Lease.ID}}, Reason: store.ReleaseShutdown})
+			if err != nil || len(released) != 1 {
+				t.Fatalf("release: %v %v", released, err)
+			}
+			if j, held := e.held("b"); j.State != store.StateQueued || j.ClaimedBy != nil || len(held) != 0 {
+				t.Fatalf("after release: %s %+v unsealed %v", j.State, j.ClaimedBy, held)
+			}
+			if e.f.counts[f] != 4 {
+				t.Fatalf("%d faults injected, want 4 (seal, fetch, complete, release)", e.f.counts[f])
+			}
+		})
+	}
+}

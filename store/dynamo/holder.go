@@ -1,0 +1,313 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
+)
+
+// grantFor resolves the job a holder-scoped call is about, without a site:
+// the job whose current lease is leaseID if its id is jobID, else a job with
+// that id on any site held by this runner (stale-lease), else nil
+// (not-found).
+//
+// The lease pointer, the runner's holder item and the candidate jobs are
+// read in one TransactGetItems, so the answer comes from a single
+// consistent state. Which jobs to read is known only from the pointers, so
+// it reads again, with the sites it learned, until the snapshot names no
+// site it did not include.
+func (s *Store) grantFor(ctx context.Context, jobID, runnerID, leaseID string) (*jobItem, error) {
+	var sites []string
+	for round := 0; round < maxAttempts; round++ {
+		gets := []types.TransactGetItem{
+			{Get: &types.Get{TableName: &s.table, Key: key(leasePK(leaseID), skLease)}},
+			{Get: &types.Get{TableName: &s.table, Key: key(holderPK(runnerID, jobID), skHolder)}},
+		}
+		for _, site := range sites {
+			gets = append(gets, types.TransactGetItem{Get: &types.Get{TableName: &s.table, Key: key(jobPK(site, jobID), skJob)}})
+		}
+		out, err := s.db.TransactGetItems(ctx, &dynamodb.TransactGetItemsInput{TransactItems: gets})
+		if err != nil {
+			if isCanceled(err) {
+				backoff(ctx, round+1)
+				continue
+			}
+			return nil, fmt.Errorf("resolve grant: %w", err)
+		}
+		lease, holder := out.Responses[0].Item, out.Responses[1].Item
+		jobs := map[string]*jobItem{}
+		for i, site := range sites {
+			if av := out.Responses[2+i].Item; len(av) > 0 {
+				j, err := unmarshalJob(av)
+				if err != nil {
+					return nil, err
+				}
+				if !s.expired(j) {
+					jobs[site] = j
+				}
+			}
+		}
+		exactSite := ""
+		if len(lease) > 0 && getS(lease, "jobId") == jobID {
+			exactSite = getS(lease, "site")
+		}
+		need := getSS(holder, "sites")
+		if exactSite != "" && !slices.Contains(need, exactSite) {
+			need = append(need, exactSite)
+		}
+		if missing(need, sites) {
+			sites = need
+			continue
+		}
+		// The exact grant, checked against the job the caller named.
+		if j := jobs[exactSite]; exactSite != "" && j != nil && j.Lease == leaseID {
+			return j, nil
+		}
+		// The same id held by this runner under another grant: the first
+		// in enqueue order, as the reference walks its list.
+		var held []*jobItem
+		for _, j := range jobs {
+			if j.claimed() && j.Runner == runnerID {
+				held = append(held, j)
+			}
+		}
+		if len(held) == 0 {
+			return nil, nil
+		}
+		slices.SortFunc(held, func(a, b *jobItem) int { return strings.Compare(a.Seq, b.Seq) })
+		return held[0], nil
+	}
+	return nil, fmt.Errorf("resolve grant: %w", ErrContention)
+}
+
+func missing(need, have []string) bool {
+	for _, n := range need {
+		if !slices.Contains(have, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// holderRefusal is the common prefix of TakePayload and Complete.
+func holderRefusal(j *jobItem, runnerID string) store.Refusal {
+	if j == nil {
+		return store.RefusedNotFound
+	}
+	if !j.claimed() || j.Runner != runnerID {
+		return store.RefusedNotHolder
+	}
+	return ""
+}
+
+// TakePayload hands the payload to the holder and marks the job running, in
+// one conditional write: running must be set by whoever was told the
+// envelope.
+func (s *Store) TakePayload(ctx context.Context, in store.HolderInput) (store.PayloadResult, error) {
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		j, err := s.grantFor(ctx, in.JobID, in.RunnerID, in.LeaseID)
+		if err != nil {
+			return store.PayloadResult{}, err
+		}
+		if r := holderRefusal(j, in.RunnerID); r != "" {
+			return store.PayloadResult{Refused: r}, nil
+		}
+		// LEASE_HONORED per instance: a stale lease names a grant that is
+		// over, and answering it would hand work to a previous holder.
+		if j.Lease != in.LeaseID {
+			return store.PayloadResult{Refused: store.RefusedStaleLease}, nil
+		}
+		if j.Payload == "" && j.PayloadS3 == "" {
+			return store.PayloadResult{Refused: store.RefusedNotReady}, nil
+		}
+		// A replayed fetch on a done job must not set it running again: the
+		// site would stop seeing its result and the sweep would requeue
+		// finished work (V1-6).
+		if j.State != string(store.StateReady) && j.State != string(store.StateRunning) {
+			return store.PayloadResult{Refused: store.RefusedTerminal}, nil
+		}
+		if err := s.loadEnvelopes(ctx, j); err != nil {
+			return store.PayloadResult{}, err
+		}
+		env, err := inlineOr(j.Payload, j.payload)
+		if err != nil {
+			return store.PayloadResult{}, err
+		}
+		if j.State == string(store.StateRunning) {
+			return store.PayloadResult{Envelope: env}, nil
+		}
+		next := *j
+		next.State = string(store.StateRunning)
+		out, _, err := s.commit(ctx, jobWrite{pk: j.PK, put: &next, ver: j.Ver})
+		if err != nil {
+			return store.PayloadResult{}, err
+		}
+		if out == committed {
+			return store.PayloadResult{Envelope: env}, nil
+		}
+	}
+	return store.PayloadResult{}, ErrContention
+}
+
+// Complete records a result once. The replay answer is decided by the same
+// conditional write that would have recorded it.
+func (s *Store) Complete(ctx context.Context, in store.CompleteInput) (store.CompleteResult, error) {
+	var env storedEnvelope
+	stored := false
+	defer func() {
+		if !stored {
+			s.dropObjects(context.WithoutCancel(ctx), env.s3Key)
+		}
+	}()
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		j, err := s.grantFor(ctx, in.JobID, in.RunnerID, in.LeaseID)
+		if err != nil {
+			return store.CompleteResult{}, err
+		}
+		if r := holderRefusal(j, in.RunnerID); r != "" {
+			return store.CompleteResult{Refused: r}, nil
+		}
+		// Terminal before lease, after holder: the grant that finished the
+		// job is told "already recorded", anyone else gets the refusal they
+		// would get for a job that is not terminal.
+		if j.State == string(store.StateDone) {
+			if j.Lease == in.LeaseID {
+				return store.CompleteResult{Accepted: false, Duplicate: true, State: store.StateDone}, nil
+			}
+			return store.CompleteResult{Refused: store.RefusedStaleLease}, nil
+		}
+		if j.Lease != in.LeaseID {
+			return store.CompleteResult{Refused: store.RefusedStaleLease}, nil
+		}
+		if env == (storedEnvelope{}) {
+			if env, err = s.putEnvelope(ctx, j.PK, j.Lease, "result", in.Envelope); err != nil {
+				return store.CompleteResult{}, err
+			}
+		}
+		next := *j
+		next.Result, next.ResultS3 = env.inline, env.s3Key
+		next.Disposition = string(in.Disposition)
+		next.State = string(store.StateDone)
+		var extra []types.TransactWriteItem
+		if j.State == string(store.StateAwaitingPayload) {
+			extra = append(extra, s.releaseSlot(j))
+		}
+		out, _, err := s.commit(ctx, jobWrite{pk: j.PK, put: &next, ver: j.Ver, extra: extra})
+		if err != nil {
+			return store.CompleteResult{}, err
+		}
+		if out == committed {
+			stored = true
+			return store.CompleteResult{Accepted: true, State: store.StateDone}, nil
+		}
+	}
+	return store.CompleteResult{}, ErrContention
+}
+
+// ReleaseLeases gives back the grants a runner names, each in its own
+// transaction with the grant's pointers.
+func (s *Store) ReleaseLeases(ctx context.Context, in store.ReleaseInput) ([]string, error) {
+	released := []string{}
+	for _, ref := range in.Leases {
+		ok, err := s.release(ctx, in, ref)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			released = append(released, ref.JobID)
+		}
+	}
+	return released, nil
+}
+
+func (s *Store) release(ctx context.Context, in store.ReleaseInput, ref protocol.GrantRef) (bool, error) {
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		j, err := s.grantFor(ctx, ref.JobID, in.RunnerID, ref.LeaseID)
+		if err != nil {
+			return false, err
+		}
+		if j == nil || !j.claimed() || j.Runner != in.RunnerID || j.Lease != ref.LeaseID {
+			return false, nil
+		}
+		// A release must never un-finish a job: the recorded result would
+		// become unreachable and somebody would run the job again.
+		if j.State == string(store.StateDone) {
+			return false, nil
+		}
+		next := *j
+		// Both recorded before the requeue, so the job goes back already
+		// knowing. Only refused means "not me, ever".
+		if in.Reason == store.ReleaseRefused && !slices.Contains(j.RefusedBy, in.RunnerID) {
+			next.RefusedBy = append(slices.Clone(j.RefusedBy), in.RunnerID)
+		}
+		if in.RetryAfter != 0 {
+			next.RetryAfter = map[string]int64{}
+			for k, v := range j.RetryAfter {
+				next.RetryAfter[k] = v
+			}
+			next.RetryAfter[in.RunnerID] = in.RetryAfter
+		}
+		next.requeue()
+		out, _, err := s.commit(ctx, jobWrite{pk: j.PK, put: &next, ver: j.Ver, extra: s.endClaim(j)})
+		if err != nil {
+			return false, err
+		}
+		if out == committed {
+			s.dropObjects(context.WithoutCancel(ctx), j.PayloadS3)
+			return true, nil
+		}
+	}
+	return false, ErrContention
+}
+
+// RenewLeases extends the leases the runner still holds. now is read once.
+// Each lease is its own conditional write; a lease that lost its grant
+// between the read and the write is decided again, so Lost and Renewed
+// each describe a state that existed.
+func (s *Store) RenewLeases(ctx context.Context, in store.RenewInput) (store.RenewResult, error) {
+	now := s.now()
+	result := store.RenewResult{Renewed: []store.RenewedLease{}, Lost: []protocol.GrantRef{}}
+	for _, ref := range in.Leases {
+		expiresAt, ok, err := s.renew(ctx, in, ref, now)
+		if err != nil {
+			return store.RenewResult{}, err
+		}
+		if ok {
+			result.Renewed = append(result.Renewed, store.RenewedLease{JobID: ref.JobID, ExpiresAt: expiresAt})
+		} else {
+			result.Lost = append(result.Lost, ref)
+		}
+	}
+	return result, nil
+}
+
+func (s *Store) renew(ctx context.Context, in store.RenewInput, ref protocol.GrantRef, now int64) (int64, bool, error) {
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		j, err := s.grantFor(ctx, ref.JobID, in.RunnerID, ref.LeaseID)
+		if err != nil {
+			return 0, false, err
+		}
+		if j == nil || !j.claimed() || j.Lease != ref.LeaseID || j.Runner != in.RunnerID {
+			return 0, false, nil
+		}
+		next := *j
+		next.LeaseExp = now + in.LeaseMs
+		// AwaitingUntil is deliberately untouched: it bounds how long we
+		// wait for a site, and a busy device has no bearing on that.
+		out, _, err := s.commit(ctx, jobWrite{pk: j.PK, put: &next, ver: j.Ver})
+		if err != nil {
+			return 0, false, err
+		}
+		if out == committed {
+			return next.LeaseExp, true, nil
+		}
+	}
+	return 0, false, ErrContention
+}

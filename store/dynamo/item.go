@@ -1,0 +1,226 @@
+package dynamo
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
+)
+
+// jobItem is a job as stored. Every write replaces the whole item under the
+// condition that ver is what was read, so each transition carries its own
+// decision: if anything changed in between, the write fails and the caller
+// decides again on what is there now. A Put costs the same capacity as an
+// Update (both are billed on the larger of the old and new item), so the
+// whole-item write buys simplicity for nothing.
+type jobItem struct {
+	PK    string `dynamodbav:"pk"`
+	SK    string `dynamodbav:"sk"`
+	Site  string `dynamodbav:"site"`
+	JobID string `dynamodbav:"jobId"`
+	// Stub is the JobStub as JSON, checked against the schema at claim.
+	Stub string `dynamodbav:"stub"`
+	// Owner and Kind repeat the stub's, so keys can be derived even when a
+	// stored stub no longer decodes.
+	Owner    string `dynamodbav:"owner"`
+	Kind     string `dynamodbav:"kind"`
+	Audience string `dynamodbav:"aud"`
+	Deadline int64  `dynamodbav:"dl"`
+	State    string `dynamodbav:"st"`
+	// Ver is the optimistic-concurrency version every write is conditioned on.
+	Ver int64 `dynamodbav:"ver"`
+	// WID names the write that produced this version, so a caller whose
+	// write's answer was lost can tell by reading whether it committed.
+	WID string `dynamodbav:"wid"`
+	// Seq is enqueue order: store clock, then a per-instance counter.
+	Seq string `dynamodbav:"seq"`
+	TTL int64  `dynamodbav:"ttl"`
+
+	Runner   string `dynamodbav:"cr,omitempty"`
+	HOwner   string `dynamodbav:"co,omitempty"`
+	Device   string `dynamodbav:"cd,omitempty"`
+	Lease    string `dynamodbav:"cl,omitempty"`
+	LeaseExp int64  `dynamodbav:"ce,omitempty"`
+
+	AwaitingUntil int64            `dynamodbav:"au,omitempty"`
+	SealAttempts  int              `dynamodbav:"sa,omitempty"`
+	ReofferTo     string           `dynamodbav:"reofferTo,omitempty"`
+	RefusedBy     []string         `dynamodbav:"refusedBy,omitempty"`
+	RetryAfter    map[string]int64 `dynamodbav:"retryAfter,omitempty"`
+	Cancelled     bool             `dynamodbav:"cx,omitempty"`
+
+	// Envelopes are JSON, inline, or a pointer to an S3 object.
+	Payload     string `dynamodbav:"pl,omitempty"`
+	PayloadS3   string `dynamodbav:"plS3,omitempty"`
+	Result      string `dynamodbav:"rs,omitempty"`
+	ResultS3    string `dynamodbav:"rsS3,omitempty"`
+	Disposition string `dynamodbav:"dp,omitempty"`
+
+	// Index attributes, derived from the state by index() before each write.
+	QK string `dynamodbav:"qk,omitempty"`
+	LK string `dynamodbav:"lk,omitempty"`
+	DK string `dynamodbav:"dk"`
+	DU int64  `dynamodbav:"du"`
+
+	// payload and result hold envelopes loaded from S3 (never stored).
+	payload *protocol.SealedEnvelope `dynamodbav:"-"`
+	result  *protocol.SealedEnvelope `dynamodbav:"-"`
+}
+
+// ttlGraceSeconds keeps TTL from collecting a job before the sweep does: TTL
+// deletes without telling anyone, so a job it takes first would leave its
+// lease pointer, its unsealed slot and its S3 objects behind. The sweep's
+// repair of the unsealed set and the bucket lifecycle rule cover that case.
+const ttlGraceSeconds = 24 * 60 * 60
+
+// claimed reports whether the job has a holder.
+func (j *jobItem) claimed() bool { return j.Lease != "" }
+
+// index sets the index attributes from the state. Sparse indexes: a job is
+// in the queue index only while queued and not cancelled, and in a site list
+// only while awaiting-payload or done with a result.
+func (j *jobItem) index(shards int) {
+	j.QK, j.LK = "", ""
+	switch store.State(j.State) {
+	case store.StateQueued:
+		// A cancelled job can never be claimed, so it leaves the queue
+		// instead of sitting at its head where every claim would read it.
+		if !j.Cancelled {
+			if j.ReofferTo != "" {
+				j.QK = stickyQueueKey(j.ReofferTo)
+			} else {
+				j.QK = queueKey(j.Site, j.Owner, j.Kind, j.Audience == "private")
+			}
+		}
+	case store.StateAwaitingPayload:
+		j.LK = siteListKey(j.Site, string(store.StateAwaitingPayload))
+	case store.StateDone:
+		if j.Result != "" || j.ResultS3 != "" {
+			j.LK = siteListKey(j.Site, string(store.StateDone))
+		}
+	}
+	j.DK = dueKey(j.PK, shards)
+	j.DU = j.nextDeadline()
+	j.TTL = j.Deadline/1000 + ttlGraceSeconds
+}
+
+// nextDeadline is the earliest instant a sweep has something to do with
+// this job.
+func (j *jobItem) nextDeadline() int64 {
+	due := j.Deadline
+	switch store.State(j.State) {
+	case store.StateAwaitingPayload:
+		due = min(due, j.AwaitingUntil)
+	case store.StateReady, store.StateRunning:
+		if j.LeaseExp != 0 {
+			due = min(due, j.LeaseExp)
+		}
+	}
+	return due
+}
+
+func (j *jobItem) marshal() (map[string]types.AttributeValue, error) {
+	av, err := attributevalue.MarshalMap(j)
+	if err != nil {
+		return nil, fmt.Errorf("encode job %q: %w", j.JobID, err)
+	}
+	return av, nil
+}
+
+func unmarshalJob(av map[string]types.AttributeValue) (*jobItem, error) {
+	var j jobItem
+	if err := attributevalue.UnmarshalMap(av, &j); err != nil {
+		return nil, fmt.Errorf("decode job item: %w", err)
+	}
+	return &j, nil
+}
+
+// stub decodes the stored stub strictly; false when it does not parse or
+// does not name the job it is stored under.
+func (j *jobItem) stub() (protocol.JobStub, bool) {
+	var s protocol.JobStub
+	// The protocol's strict decoder when the stub type validates itself,
+	// so a stored stub is held to the schema the wire holds it to.
+	if v, ok := any(&s).(protocol.Validator); ok {
+		if err := protocol.DecodeStrict([]byte(j.Stub), v); err != nil {
+			return protocol.JobStub{}, false
+		}
+	} else if err := json.Unmarshal([]byte(j.Stub), &s); err != nil {
+		return protocol.JobStub{}, false
+	}
+	if s.ID == "" || s.Kind == "" || s.Owner == "" || s.Audience == "" || s.DeadlineAt <= 0 {
+		return protocol.JobStub{}, false
+	}
+	return s, true
+}
+
+// job converts to the contract's Job. Envelopes must already be loaded
+// (inline ones decode here; S3 ones were fetched into payload/result).
+func (j *jobItem) job() (store.Job, error) {
+	out := store.Job{
+		ID:            j.JobID,
+		SiteID:        j.Site,
+		State:         store.State(j.State),
+		AwaitingUntil: j.AwaitingUntil,
+		SealAttempts:  j.SealAttempts,
+		ReofferTo:     j.ReofferTo,
+		RefusedBy:     append([]string{}, j.RefusedBy...),
+		Cancelled:     j.Cancelled,
+		Disposition:   store.Disposition(j.Disposition),
+	}
+	// A stub that no longer decodes is still listed, with its state, so an
+	// operator can see it; its fields other than the key are left empty.
+	if err := json.Unmarshal([]byte(j.Stub), &out.Stub); err != nil {
+		out.Stub = protocol.JobStub{ID: j.JobID, Owner: j.Owner, Kind: j.Kind, DeadlineAt: j.Deadline}
+	}
+	if len(j.RetryAfter) > 0 {
+		out.RetryAfter = map[string]int64{}
+		for k, v := range j.RetryAfter {
+			out.RetryAfter[k] = v
+		}
+	}
+	if j.claimed() {
+		h := &store.Holder{RunnerID: j.Runner, Owner: j.HOwner, LeaseID: j.Lease, LeaseExpiresAt: j.LeaseExp}
+		if err := json.Unmarshal([]byte(j.Device), &h.Device); err != nil {
+			return store.Job{}, fmt.Errorf("decode holder device of job %q: %w", j.JobID, err)
+		}
+		out.ClaimedBy = h
+	}
+	var err error
+	if out.Payload, err = inlineOr(j.Payload, j.payload); err != nil {
+		return store.Job{}, err
+	}
+	if out.Result, err = inlineOr(j.Result, j.result); err != nil {
+		return store.Job{}, err
+	}
+	return out, nil
+}
+
+func inlineOr(inline string, loaded *protocol.SealedEnvelope) (*protocol.SealedEnvelope, error) {
+	if loaded != nil {
+		e := *loaded
+		return &e, nil
+	}
+	if inline == "" {
+		return nil, nil
+	}
+	var e protocol.SealedEnvelope
+	if err := json.Unmarshal([]byte(inline), &e); err != nil {
+		return nil, fmt.Errorf("decode stored envelope: %w", err)
+	}
+	return &e, nil
+}
+
+// requeue returns the job to the queue, forgetting the claim. RefusedBy,
+// RetryAfter, ReofferTo, SealAttempts and Cancelled survive: the requeue is
+// the event they have to outlive.
+func (j *jobItem) requeue() {
+	j.State = string(store.StateQueued)
+	j.Runner, j.HOwner, j.Device, j.Lease, j.LeaseExp = "", "", "", "", 0
+	j.AwaitingUntil = 0
+	j.Payload, j.PayloadS3, j.payload = "", "", nil
+}

@@ -1,0 +1,358 @@
+package dynamo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
+)
+
+// Enqueue takes a stub, idempotently per (site, id): a conditional put that
+// creates the job only if the key is free, and otherwise the job as stored.
+func (s *Store) Enqueue(ctx context.Context, in store.EnqueueInput) (store.Job, error) {
+	stub, err := json.Marshal(in.Stub)
+	if err != nil {
+		return store.Job{}, fmt.Errorf("encode stub: %w", err)
+	}
+	now := s.now()
+	pk := jobPK(in.SiteID, in.ID)
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		j := &jobItem{
+			PK: pk, SK: skJob, Site: in.SiteID, JobID: in.ID, Stub: string(stub),
+			Owner: in.Stub.Owner, Kind: in.Stub.Kind, Audience: in.Stub.Audience,
+			Deadline: in.Stub.DeadlineAt, State: string(store.StateQueued), Seq: s.nextSeq(now),
+		}
+		out, _, err := s.commit(ctx, jobWrite{pk: pk, put: j})
+		if err != nil {
+			return store.Job{}, err
+		}
+		if out == committed {
+			return j.job()
+		}
+		existing, ok, err := s.loadJob(ctx, pk)
+		if err != nil {
+			return store.Job{}, err
+		}
+		if ok {
+			return existing.job()
+		}
+		// Deleted between our put and our read: try to create it again.
+	}
+	return store.Job{}, ErrContention
+}
+
+// Job finds one job by (site, id).
+func (s *Store) Job(ctx context.Context, siteID, jobID string) (store.Job, bool, error) {
+	j, ok, err := s.loadJob(ctx, jobPK(siteID, jobID))
+	if err != nil || !ok {
+		return store.Job{}, false, err
+	}
+	out, err := j.job()
+	return out, err == nil, err
+}
+
+// readJob reads a job item strongly consistently, without its S3 envelopes.
+// A job whose TTL has passed is absent: TTL deletes lazily, so an item that
+// is still there may be gone on the next read anyway.
+func (s *Store) readJob(ctx context.Context, pk string) (*jobItem, bool, error) {
+	av, err := s.getRaw(ctx, pk, skJob)
+	if err != nil || av == nil {
+		return nil, false, err
+	}
+	j, err := unmarshalJob(av)
+	if err != nil {
+		return nil, false, err
+	}
+	if s.expired(j) {
+		return nil, false, nil
+	}
+	return j, true, nil
+}
+
+// loadJob is readJob plus the envelopes held in S3.
+func (s *Store) loadJob(ctx context.Context, pk string) (*jobItem, bool, error) {
+	j, ok, err := s.readJob(ctx, pk)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	if err := s.loadEnvelopes(ctx, j); err != nil {
+		return nil, false, err
+	}
+	return j, true, nil
+}
+
+func (s *Store) expired(j *jobItem) bool { return j.TTL != 0 && j.TTL*1000 <= s.now() }
+
+// Jobs lists every job of every site in enqueue order. A scan: for debug
+// pages and tests, never on a request path.
+func (s *Store) Jobs(ctx context.Context) ([]store.Job, error) {
+	var items []*jobItem
+	in := &dynamodb.ScanInput{
+		TableName:                 &s.table,
+		FilterExpression:          aws.String("begins_with(pk, :p)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": str("J#")},
+		ConsistentRead:            aws.Bool(true),
+	}
+	for {
+		out, err := s.db.Scan(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("scan jobs: %w", err)
+		}
+		for _, av := range out.Items {
+			j, err := unmarshalJob(av)
+			if err != nil {
+				return nil, err
+			}
+			if !s.expired(j) {
+				items = append(items, j)
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	return s.toJobs(ctx, items)
+}
+
+func (s *Store) toJobs(ctx context.Context, items []*jobItem) ([]store.Job, error) {
+	slices.SortFunc(items, func(a, b *jobItem) int { return strings.Compare(a.Seq, b.Seq) })
+	out := make([]store.Job, 0, len(items))
+	for _, j := range items {
+		if err := s.loadEnvelopes(ctx, j); err != nil {
+			return nil, err
+		}
+		job, err := j.job()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, job)
+	}
+	return out, nil
+}
+
+// Awaiting lists the site's jobs in awaiting-payload, from its site list.
+func (s *Store) Awaiting(ctx context.Context, siteID string) ([]store.Job, error) {
+	items, err := s.siteList(ctx, siteID, store.StateAwaitingPayload)
+	if err != nil {
+		return nil, err
+	}
+	return s.toJobs(ctx, items)
+}
+
+// Finished lists the site's done jobs that carry a result.
+func (s *Store) Finished(ctx context.Context, siteID string) ([]store.Job, error) {
+	items, err := s.siteList(ctx, siteID, store.StateDone)
+	if err != nil {
+		return nil, err
+	}
+	kept := items[:0]
+	for _, j := range items {
+		if j.Result != "" || j.ResultS3 != "" {
+			kept = append(kept, j)
+		}
+	}
+	return s.toJobs(ctx, kept)
+}
+
+// siteList reads a site's list from the sitelist index (keys only) and then
+// the jobs themselves, strongly consistently, keeping those still in state:
+// the index lags the table, and a list must not show a job that has moved.
+func (s *Store) siteList(ctx context.Context, siteID string, state store.State) ([]*jobItem, error) {
+	var pks []string
+	in := &dynamodb.QueryInput{
+		TableName:                 &s.table,
+		IndexName:                 aws.String("sitelist"),
+		KeyConditionExpression:    aws.String("lk = :lk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":lk": str(siteListKey(siteID, string(state)))},
+	}
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("query site list: %w", err)
+		}
+		for _, av := range out.Items {
+			pks = append(pks, getS(av, "pk"))
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	items, err := s.batchJobs(ctx, pks)
+	if err != nil {
+		return nil, err
+	}
+	kept := items[:0]
+	for _, j := range items {
+		if j.State == string(state) {
+			kept = append(kept, j)
+		}
+	}
+	return kept, nil
+}
+
+// batchJobs reads jobs by pk, strongly consistently, skipping absent ones.
+func (s *Store) batchJobs(ctx context.Context, pks []string) ([]*jobItem, error) {
+	var out []*jobItem
+	for start := 0; start < len(pks); start += 100 {
+		keys := make([]map[string]types.AttributeValue, 0, 100)
+		for _, pk := range pks[start:min(start+100, len(pks))] {
+			keys = append(keys, key(pk, skJob))
+		}
+		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+		for attempt := 0; len(req) > 0; attempt++ {
+			if attempt > 0 {
+				if attempt >= maxAttempts {
+					return nil, fmt.Errorf("batch get jobs: %w", ErrContention)
+				}
+				backoff(ctx, attempt)
+			}
+			res, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return nil, fmt.Errorf("batch get jobs: %w", err)
+			}
+			for _, av := range res.Responses[s.table] {
+				j, err := unmarshalJob(av)
+				if err != nil {
+					return nil, err
+				}
+				if !s.expired(j) {
+					out = append(out, j)
+				}
+			}
+			req = res.UnprocessedKeys
+		}
+	}
+	return out, nil
+}
+
+// Seal takes a site's sealed payload: awaiting-payload to ready, with the
+// pair's unsealed slot freed in the same transaction.
+func (s *Store) Seal(ctx context.Context, in store.SealInput) (store.SealResult, error) {
+	pk := jobPK(in.SiteID, in.JobID)
+	var env storedEnvelope
+	stored := false
+	defer func() {
+		if !stored {
+			s.dropObjects(context.WithoutCancel(ctx), env.s3Key)
+		}
+	}()
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		j, ok, err := s.readJob(ctx, pk)
+		if err != nil {
+			return store.SealResult{}, err
+		}
+		if !ok {
+			return store.SealResult{Refused: store.RefusedNotFound}, nil
+		}
+		// A late seal must not land on a claim that has moved.
+		if j.State != string(store.StateAwaitingPayload) {
+			return store.SealResult{Refused: store.RefusedTooLate, Was: store.State(j.State)}, nil
+		}
+		if env == (storedEnvelope{}) {
+			if env, err = s.putEnvelope(ctx, pk, j.Lease, "payload", in.Envelope); err != nil {
+				return store.SealResult{}, err
+			}
+		}
+		next := *j
+		next.Payload, next.PayloadS3 = env.inline, env.s3Key
+		next.State = string(store.StateReady)
+		next.AwaitingUntil = 0
+		// Consecutive failures to seal, not a lifetime quota: a job requeued
+		// twice for ordinary lease lapses must not be evicted for a payload
+		// problem it does not have.
+		next.SealAttempts = 0
+		out, _, err := s.commit(ctx, jobWrite{pk: pk, put: &next, ver: j.Ver, extra: []types.TransactWriteItem{
+			s.releaseSlot(j),
+		}})
+		if err != nil {
+			return store.SealResult{}, err
+		}
+		if out == committed {
+			stored = true
+			return store.SealResult{State: store.StateReady}, nil
+		}
+	}
+	return store.SealResult{}, ErrContention
+}
+
+// Cancel marks a site's job cancelled. If a runner holds it, the job is
+// added to that runner's cancel list in the same transaction, so its next
+// heartbeat hears about it.
+func (s *Store) Cancel(ctx context.Context, siteID, jobID string) (bool, error) {
+	pk := jobPK(siteID, jobID)
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		j, ok, err := s.readJob(ctx, pk)
+		if err != nil || !ok {
+			return false, err
+		}
+		if j.Cancelled {
+			return true, nil
+		}
+		next := *j
+		next.Cancelled = true
+		var extra []types.TransactWriteItem
+		if j.claimed() {
+			extra = append(extra, s.addCancel(j.Runner, pk))
+		}
+		out, _, err := s.commit(ctx, jobWrite{pk: pk, put: &next, ver: j.Ver, extra: extra})
+		if err != nil {
+			return false, err
+		}
+		if out == committed {
+			return true, nil
+		}
+	}
+	return false, ErrContention
+}
+
+// CancelRequests names the cancelled jobs the runner holds, done ones
+// included. Entries for jobs it no longer holds are dropped: a cancelled job
+// is never claimed again, so once a runner's hold on it ended it is over for
+// good, and removing the entry cannot race a new one.
+func (s *Store) CancelRequests(ctx context.Context, runnerID string) ([]protocol.GrantRef, error) {
+	out := []protocol.GrantRef{}
+	av, err := s.getRaw(ctx, cancelsPK(runnerID), skCancels)
+	if err != nil || av == nil {
+		return out, err
+	}
+	pks := getSS(av, "jobs")
+	items, err := s.batchJobs(ctx, pks)
+	if err != nil {
+		return nil, err
+	}
+	held := map[string]bool{}
+	slices.SortFunc(items, func(a, b *jobItem) int { return strings.Compare(a.Seq, b.Seq) })
+	for _, j := range items {
+		if j.Cancelled && j.claimed() && j.Runner == runnerID {
+			held[j.PK] = true
+			out = append(out, protocol.GrantRef{JobID: j.JobID, LeaseID: j.Lease})
+		}
+	}
+	var over []string
+	for _, pk := range pks {
+		if !held[pk] {
+			over = append(over, pk)
+		}
+	}
+	if len(over) > 0 {
+		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: &s.table, Key: key(cancelsPK(runnerID), skCancels),
+			UpdateExpression:          aws.String("DELETE jobs :over"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":over": strSet(over...)},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("trim cancel list: %w", err)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,81 @@
+package dynamo
+
+import (
+	"hash/fnv"
+	"strconv"
+)
+
+// Item keys. One table holds every kind of item; the pk prefix says which.
+// NUL separates the parts of a composite key because it can appear in
+// neither a site id, an owner id nor a job id (the reference's routeKey), so
+// a key is a key rather than a parser.
+const (
+	skJob      = "J"
+	skLease    = "L"
+	skHolder   = "H"
+	skUnsealed = "U"
+	skPresence = "P"
+	skChurn    = "X"
+	skPairing  = "C"
+	skCancels  = "K"
+)
+
+// jobPK is a job, keyed by (site, id): job ids are each site's to choose.
+func jobPK(siteID, jobID string) string { return "J#" + siteID + "\x00" + jobID }
+
+// leasePK points a lease id at its job, so a holder-scoped call, which
+// carries no site, resolves a grant with one strongly consistent read.
+func leasePK(leaseID string) string { return "L#" + leaseID }
+
+// holderPK holds the sites on which a runner holds a job with this bare id:
+// the fallback that tells stale-lease from not-found, read consistently.
+func holderPK(runnerID, jobID string) string { return "H#" + runnerID + "\x00" + jobID }
+
+// cancelsPK lists the jobs that were cancelled while this runner held them,
+// so a heartbeat reads one item instead of every job.
+func cancelsPK(runnerID string) string { return "K#" + runnerID }
+
+// unsealedPK holds the lease ids of a (site, job owner) pair's unsealed
+// grants: the cap, enforced in the claim transaction.
+func unsealedPK(siteID, owner string) string { return "U#" + siteID + "\x00" + owner }
+
+func presencePK(runnerID string) string { return "P#" + runnerID }
+
+func churnPK(siteID, owner string) string { return "X#" + siteID + "\x00" + owner }
+
+// Pairing items: the pending pairing by device code, pointers by user code
+// and by keypair, and one ledger of live codes that carries the ceiling.
+func pairingPK(deviceCode string) string { return "C#" + deviceCode }
+func userCodePK(userCode string) string  { return "CU#" + userCode }
+func keypairPK(identity string) string   { return "CK#" + identity }
+
+const pairingLedgerPK = "CL"
+
+// Queue index partitions. A queued job sits in exactly one: its (site, job
+// owner, kind, audience) partition, or, once a site abandoned a grant on
+// it, the sticky partition of the one runner it may go back to. Splitting by
+// kind and audience means the candidates a claim reads are ones it may
+// take, so a bounded read is not starved by a deep queue of work this
+// device can never run.
+func queueKey(siteID, owner, kind string, private bool) string {
+	class := "team"
+	if private {
+		class = "private"
+	}
+	return "Q#" + siteID + "\x00" + owner + "\x00" + kind + "\x00" + class
+}
+
+func stickyQueueKey(runnerID string) string { return "R#" + runnerID }
+
+// siteListKey is a site's awaiting-payload or done list.
+func siteListKey(siteID string, state string) string { return "S#" + siteID + "\x00" + state }
+
+// dueKey spreads the due index over shards so one partition does not take
+// every deadline write.
+func dueKey(pk string, shards int) string {
+	h := fnv.New32a()
+	h.Write([]byte(pk))
+	return "D#" + strconv.Itoa(int(h.Sum32()%uint32(shards)))
+}
+
+func dueShardKey(shard int) string { return "D#" + strconv.Itoa(shard) }

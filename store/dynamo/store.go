@@ -1,0 +1,147 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/byorelay/byorelay/store"
+)
+
+// Defaults for Config's zero values.
+const (
+	// DefaultInlineEnvelopeBytes is the largest envelope kept inside its job
+	// item. Above it the envelope goes to S3: an item is capped at 400 KB,
+	// and every later write to the job (a lease renewal on each heartbeat)
+	// is billed on the whole item, so a large inline envelope is paid for
+	// again and again. Two envelopes at this size keep an item under 70 KB.
+	DefaultInlineEnvelopeBytes = 32 * 1024
+	// DefaultDueShards is how many partitions the due index is spread over.
+	DefaultDueShards = 4
+)
+
+// ErrContention is returned when an operation lost its conditional write
+// more times than it is willing to retry. Nothing was changed by the call;
+// the caller may retry it.
+var ErrContention = errors.New("dynamo: too much contention, try again")
+
+// ErrNoBucket is returned when an envelope is too large to inline and no
+// S3 bucket is configured.
+var ErrNoBucket = errors.New("dynamo: envelope too large to inline and no S3 bucket configured")
+
+// Config is what New needs.
+type Config struct {
+	// DB is a DynamoDB client (or a wrapper around one).
+	DB API
+	// Table is the routing table, created from template.yaml.
+	Table string
+	// S3 and Bucket hold envelopes larger than InlineEnvelopeBytes. Optional
+	// when every envelope is small.
+	S3     S3API
+	Bucket string
+	// Options are the contract's: clock, churn report, pairing capacity.
+	Options store.Options
+	// InlineEnvelopeBytes overrides DefaultInlineEnvelopeBytes.
+	InlineEnvelopeBytes int
+	// DueShards overrides DefaultDueShards. Every replica of one table must
+	// use the same value, or some deadlines are never read.
+	DueShards int
+	// Meter, when set, asks DynamoDB for the capacity every call consumes
+	// and adds it up.
+	Meter *Meter
+}
+
+// Store is the DynamoDB routing store and pairing-code store. It keeps no
+// state between calls that another replica could disagree with: every
+// instance over one table is a replica.
+type Store struct {
+	db      API
+	table   string
+	s3      S3API
+	bucket  string
+	clock   store.Clock
+	onChurn func(store.UnsealedChurn)
+
+	pairingCapacity int
+	inlineBytes     int
+	shards          int
+
+	// seq breaks ties in enqueue order between jobs this instance enqueues
+	// in the same millisecond (a test clock that does not move).
+	seq atomic.Uint64
+}
+
+var (
+	_ store.RoutingStore = (*Store)(nil)
+	_ store.PairingCodes = (*Store)(nil)
+)
+
+// New returns a store over an existing table.
+func New(cfg Config) (*Store, error) {
+	if cfg.DB == nil || cfg.Table == "" {
+		return nil, errors.New("dynamo: Config needs DB and Table")
+	}
+	s := &Store{
+		db:              cfg.DB,
+		table:           cfg.Table,
+		s3:              cfg.S3,
+		bucket:          cfg.Bucket,
+		clock:           cfg.Options.Clock,
+		onChurn:         cfg.Options.OnChurn,
+		pairingCapacity: cfg.Options.PairingCapacity,
+		inlineBytes:     cfg.InlineEnvelopeBytes,
+		shards:          cfg.DueShards,
+	}
+	if s.clock == nil {
+		s.clock = store.SystemClock{}
+	}
+	if s.pairingCapacity == 0 {
+		s.pairingCapacity = store.MaxOutstandingPairings
+	}
+	if s.inlineBytes == 0 {
+		s.inlineBytes = DefaultInlineEnvelopeBytes
+	}
+	if s.shards == 0 {
+		s.shards = DefaultDueShards
+	}
+	if cfg.Meter != nil {
+		s.db = cfg.Meter.wrap(s.db)
+	}
+	return s, nil
+}
+
+// Now is the store clock in epoch ms.
+func (s *Store) Now(ctx context.Context) (int64, error) { return s.now(), nil }
+
+func (s *Store) now() int64 { return store.EpochMs(s.clock.Now()) }
+
+// nextSeq is an enqueue-order key: the store clock, then this instance's
+// counter. Two replicas enqueueing in one millisecond interleave arbitrarily,
+// which is all "enqueue order" can mean for concurrent enqueues.
+func (s *Store) nextSeq(now int64) string {
+	return fmt.Sprintf("%013d.%016d", now, s.seq.Add(1))
+}
+
+// maxInFlight bounds the requests one call makes at once, so a device
+// with a large route set does not open a connection per route.
+const maxInFlight = 16
+
+// each runs f(0) … f(n-1) concurrently (at most maxInFlight at a time) and
+// returns their errors joined.
+func each(n int, f func(i int) error) error {
+	errs := make([]error, n)
+	slots := make(chan struct{}, maxInFlight)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			errs[i] = f(i)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,206 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/byorelay/byorelay/store"
+)
+
+// maxAttempts bounds every decide-and-write loop. A write that loses its
+// condition this often is under contention the caller should see.
+const maxAttempts = 8
+
+// jobWrite is one transition: the job's new image (or its deletion), the
+// version it was decided on, and the other items that must change with it
+// in the same transaction.
+type jobWrite struct {
+	pk string
+	// put is the new image; nil deletes the job.
+	put *jobItem
+	// ver is the version the decision was made on; 0 means the job must not
+	// exist yet.
+	ver   int64
+	extra []types.TransactWriteItem
+}
+
+// outcome is what a write did.
+type outcome int
+
+const (
+	// committed: the write took effect.
+	committed outcome = iota
+	// lostRace: the job's condition failed: someone else changed it.
+	// Decide again on what is there now.
+	lostRace
+	// extraFailed: the job was as expected but a condition on another item
+	// in the transaction failed (failedAt says which).
+	extraFailed
+)
+
+// commit runs w. A failed condition is an answer (lostRace/extraFailed),
+// not an error. An error that leaves it unknown whether the write took
+// effect (throttling, a conflict, a timeout, a lost acknowledgement) is
+// resolved by reading the job back: the write stamped a fresh wid, so the
+// item carries it exactly when the write committed. If it did not commit,
+// the same write is tried again; its condition is evaluated afresh.
+func (s *Store) commit(ctx context.Context, w jobWrite) (outcome, int, error) {
+	wid := ""
+	if w.put != nil {
+		wid = newWID()
+		w.put.WID = wid
+		w.put.Ver = w.ver + 1
+		w.put.index(s.shards)
+	}
+	var lastErr error
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if attempt > 0 {
+			backoff(ctx, attempt)
+		}
+		out, failedAt, err := s.tryWrite(ctx, w, wid)
+		if err == nil {
+			return out, failedAt, nil
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			return 0, 0, err
+		}
+		done, rerr := s.landed(ctx, w, wid)
+		if rerr != nil {
+			lastErr = rerr
+			continue
+		}
+		if done {
+			return committed, -1, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("write %q: %w (last error: %v)", w.pk, ErrContention, lastErr)
+}
+
+// landed reads the job back after an ambiguous error and says whether the
+// write took effect. A delete took effect when the job is gone.
+func (s *Store) landed(ctx context.Context, w jobWrite, wid string) (bool, error) {
+	av, err := s.getRaw(ctx, w.pk, skJob)
+	if err != nil {
+		return false, err
+	}
+	if w.put == nil {
+		return av == nil, nil
+	}
+	if av == nil {
+		return false, nil
+	}
+	j, err := unmarshalJob(av)
+	if err != nil {
+		return false, err
+	}
+	return j.WID == wid, nil
+}
+
+func (s *Store) tryWrite(ctx context.Context, w jobWrite, wid string) (outcome, int, error) {
+	cond, names, values := jobCondition(w.ver)
+	if len(w.extra) == 0 {
+		var err error
+		if w.put != nil {
+			item, merr := w.put.marshal()
+			if merr != nil {
+				return 0, 0, merr
+			}
+			_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+				TableName: &s.table, Item: item,
+				ConditionExpression: &cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+			})
+		} else {
+			_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+				TableName: &s.table, Key: key(w.pk, skJob),
+				ConditionExpression: &cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+			})
+		}
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			return lostRace, 0, nil
+		}
+		return committed, -1, err
+	}
+
+	items := make([]types.TransactWriteItem, 0, len(w.extra)+1)
+	if w.put != nil {
+		item, err := w.put.marshal()
+		if err != nil {
+			return 0, 0, err
+		}
+		items = append(items, types.TransactWriteItem{Put: &types.Put{
+			TableName: &s.table, Item: item,
+			ConditionExpression: &cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+		}})
+	} else {
+		items = append(items, types.TransactWriteItem{Delete: &types.Delete{
+			TableName: &s.table, Key: key(w.pk, skJob),
+			ConditionExpression: &cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+		}})
+	}
+	items = append(items, w.extra...)
+	in := &dynamodb.TransactWriteItemsInput{TransactItems: items}
+	if wid != "" {
+		// The same token on a retry makes the service answer a committed
+		// transaction with success instead of re-running it (10 minutes).
+		in.ClientRequestToken = aws.String(wid)
+	}
+	_, err := s.db.TransactWriteItems(ctx, in)
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		conflict := false
+		for i, r := range tce.CancellationReasons {
+			switch aws.ToString(r.Code) {
+			case "ConditionalCheckFailed":
+				if i == 0 {
+					return lostRace, 0, nil
+				}
+				return extraFailed, i - 1, nil
+			case "TransactionConflict":
+				conflict = true
+			}
+		}
+		if conflict {
+			// Another transaction was on one of these items. Nothing was
+			// written; deciding again on fresh reads is the caller's job.
+			return lostRace, 0, nil
+		}
+		return 0, 0, err
+	}
+	return committed, -1, err
+}
+
+// jobCondition is "the job is still the version the decision was made on".
+func jobCondition(ver int64) (string, map[string]string, map[string]types.AttributeValue) {
+	if ver == 0 {
+		return "attribute_not_exists(pk)", nil, nil
+	}
+	return "ver = :ver", nil, map[string]types.AttributeValue{":ver": num(ver)}
+}
+
+// backoff waits a little before retrying after throttling or a lost answer.
+// Real time, not the store clock: it paces requests and decides nothing.
+func backoff(ctx context.Context, attempt int) {
+	t := time.NewTimer(time.Duration(attempt*attempt) * 2 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func newWID() string { return store.NewLeaseID() }
+
+// isCanceled reports a transaction DynamoDB cancelled: a condition failed
+// or another transaction was on one of its items. Nothing was written.
+func isCanceled(err error) bool {
+	var tce *types.TransactionCanceledException
+	return errors.As(err, &tce)
+}
