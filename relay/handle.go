@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/byorelay/byorelay/projection"
 	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
 )
 
 // MaxBodyBytes bounds a request body. The largest honest body is a result
@@ -48,6 +50,12 @@ func bare(status int, code string) reply {
 // 500, and says nothing about which dependency it was.
 var serverError = fail(http.StatusInternalServerError, protocol.CodeServerError,
 	"the relay could not answer this request; try again shortly")
+
+// contended answers a request whose store operation lost to other replicas
+// too often: nothing changed, so it is a 503 the client retries (clients
+// retry 5xx), not a 500 that reads as a bug.
+var contended = fail(http.StatusServiceUnavailable, protocol.CodeServerError,
+	"the relay is busy with this job; try again shortly")
 
 // call is one request in flight: what the logs name it by. Handlers fill
 // in site, runner and job as they learn them.
@@ -94,7 +102,12 @@ func (r *Relay) Handle(ctx context.Context, req Request) Response {
 		endpoint:  req.Path[strings.LastIndex(req.Path, "/")+1:],
 	}
 	rep, err := r.dispatch(c, req, header)
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrContention):
+		r.log.LogAttrs(ctx, slog.LevelWarn, "store contention", c.attrs([]slog.Attr{slog.String("error", err.Error())})...)
+		r.metrics.Conflict(c.endpoint)
+		rep = contended
+	case err != nil:
 		r.log.LogAttrs(ctx, slog.LevelError, "request failed", c.attrs([]slog.Attr{slog.String("error", err.Error())})...)
 		rep = serverError
 	}

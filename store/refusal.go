@@ -1,5 +1,7 @@
 package store
 
+import "errors"
+
 // Refusal is why a store declined an operation. Refusals are answers, not
 // failures: they are returned in the result beside a nil error, and a Go
 // error from a store always means the store itself could not answer (I/O,
@@ -28,3 +30,8 @@ const (
 	// RefusedTooLate: a seal for a job no longer awaiting its payload.
 	RefusedTooLate Refusal = "too-late"
 )
+
+// ErrContention is an operation that lost to other writers more often than
+// it would retry. Nothing was changed by the call, so the caller may simply
+// try again; the relay answers 503 rather than 500 so clients do.
+var ErrContention = errors.New("store: too much contention, nothing changed; try again")

@@ -25,7 +25,9 @@ const (
 // ErrContention is returned when an operation lost its conditional write
 // more times than it is willing to retry. Nothing was changed by the call;
 // the caller may retry it.
-var ErrContention = errors.New("dynamo: too much contention, try again")
+// It is the contract's store.ErrContention, so the relay needs no import of
+// this package to tell it apart from a failure.
+var ErrContention = store.ErrContention
 
 // ErrNoBucket is returned when an envelope is too large to inline and no
 // S3 bucket is configured.
