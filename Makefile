@@ -11,7 +11,7 @@ DDB_PORT  ?= 8000
 # Tests share one DynamoDB Local and one moto server, started once here.
 WITH_SERVICES := $(GO) run ./localtest/withservices --
 
-.PHONY: all build deps test unit race fuzz lint ddb run
+.PHONY: all build deps test unit race fuzz lint ddb run demo
 
 all: build
 
@@ -54,6 +54,10 @@ lint:
 run: deps
 	$(GO) build -o bin/byorelay ./cmd/byorelay
 	bin/byorelay serve $(RUN_FLAGS)
+
+## demo: a Go site and a Go daemon complete real jobs against the running `make run` stack
+demo:
+	$(GO) run ./cmd/byorelay demo $(DEMO_FLAGS)
 
 ## ddb: run DynamoDB Local on port $(DDB_PORT) in the foreground (in memory)
 ddb: deps

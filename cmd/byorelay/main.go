@@ -19,6 +19,10 @@ commands:
            with a demo projection (what 'make run' runs)
   invoke   run one function with an event file, as 'sam local invoke' would
   admin    manage sites, devices, consents and pairings in the projection
+  daemon   a minimal BYOLLM daemon: pair by device code, then serve jobs
+           with an echo or OpenAI-compatible backend
+  demo     against a running local stack, a Go site and a Go daemon
+           complete real jobs and say what happens at each step
   bench    drive the job lifecycle and report throughput, latency and cost
 
 'byorelay <command> -h' describes a command's flags.
@@ -47,6 +51,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runInvoke(ctx, args[1:], stdout, stderr)
 	case "admin":
 		return runAdmin(ctx, args[1:], stdout, stderr)
+	case "daemon":
+		return runDaemon(ctx, args[1:], stdout, stderr)
+	case "demo":
+		return runDemo(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":

@@ -1,0 +1,561 @@
+// Package daemon is a BYOLLM device: the Go counterpart of the `byollm`
+// daemon's relay loop (client.ts, runner.ts, connect.ts).
+//
+// A daemon pairs with a relay through the device-code flow, then loops:
+// heartbeat (renewing the leases it holds, learning which sites it serves
+// and which of its jobs were cancelled or lost), claim, and for each
+// claimed job, in its own goroutine: check the job against its own rules,
+// fetch the payload (waiting while the site has not sealed it yet), open it
+// and verify it against the pinned site key the stub names, run it on a
+// Backend, seal the outcome back to that site and report it. On shutdown it
+// releases what it holds.
+//
+// The relay is trusted with nothing it could lie about: sites are pinned,
+// payloads are verified against the pin, and on a relay with a control
+// plane every job must carry a grant signed by the key pinned at pairing.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/protocol"
+)
+
+// Version is the daemon version this package reports in heartbeats.
+const Version = "0.1.1"
+
+// Clock is the daemon's time source. store.ManualClock satisfies it.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Config wires a Daemon. RelayURL, Keys and Backend are required; Pairing
+// is filled by Pair, or restored from a saved State.
+type Config struct {
+	RelayURL string
+	Keys     *protocol.Keys
+	Backend  Backend
+	Pairing  Pairing
+	// Service is the service name advertised for each kind; "" means
+	// "default".
+	Service string
+	// OfferScope is "private" (the owner's own work only, the default) or
+	// "team" (also work the control plane grants from the owner's rosters).
+	OfferScope string
+	// Kinds are the job kinds offered; nil means llm.generate and llm.chat.
+	Kinds []string
+	// Concurrency bounds jobs in flight; 0 means 2 (the reference's
+	// default).
+	Concurrency int
+	// DaemonVersion is reported in heartbeats; "" means Version.
+	DaemonVersion string
+	// HeartbeatInterval is the longest Run waits between ticks, and so
+	// bounds how long a lease goes unrenewed; 0 means 10 s. Keep it well
+	// under the relay's lease.
+	HeartbeatInterval time.Duration
+	HTTPClient        *http.Client
+	Clock             Clock
+	// Sleep waits (fetch retries, the Run loop, pairing polls); nil waits
+	// on a timer. Tests inject one.
+	Sleep  func(ctx context.Context, d time.Duration) error
+	Logger *slog.Logger
+	// OnEvent, when set, is told what the daemon does, in order, from
+	// several goroutines. It must not block.
+	OnEvent func(Event)
+}
+
+// Event is one thing the daemon did, for logs and for the demo.
+type Event struct {
+	Type   EventType
+	JobID  string
+	Site   string
+	Detail string
+}
+
+// EventType names an Event.
+type EventType string
+
+const (
+	EventPaired         EventType = "paired"
+	EventClaimed        EventType = "claimed"
+	EventRefused        EventType = "refused"
+	EventWaiting        EventType = "waiting-for-payload"
+	EventOpened         EventType = "opened"
+	EventRunning        EventType = "running"
+	EventReported       EventType = "reported"
+	EventCancelled      EventType = "cancelled"
+	EventLost           EventType = "lost"
+	EventSitePinned     EventType = "site-pinned"
+	EventSiteRefused    EventType = "site-refused"
+	EventSiteRotated    EventType = "site-rotated"
+	EventSiteDropped    EventType = "site-dropped"
+	EventRevoked        EventType = "revoked"
+	EventError          EventType = "error"
+	EventReleased       EventType = "released"
+	EventServingNothing EventType = "serving-nothing"
+)
+
+// ErrRevoked is returned once the relay has said this device is revoked:
+// the pairing is over and the daemon takes no more work.
+var ErrRevoked = errors.New("daemon: this device has been revoked")
+
+// ErrNotPaired is returned by Tick before a pairing exists.
+var ErrNotPaired = errors.New("daemon: not paired")
+
+// Daemon is one device. Tick, Run and Shutdown are safe to call from
+// different goroutines.
+type Daemon struct {
+	relayURL     string
+	keys         *protocol.Keys
+	backend      Backend
+	capabilities []protocol.Capability
+	concurrency  int
+	version      string
+	interval     time.Duration
+	http         *http.Client
+	clock        Clock
+	sleep        func(ctx context.Context, d time.Duration) error
+	log          *slog.Logger
+	onEvent      func(Event)
+
+	tickMu sync.Mutex // one heartbeat-and-claim at a time
+
+	mu      sync.Mutex
+	pairing Pairing
+	// retiring holds superseded site ids still served until a deadline on
+	// this machine's clock (a rotation is not instant on the wire).
+	retiring map[string]int64
+	active   map[string]*held // by lease id
+	// spentGrants are grant ids already admitted, until they expire: a
+	// grant admits one job, once.
+	spentGrants map[string]int64
+	// gaveUp counts fetches that found no job, by site and job id: a 404
+	// can be a slow seal (the relay requeued the claim), so the job is
+	// refused only after it happens a few times.
+	gaveUp   map[string]gaveUp
+	revoked  bool
+	stopping bool
+	lastBeat time.Time // when the last successful heartbeat was sent
+	// servingNothing is whether the last heartbeat named no site.
+	servingNothing bool
+
+	jobs sync.WaitGroup
+	// life ends every job's context on Shutdown.
+	life     context.Context
+	lifeStop context.CancelFunc
+}
+
+// held is a lease this daemon works under.
+type held struct {
+	jobID  string
+	site   string
+	cancel context.CancelCauseFunc
+}
+
+// Why a job's context ended. A cancel from the site is answered with a
+// "canceled" outcome; a lost lease and a shutdown are not answered at all
+// (the relay no longer counts this device as the holder, or is about to be
+// told so by the release).
+var (
+	errCancelledBySite = errors.New("the site cancelled the job")
+	errLost            = errors.New("the relay says this lease is no longer held")
+	errShutdown        = errors.New("the daemon is shutting down")
+	errSiteWithdrawn   = errors.New("the site's consent ended while the job ran")
+)
+
+// New checks the configuration and returns a daemon.
+func New(cfg Config) (*Daemon, error) {
+	if cfg.RelayURL == "" || cfg.Keys == nil || cfg.Backend == nil {
+		return nil, errors.New("daemon: RelayURL, Keys and Backend are required")
+	}
+	info := cfg.Backend.Info()
+	if !contains(protocol.BackendIDs, info.ID) || (info.Class != "http" && info.Class != "process") || info.Model == "" {
+		return nil, fmt.Errorf("daemon: backend %q/%q/%q is not a protocol backend id, class and model", info.ID, info.Class, info.Model)
+	}
+	service := cfg.Service
+	if service == "" {
+		service = "default"
+	}
+	scope := cfg.OfferScope
+	if scope == "" {
+		scope = "private"
+	}
+	kinds := cfg.Kinds
+	if kinds == nil {
+		kinds = []string{site.KindGenerate, site.KindChat}
+	}
+	caps := make([]protocol.Capability, 0, len(kinds))
+	for _, k := range kinds {
+		caps = append(caps, protocol.Capability{
+			Kind: k, Service: service, BackendID: info.ID, BackendClass: info.Class, Model: info.Model, OfferScope: scope,
+		})
+	}
+	d := &Daemon{
+		relayURL:     strings.TrimRight(cfg.RelayURL, "/"),
+		keys:         cfg.Keys,
+		backend:      cfg.Backend,
+		capabilities: caps,
+		concurrency:  cfg.Concurrency,
+		version:      cfg.DaemonVersion,
+		interval:     cfg.HeartbeatInterval,
+		http:         cfg.HTTPClient,
+		clock:        cfg.Clock,
+		sleep:        cfg.Sleep,
+		log:          cfg.Logger,
+		onEvent:      cfg.OnEvent,
+		pairing:      cfg.Pairing.clone(),
+		retiring:     map[string]int64{},
+		active:       map[string]*held{},
+		spentGrants:  map[string]int64{},
+		gaveUp:       map[string]gaveUp{},
+	}
+	if d.concurrency <= 0 {
+		d.concurrency = 2
+	}
+	if d.version == "" {
+		d.version = Version
+	}
+	if d.interval <= 0 {
+		d.interval = 10 * time.Second
+	}
+	if d.http == nil {
+		d.http = &http.Client{
+			Timeout: 30 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return errors.New("a protocol call is never redirected")
+			},
+		}
+	}
+	if d.clock == nil {
+		d.clock = systemClock{}
+	}
+	if d.sleep == nil {
+		d.sleep = sleepCtx
+	}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	d.life, d.lifeStop = context.WithCancel(context.Background())
+	return d, nil
+}
+
+func (d *Daemon) now() int64 { return d.clock.Now().UnixMilli() }
+
+func (d *Daemon) runnerID() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.pairing.RunnerID
+}
+
+// Pairing is a copy of the current pairing (pins included), for saving.
+func (d *Daemon) Pairing() Pairing {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.pairing.clone()
+}
+
+// Capabilities is the matrix this daemon advertises.
+func (d *Daemon) Capabilities() []protocol.Capability {
+	return append([]protocol.Capability(nil), d.capabilities...)
+}
+
+// Active is how many jobs are in flight.
+func (d *Daemon) Active() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.active)
+}
+
+func (d *Daemon) emit(e Event) {
+	if e.Type == EventError || e.Type == EventRefused {
+		d.log.Warn(string(e.Type), "job", e.JobID, "site", e.Site, "detail", e.Detail)
+	} else {
+		d.log.Info(string(e.Type), "job", e.JobID, "site", e.Site, "detail", e.Detail)
+	}
+	if d.onEvent != nil {
+		d.onEvent(e)
+	}
+}
+
+// Tick is one heartbeat-and-claim cycle: renew held leases, apply the
+// relay's site set, stop cancelled and lost work, then claim up to the free
+// concurrency. Claimed jobs run in their own goroutines; Tick does not wait
+// for them. It returns how many jobs it claimed.
+func (d *Daemon) Tick(ctx context.Context) (int, error) {
+	d.tickMu.Lock()
+	defer d.tickMu.Unlock()
+	if err := d.heartbeat(ctx); err != nil {
+		return 0, err
+	}
+	return d.claim(ctx)
+}
+
+// heartbeat renews the held leases and applies what the relay says.
+func (d *Daemon) heartbeat(ctx context.Context) error {
+	d.mu.Lock()
+	runnerID, revoked := d.pairing.RunnerID, d.revoked
+	leases := make([]protocol.GrantRef, 0, len(d.active))
+	for leaseID, h := range d.active {
+		leases = append(leases, protocol.GrantRef{JobID: h.jobID, LeaseID: leaseID})
+	}
+	d.mu.Unlock()
+	switch {
+	case revoked:
+		return ErrRevoked
+	case runnerID == "":
+		return ErrNotPaired
+	}
+
+	beganAt := d.clock.Now()
+	var hb protocol.HeartbeatResponse
+	err := d.post(ctx, "heartbeat", protocol.HeartbeatRequest{
+		ProtocolVersion: protocol.ProtocolVersion, RunnerID: runnerID, DaemonVersion: d.version,
+		Capabilities: d.capabilities, Withheld: []protocol.WithheldKind{}, ActiveLeases: leases,
+	}, &hb, true)
+	if err != nil {
+		return d.checkRevoked(err)
+	}
+	d.mu.Lock()
+	d.lastBeat = beganAt
+	d.mu.Unlock()
+	d.applySites(hb.Sites, hb.Successions)
+	for _, g := range hb.Lost {
+		// A job the relay says we lost is abandoned, not finished: someone
+		// else may hold it now.
+		if d.stop(g.LeaseID, errLost) {
+			d.emit(Event{Type: EventLost, JobID: g.JobID})
+		}
+	}
+	for _, g := range hb.Cancel {
+		if d.stop(g.LeaseID, errCancelledBySite) {
+			d.emit(Event{Type: EventCancelled, JobID: g.JobID})
+		}
+	}
+	// Not revocation: an empty set is "serving nothing", and the claim
+	// still goes out, because only a `revoked` refusal ends a pairing. Said
+	// once per change, not on every beat.
+	d.mu.Lock()
+	changed := d.servingNothing != (len(hb.Sites) == 0)
+	d.servingNothing = len(hb.Sites) == 0
+	d.mu.Unlock()
+	if changed && len(hb.Sites) == 0 {
+		d.emit(Event{Type: EventServingNothing})
+	}
+	return nil
+}
+
+// claim asks for up to the free concurrency and starts each job.
+func (d *Daemon) claim(ctx context.Context) (int, error) {
+	d.mu.Lock()
+	runnerID, revoked, stopping := d.pairing.RunnerID, d.revoked, d.stopping
+	// The schema caps one claim at 64 jobs.
+	free := min(d.concurrency-len(d.active), protocol.MaxClaim)
+	d.mu.Unlock()
+	switch {
+	case revoked:
+		return 0, ErrRevoked
+	case runnerID == "":
+		return 0, ErrNotPaired
+	case stopping || free <= 0:
+		return 0, nil
+	}
+	var claimed protocol.ClaimResponse
+	err := d.post(ctx, "claim", protocol.ClaimRequest{
+		ProtocolVersion: protocol.ProtocolVersion, RunnerID: runnerID, Capabilities: d.capabilities, Max: int64(free),
+	}, &claimed, true)
+	if err != nil {
+		return 0, d.checkRevoked(err)
+	}
+	for _, job := range claimed.Jobs {
+		jobCtx, cancel := context.WithCancelCause(d.life)
+		d.mu.Lock()
+		// Held from the claim on, so heartbeats renew the lease while the
+		// payload is awaited and a cancel reaches the job at any stage.
+		d.active[job.Lease.ID] = &held{jobID: job.ID, site: job.Site, cancel: cancel}
+		d.jobs.Add(1)
+		d.mu.Unlock()
+		d.emit(Event{Type: EventClaimed, JobID: job.ID, Site: job.Site, Detail: job.Kind})
+		go func() {
+			defer d.jobs.Done()
+			defer d.settle(job.Lease.ID, cancel)
+			d.handle(jobCtx, job)
+		}()
+	}
+	return len(claimed.Jobs), nil
+}
+
+// runTick is Run's cycle: a full Tick, except right after taking work
+// while the last heartbeat is still recent, when it only claims. Leases
+// are renewed only by heartbeats, so one goes out at least every half
+// interval; in between, a busy device asks for work without paying for a
+// heartbeat (and a sweep) on every claim.
+func (d *Daemon) runTick(ctx context.Context, step int) (int, error) {
+	d.mu.Lock()
+	recent := !d.lastBeat.IsZero() && d.clock.Now().Sub(d.lastBeat) < d.interval/2
+	d.mu.Unlock()
+	if step != 0 || !recent {
+		return d.Tick(ctx)
+	}
+	d.tickMu.Lock()
+	defer d.tickMu.Unlock()
+	return d.claim(ctx)
+}
+
+// stop ends a held job's context with cause; false if not held.
+func (d *Daemon) stop(leaseID string, cause error) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h, ok := d.active[leaseID]
+	if ok {
+		h.cancel(cause)
+	}
+	return ok
+}
+
+// settle forgets a lease once its job is over, freeing the slot.
+func (d *Daemon) settle(leaseID string, cancel context.CancelCauseFunc) {
+	cancel(nil)
+	d.mu.Lock()
+	delete(d.active, leaseID)
+	d.mu.Unlock()
+}
+
+// checkRevoked turns a `revoked` refusal into the end of the pairing.
+func (d *Daemon) checkRevoked(err error) error {
+	if kindOf(err) != KindRevoked {
+		return err
+	}
+	d.mu.Lock()
+	already := d.revoked
+	d.revoked = true
+	for _, h := range d.active {
+		h.cancel(errShutdown)
+	}
+	d.mu.Unlock()
+	if !already {
+		d.emit(Event{Type: EventRevoked, Detail: err.Error()})
+	}
+	return ErrRevoked
+}
+
+// Run ticks until ctx ends or the device is revoked, polling faster right
+// after it took work (the reference's poll ladder) and at most
+// HeartbeatInterval apart. It does not release anything when ctx ends:
+// call Shutdown for that.
+func (d *Daemon) Run(ctx context.Context) error {
+	step := 0
+	for ctx.Err() == nil {
+		claimed, err := d.runTick(ctx, step)
+		var wait time.Duration
+		switch {
+		case errors.Is(err, ErrRevoked), errors.Is(err, ErrNotPaired):
+			return err
+		case err != nil && ctx.Err() == nil:
+			d.emit(Event{Type: EventError, Detail: err.Error()})
+			wait = d.interval
+			var ce *CallError
+			if errors.As(err, &ce) && ce.RetryAfter > 0 {
+				wait = ce.RetryAfter
+			}
+		default:
+			step = nextRung(step, claimed)
+			wait = pollDelay(step, d.interval)
+		}
+		if d.sleep(ctx, wait) != nil {
+			break
+		}
+	}
+	return ctx.Err()
+}
+
+// pollLadder is fractions of the heartbeat interval: right after a claim
+// the next poll comes almost at once (a chat's next message is likely for
+// this device), then backs off to the full interval.
+var pollLadder = []float64{0, 0.1, 0.2, 0.4, 0.6, 0.8, 1}
+
+func nextRung(step, claimed int) int {
+	if claimed > 0 {
+		return 0
+	}
+	return min(step+1, len(pollLadder)-1)
+}
+
+// pollDelay adds jitter so two devices racing for the same job tie by
+// luck, not by clock speed.
+func pollDelay(step int, interval time.Duration) time.Duration {
+	rung := pollLadder[step]
+	if rung == 1 {
+		return time.Duration(float64(interval) * (0.85 + rand.Float64()*0.3))
+	}
+	jitter := time.Duration(float64(interval) * (0.02 + rand.Float64()*0.03))
+	return time.Duration(float64(interval)*rung) + jitter
+}
+
+// Shutdown stops taking work, stops the jobs in flight without reporting
+// them, releases their leases with reason "shutdown" (so the relay offers
+// them again at once rather than after the lease lapses) and waits for the
+// job goroutines to end.
+func (d *Daemon) Shutdown(ctx context.Context) error {
+	d.mu.Lock()
+	d.stopping = true
+	runnerID := d.pairing.RunnerID
+	leases := make([]protocol.GrantRef, 0, len(d.active))
+	for leaseID, h := range d.active {
+		leases = append(leases, protocol.GrantRef{JobID: h.jobID, LeaseID: leaseID})
+		h.cancel(errShutdown)
+	}
+	d.mu.Unlock()
+	d.lifeStop()
+
+	var err error
+	if len(leases) > 0 && runnerID != "" {
+		var resp protocol.ReleaseResponse
+		err = d.post(ctx, "release", protocol.ReleaseRequest{
+			ProtocolVersion: protocol.ProtocolVersion, RunnerID: runnerID, Leases: leases, Reason: "shutdown",
+		}, &resp, true)
+		if err == nil {
+			d.emit(Event{Type: EventReleased, Detail: fmt.Sprintf("%d lease(s) released on shutdown", len(resp.Released))})
+		}
+	}
+	done := make(chan struct{})
+	go func() { d.jobs.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return err
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,243 @@
+// Package site is a site's SDK for a BYOLLM relay: the Go counterpart of
+// @byollm/server's cloud lane (cloud.ts, reseal.ts).
+//
+// A site publishes job stubs, and nothing else, to the relay. It keeps each
+// job's payload sealed at rest to its own key. Pump is one cycle of the
+// exchange: it asks the relay which devices claimed which jobs, checks each
+// device's identity, re-seals the payload to that device and hands it over;
+// then it collects finished results, opens each one, verifies it against
+// the device the relay named (the one it sealed the work to), checks the
+// clear-text disposition against the sealed outcome and delivers each
+// result once. Everything is outbound polling: the relay never calls a site.
+//
+// The relay is trusted with routing only. Nothing it says about who ran a
+// job is believed until a signature it cannot forge says the same.
+package site
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/byorelay/byorelay/protocol"
+)
+
+// Clock is the site's time source: request timestamps, deadlines and the
+// at-rest envelope's deadline. store.ManualClock satisfies it.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Config wires a Client. RelayURL, SiteID and Keys are required.
+type Config struct {
+	// RelayURL is the relay's origin, e.g. "http://127.0.0.1:3000".
+	RelayURL string
+	// SiteID is this site's id at the relay (the control plane's name, not
+	// the key id).
+	SiteID string
+	// Keys are the site's identity and encryption keys.
+	Keys *protocol.Keys
+	// HTTPClient defaults to one with a 30 s timeout that never follows a
+	// redirect (a protocol call is never redirected).
+	HTTPClient *http.Client
+	// Clock defaults to the host clock.
+	Clock Clock
+	// MaxAttempts bounds tries of one call on a retryable answer; 0 means 3.
+	MaxAttempts int
+	// RetryBackoff is the first wait between tries, doubled each time;
+	// 0 means 250 ms.
+	RetryBackoff time.Duration
+	// Sleep waits between tries; nil waits on a timer. Tests inject one.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Client is one site's connection to a relay. Safe for concurrent use.
+type Client struct {
+	relayURL string
+	siteID   string
+	keys     *protocol.Keys
+	http     *http.Client
+	clock    Clock
+	attempts int
+	backoff  time.Duration
+	sleep    func(ctx context.Context, d time.Duration) error
+
+	mu   sync.Mutex
+	jobs map[string]*job
+}
+
+// job is what the site remembers about one published job.
+type job struct {
+	stub protocol.JobStub
+	// atRest is the payload sealed to the site's own key (direct-mode
+	// jobs-at-rest encryption, which the cloud lane inherits): the
+	// plaintext exists only for the moment of re-sealing to a device.
+	atRest    protocol.SealedEnvelope
+	createdAt int64
+	cancelled bool
+	// sealedTo is every device this site handed the payload to, by lease.
+	// A result is accepted only from the device sealed to under that lease:
+	// a relay that names some other device gets a refusal, not a result.
+	sealedTo map[string]protocol.PublicIdentity
+	// refused are leases whose result was refused, so a result the relay
+	// re-serves every cycle is judged once.
+	refused   map[string]bool
+	delivered bool
+}
+
+// New checks the configuration and returns a client.
+func New(cfg Config) (*Client, error) {
+	if cfg.RelayURL == "" || cfg.SiteID == "" || cfg.Keys == nil {
+		return nil, errors.New("site: RelayURL, SiteID and Keys are required")
+	}
+	c := &Client{
+		relayURL: strings.TrimRight(cfg.RelayURL, "/"),
+		siteID:   cfg.SiteID,
+		keys:     cfg.Keys,
+		http:     cfg.HTTPClient,
+		clock:    cfg.Clock,
+		attempts: cfg.MaxAttempts,
+		backoff:  cfg.RetryBackoff,
+		sleep:    cfg.Sleep,
+		jobs:     map[string]*job{},
+	}
+	if c.http == nil {
+		c.http = &http.Client{
+			Timeout: 30 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return errors.New("a protocol call is never redirected")
+			},
+		}
+	}
+	if c.clock == nil {
+		c.clock = systemClock{}
+	}
+	if c.attempts <= 0 {
+		c.attempts = 3
+	}
+	if c.backoff <= 0 {
+		c.backoff = 250 * time.Millisecond
+	}
+	if c.sleep == nil {
+		c.sleep = sleepCtx
+	}
+	return c, nil
+}
+
+// KeyID is this site's key id: what its stubs name as `site`.
+func (c *Client) KeyID() string { return c.keys.KeyID() }
+
+func (c *Client) now() int64 { return c.clock.Now().UnixMilli() }
+
+// Publish routes one job. The stub is what the relay sees, and all it
+// sees; the payload stays here, sealed at rest, until a device claims the
+// job. Site defaults to this site's key id, SizeClass to the class of the
+// payload's length, Audience to "team"; DeadlineAt is required (the relay
+// drops the job at that moment).
+//
+// Publishing the same job again is safe (the relay answers with the job's
+// current state and never resets it), which is what to do after a
+// retryable error.
+func (c *Client) Publish(ctx context.Context, stub protocol.JobStub, payload Payload) (state string, err error) {
+	stub, err = c.completeStub(stub, payload)
+	if err != nil {
+		return "", err
+	}
+	plaintext, err := payload.Plaintext()
+	if err != nil {
+		return "", err
+	}
+	createdAt := c.now()
+	self := c.keys.KeyID()
+	atRest, err := protocol.Seal(plaintext, c.keys, c.keys.Public().Encryption, protocol.EnvelopeContext{
+		JobID: stub.ID, SenderKeyID: self, RecipientKeyID: self,
+		DeadlineAt: createdAt + protocol.EnvelopeMaxAgeMs, Direction: protocol.DirectionPayload,
+	})
+	if err != nil {
+		return "", fmt.Errorf("seal at rest: %w", err)
+	}
+
+	// Remembered before the relay hears of it, so a Pump running alongside
+	// can seal for a device that claims it the instant it is queued.
+	c.mu.Lock()
+	if prev, ok := c.jobs[stub.ID]; ok && prev.stub != stub {
+		c.mu.Unlock()
+		return "", fmt.Errorf("site: job %s was already published with a different stub", stub.ID)
+	} else if !ok {
+		c.jobs[stub.ID] = &job{stub: stub, atRest: atRest, createdAt: createdAt,
+			sealedTo: map[string]protocol.PublicIdentity{}, refused: map[string]bool{}}
+	}
+	c.mu.Unlock()
+
+	var resp protocol.JobStateResponse
+	err = c.post(ctx, "enqueue", protocol.EnqueueRequest{
+		ProtocolVersion: protocol.ProtocolVersion, SiteID: c.siteID, Stub: stub,
+	}, &resp)
+	if err != nil {
+		var refused *EnqueueRefused
+		if errors.As(err, &refused) {
+			// Not queued, and waiting will not queue it: forget it, so a
+			// corrected stub can be published under the same id.
+			c.mu.Lock()
+			delete(c.jobs, stub.ID)
+			c.mu.Unlock()
+		}
+		return "", err
+	}
+	return resp.State, nil
+}
+
+func (c *Client) completeStub(stub protocol.JobStub, payload Payload) (protocol.JobStub, error) {
+	if stub.ID == "" || stub.Owner == "" {
+		return stub, errors.New("site: a stub needs an id and an owner")
+	}
+	if err := payload.CheckKind(stub.Kind); err != nil {
+		return stub, err
+	}
+	if stub.Site == "" {
+		stub.Site = c.keys.KeyID()
+	}
+	if stub.Site != c.keys.KeyID() {
+		// The device opens the payload with the key the stub names; a stub
+		// naming another site's key is work nobody can verify.
+		return stub, fmt.Errorf("site: stub names site %s, but this site's key is %s", stub.Site, c.keys.KeyID())
+	}
+	if stub.Audience == "" {
+		stub.Audience = "team"
+	}
+	if stub.SizeClass == "" {
+		stub.SizeClass = SizeClassOf(payload.TextLength())
+	}
+	if stub.DeadlineAt <= c.now() {
+		return stub, errors.New("site: the stub's deadlineAt must be in the future")
+	}
+	stub.Streaming = false
+	return stub, nil
+}
+
+// Cancel withdraws a job. Locally it stops any further seal at once; at
+// the relay it stops the job being offered and tells the holding device at
+// its next heartbeat, which then reports a "canceled" outcome. cancelled is
+// the relay's answer (false for a job it does not know).
+func (c *Client) Cancel(ctx context.Context, jobID string) (cancelled bool, err error) {
+	c.mu.Lock()
+	if j, ok := c.jobs[jobID]; ok {
+		j.cancelled = true
+	}
+	c.mu.Unlock()
+	var resp protocol.CancelResponse
+	if err := c.post(ctx, "cancel", protocol.CancelRequest{
+		ProtocolVersion: protocol.ProtocolVersion, SiteID: c.siteID, JobID: jobID,
+	}, &resp); err != nil {
+		return false, err
+	}
+	return resp.Cancelled, nil
+}

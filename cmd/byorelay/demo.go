@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/byorelay/byorelay/client/daemon"
+	"github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/lambdafn/demo"
+	"github.com/byorelay/byorelay/protocol"
+)
+
+// demoOptions are demo's flags.
+type demoOptions struct {
+	relay     string
+	demoDir   string
+	jobs      int
+	timeout   time.Duration
+	backend   backendFlags
+	pairAsWho string
+}
+
+// runDemo is `byorelay demo`: against a running local stack, a Go site and
+// a freshly paired Go daemon finish real jobs, and every step is told as it
+// happens, for somebody seeing BYOLLM for the first time.
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o demoOptions
+	fs := flag.NewFlagSet("byorelay demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.relay, "relay", "http://127.0.0.1:8787", "the relay (the local stack that 'byorelay serve' / 'make run' started)")
+	fs.StringVar(&o.demoDir, "demo-dir", "", "where 'byorelay serve' keeps the demo site's keys\n(default $"+demo.EnvDir+", else .cache/demo in the repository)")
+	fs.IntVar(&o.jobs, "jobs", 3, "how many jobs the site publishes")
+	fs.DurationVar(&o.timeout, "timeout", time.Minute, "give up if the jobs have not all come back by then")
+	fs.StringVar(&o.pairAsWho, "owner", demo.Owner, "the person the demo device is approved for (they consented to the demo site)")
+	o.backend.register(fs)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "usage: byorelay demo [flags]\n\nA Go site and a Go daemon complete real jobs through the local stack, step\nby step. Start the stack first: make run (or byorelay serve).\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if o.jobs < 1 {
+		fmt.Fprintln(stderr, "byorelay demo: --jobs must be at least 1")
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	if err := demoSteps(ctx, o, stdout); err != nil {
+		fmt.Fprintf(stderr, "\nbyorelay demo: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// narrator prints from several goroutines without interleaving lines.
+type narrator struct {
+	mu  sync.Mutex
+	out io.Writer
+}
+
+func (n *narrator) say(format string, args ...any) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	fmt.Fprintf(n.out, format+"\n", args...)
+}
+
+var demoPrompts = []string{
+	"Say hello to the relay.",
+	"Name three things a blind relay cannot read.",
+	"Why does the device check the site's key before running anything?",
+	"Summarise BYOLLM in one sentence.",
+}
+
+func demoSteps(ctx context.Context, o demoOptions, out io.Writer) error {
+	n := &narrator{out: out}
+	relayURL := strings.TrimRight(o.relay, "/")
+	n.say("byorelay demo: a site and a device finish %d job(s) through the relay at %s.", o.jobs, relayURL)
+	n.say("The relay routes work and holds only public keys and ciphertext: it can read none of it.\n")
+
+	// 1. The site.
+	dir := o.demoDir
+	if dir == "" {
+		var err error
+		if dir, err = demo.Dir(); err != nil {
+			return err
+		}
+	}
+	// Read, never made here: keys made now would be a site the running
+	// stack has never heard of.
+	if _, err := os.Stat(filepath.Join(dir, "site-keys.json")); err != nil {
+		return fmt.Errorf("no demo site keys in %s (start the stack with 'make run' first): %w", dir, err)
+	}
+	world, err := demo.Load(dir)
+	if err != nil {
+		return fmt.Errorf("reading the demo site's keys from %s: %w", dir, err)
+	}
+	shop, err := site.New(site.Config{RelayURL: relayURL, SiteID: demo.SiteID, Keys: world.Site})
+	if err != nil {
+		return err
+	}
+	n.say("1. The site %q (key %s) is loaded from %s.", demo.SiteID, world.Site.KeyID(), dir)
+	n.say("   The relay knows only its public key; the private key stays with the site.\n")
+
+	// 2. The device, paired the way a person pairs one.
+	backend, err := o.backend.build()
+	if err != nil {
+		return err
+	}
+	deviceKeys, err := protocol.GenerateKeys()
+	if err != nil {
+		return err
+	}
+	dev, err := daemon.New(daemon.Config{
+		RelayURL: relayURL, Keys: deviceKeys, Backend: backend, HeartbeatInterval: time.Second,
+		OnEvent: func(e daemon.Event) { narrateDevice(n, e) },
+	})
+	if err != nil {
+		return err
+	}
+	admin := controlplane.NewClient(relayURL, nil)
+	n.say("2. A new device makes its own keys (fingerprint %s) and asks the relay to pair.", deviceKeys.KeyID())
+	pairing, err := dev.Pair(ctx, "byorelay demo", func(code daemon.PairCode) {
+		n.say("   The relay answers with a user code: %s", code.UserCode)
+		n.say("   A person would approve it at %s;", code.VerificationURL)
+		n.say("   the demo approves it for %q through the control plane's admin API.", o.pairAsWho)
+		if _, err := admin.Approve(ctx, controlplane.ApproveRequest{UserCode: code.UserCode, Owner: o.pairAsWho}); err != nil {
+			n.say("   approval failed: %v", err)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("pairing: %w", err)
+	}
+	n.say("   Approved: the device is runner %q, owned by %s.", pairing.RunnerID, pairing.Owner)
+	if _, ok := pairing.Sites[world.Site.KeyID()]; !ok {
+		return fmt.Errorf("the device was not offered the demo site: does %s consent to %s?", o.pairAsWho, demo.SiteID)
+	}
+	n.say("   It pinned the site's key %s: from now on it opens work only if that key signed it.\n", world.Site.KeyID())
+
+	// 3. The jobs.
+	n.say("3. The site publishes %d job(s). The relay sees each stub only (id, kind, owner, size,", o.jobs)
+	n.say("   deadline); the prompt stays at the site, sealed to the site's own key.")
+	runID := time.Now().Format("150405")
+	want := map[string]string{}
+	for i := range o.jobs {
+		id := fmt.Sprintf("demo-%s-%d", runID, i+1)
+		prompt := demoPrompts[i%len(demoPrompts)]
+		stub := protocol.JobStub{ID: id, Kind: site.KindGenerate, Owner: o.pairAsWho, Audience: "private",
+			DeadlineAt: time.Now().Add(10 * time.Minute).UnixMilli()}
+		if _, err := shop.Publish(ctx, stub, site.GeneratePayload(prompt)); err != nil {
+			return fmt.Errorf("publishing %s: %w", id, err)
+		}
+		want[id] = prompt
+		n.say("   - %s (llm.generate): %q", id, prompt)
+	}
+	n.say("\n4. The exchange, as it happens:")
+
+	runCtx, stopDevice := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- dev.Run(runCtx) }()
+	defer func() {
+		stopDevice()
+		<-ran
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = dev.Shutdown(shutdown)
+	}()
+
+	var results []site.Result
+	for len(results) < len(want) {
+		rep, err := shop.Pump(ctx)
+		if err != nil {
+			return fmt.Errorf("site: %w", err)
+		}
+		for _, id := range rep.Sealed {
+			n.say("   site:   sealed %s to the device that claimed it, after checking the device's key", id)
+		}
+		for _, r := range rep.Refused {
+			n.say("   site:   refused %s: %s", r.JobID, r.Reason)
+		}
+		for _, r := range rep.Results {
+			if _, ours := want[r.JobID]; !ours {
+				continue
+			}
+			n.say("   site:   opened the result of %s: signed by device %s, the one it sealed the work to", r.JobID, r.DeviceKeyID)
+			results = append(results, r)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("gave up waiting: %d of %d job(s) came back (%w)", len(results), len(want), ctx.Err())
+		case err := <-ran:
+			return fmt.Errorf("the device stopped: %w", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+
+	n.say("\n5. Results:")
+	for _, r := range results {
+		text := r.Outcome.TextOrEmpty()
+		if r.Outcome.Outcome != site.OutcomeOK {
+			text = r.Outcome.Outcome + ": " + r.Outcome.Message
+		}
+		n.say("   %s  %q", r.JobID, want[r.JobID])
+		n.say("      -> %q", text)
+		n.say("      ran on %s (%s) in %d ms, by %s for %s", r.Ran.Model, r.Ran.BackendClass, r.Ran.DurationMs, r.RunnerID, r.RunnerOwner)
+	}
+	n.say("\nDone: %d job(s), each sealed end to end. The relay carried stubs and ciphertext only.", len(results))
+	return nil
+}
+
+// narrateDevice tells a device event in plain words.
+func narrateDevice(n *narrator, e daemon.Event) {
+	switch e.Type {
+	case daemon.EventClaimed:
+		n.say("   device: claimed %s: it holds a lease on it now, but has no prompt yet", e.JobID)
+	case daemon.EventWaiting:
+		n.say("   device: asked for %s's payload; the site has not sealed it yet, so it waits", e.JobID)
+	case daemon.EventOpened:
+		n.say("   device: opened %s (%s)", e.JobID, e.Detail)
+	case daemon.EventRunning:
+		n.say("   device: running %s on its own model", e.JobID)
+	case daemon.EventReported:
+		n.say("   device: sealed the answer to %s for the site only, and reported it (%s)", e.JobID, e.Detail)
+	case daemon.EventRefused:
+		n.say("   device: refused %s: %s", e.JobID, e.Detail)
+	case daemon.EventCancelled:
+		n.say("   device: the site cancelled %s", e.JobID)
+	case daemon.EventLost:
+		n.say("   device: lost the lease on %s; stopping without reporting", e.JobID)
+	case daemon.EventError:
+		n.say("   device: problem with %s: %s", e.JobID, e.Detail)
+	case daemon.EventRevoked:
+		n.say("   device: this device was revoked")
+	}
+}

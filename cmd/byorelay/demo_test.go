@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/lambdafn/demo"
+	"github.com/byorelay/byorelay/relay"
+	"github.com/byorelay/byorelay/store"
+	"github.com/byorelay/byorelay/store/memory"
+)
+
+// demoStack is the local stack's shape in one process: the relay over the
+// memory store and the admin API on the same origin, with the demo
+// projection imported from the demo keys in dir.
+func demoStack(t *testing.T, dir string) string {
+	t.Helper()
+	world, err := demo.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	mem := memory.New(store.Options{})
+	cp := controlplane.NewStore(controlplane.NewMemoryStorage())
+	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: cp, Pairings: mem, Logger: quiet})
+	if _, err := admin.Import(t.Context(), world.Fixture()); err != nil {
+		t.Fatal(err)
+	}
+	r, err := relay.New(relay.Config{Store: mem, Pairing: mem, Projection: cp, VerificationURL: "http://control.invalid/approve"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(controlplane.AdminPrefix+"/", controlplane.AdminHandler(admin))
+	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		resp := r.Handle(req.Context(), relay.Request{Method: req.Method, Path: req.URL.Path, RawQuery: req.URL.RawQuery, Header: req.Header, Body: body})
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.Status)
+		_, _ = w.Write(resp.Body)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestTheDemoPairsADeviceAndFinishesEveryJob(t *testing.T) {
+	dir := t.TempDir()
+	url := demoStack(t, dir)
+	var stdout, stderr bytes.Buffer
+	code := runDemo(t.Context(), []string{"--relay", url, "--demo-dir", dir, "--jobs", "2", "--timeout", "20s"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	t.Log(out)
+	for _, want := range []string{
+		"The relay answers with a user code",
+		"Approved: the device is runner",
+		"It pinned the site's key",
+		"device: claimed demo-",
+		"site:   sealed demo-",
+		"device: opened demo-",
+		"site:   opened the result of demo-",
+		`-> "echo: Say hello to the relay."`,
+		"Done: 2 job(s)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the demo never said %q\n%s", want, out)
+		}
+	}
+}
+
+func TestTheDemoSaysToStartTheStackFirst(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := runDemo(t.Context(), []string{"--relay", "http://127.0.0.1:1", "--demo-dir", t.TempDir()}, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "make run") {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+}
