@@ -1,0 +1,67 @@
+package peers
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/relay/relaytest"
+)
+
+// The person whose jobs run on her own device, and the site she consented
+// to, in every World.
+const (
+	Owner  = "alice"
+	SiteID = "site-peers"
+)
+
+// World is one relay with one registered site and its owner's consent,
+// set up through the admin API as an operator would.
+type World struct {
+	Origin string
+	Admin  *controlplane.Client
+	// Site holds the site's keys (generated for the test) and id.
+	Site *relaytest.Site
+}
+
+// NewWorld registers a fresh site at the relay at origin and records
+// Owner's consent to it.
+func NewWorld(t testing.TB, origin string) *World {
+	t.Helper()
+	ctx := context.Background()
+	w := &World{Origin: origin, Admin: controlplane.NewClient(origin, nil), Site: relaytest.NewSite(t, SiteID)}
+	if _, err := w.Admin.RegisterSite(ctx, controlplane.RegisterSiteRequest{SiteID: SiteID, Site: w.Site.Public()}); err != nil {
+		t.Fatalf("register site: %v", err)
+	}
+	if _, err := w.Admin.Consent(ctx, controlplane.ConsentAdd, controlplane.ConsentRequest{Owner: Owner, SiteID: SiteID}); err != nil {
+		t.Fatalf("consent: %v", err)
+	}
+	return w
+}
+
+// Approve approves a pairing code for Owner, as the approval page would.
+func (w *World) Approve(t testing.TB, userCode string) controlplane.DeviceResponse {
+	t.Helper()
+	dev, err := w.Admin.Approve(context.Background(), controlplane.ApproveRequest{UserCode: userCode, Owner: Owner})
+	if err != nil {
+		t.Fatalf("approve %s: %v", userCode, err)
+	}
+	return dev
+}
+
+// PairDaemon starts the real daemon against the world's relay, approves
+// its code and checks it paired as Owner's device, pinning the site.
+func (w *World) PairDaemon(t testing.TB, model *Model) (*Daemon, Pairing) {
+	t.Helper()
+	d := StartDaemon(t, DaemonOptions{Origin: w.Origin, Model: model})
+	dev := w.Approve(t, d.UserCode(t))
+	p := d.Paired(t)
+	if p.Owner != Owner || p.RunnerID != dev.Device.RunnerID {
+		t.Fatalf("daemon paired as %+v, approved as %+v", p, dev.Device)
+	}
+	if !slices.Equal(p.Sites, []string{w.Site.KeyID()}) {
+		t.Fatalf("daemon pinned sites %v, want [%s]", p.Sites, w.Site.KeyID())
+	}
+	return d, p
+}
