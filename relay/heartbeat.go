@@ -30,7 +30,7 @@ func (r *Relay) heartbeat(c *call, d daemonRequest) (reply, error) {
 	}
 
 	now := r.now()
-	swept, err := r.store.Sweep(c.ctx)
+	swept, err := r.store.SweepInline(c.ctx)
 	if err != nil {
 		return reply{}, err
 	}

@@ -242,10 +242,11 @@ func New(cfg Config) (*Relay, error) {
 // now is the relay-local clock in epoch ms.
 func (r *Relay) now() int64 { return r.clock.Now().UnixMilli() }
 
-// Sweep fires whatever the store's clock says is due and reports it. The
-// relay never needs it to be correct (claims, heartbeats and pending sweep
-// first), but a job whose site vanished should go back to the queue without
-// waiting for somebody to ask.
+// Sweep fires everything the store's clock says is due and reports it: the
+// scheduled sweeper's call. Claims, heartbeats and pending run a bounded
+// in-line sweep (store.SweepInline) so no request carries an outage's
+// backlog; this one is complete, so a job whose site vanished goes back to
+// the queue without waiting for somebody to ask.
 func (r *Relay) Sweep(ctx context.Context) (store.SweepResult, error) {
 	res, err := r.store.Sweep(ctx)
 	if err != nil {

@@ -28,7 +28,7 @@ func (r *Relay) pending(c *call, s siteRequest) (reply, error) {
 	if refusal != nil {
 		return *refusal, nil
 	}
-	swept, err := r.store.Sweep(c.ctx)
+	swept, err := r.store.SweepInline(c.ctx)
 	if err != nil {
 		return reply{}, err
 	}

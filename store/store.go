@@ -56,6 +56,9 @@ type RoutingStore interface {
 	// Jobs lists every job of every site, in enqueue order (debug, tests).
 	Jobs(ctx context.Context) ([]Job, error)
 	// Awaiting lists the site's jobs in awaiting-payload: what it must seal.
+	// A job whose AwaitingUntil or deadline has passed is left out even if
+	// no sweep has moved it yet: a site must never be asked to seal for a
+	// claim that has already lapsed (the reference sweeps fully first).
 	Awaiting(ctx context.Context, siteID string) ([]Job, error)
 	// Finished lists the site's done jobs that carry a result. A pure read:
 	// there is no acknowledgement, results are listed on every poll until
@@ -63,10 +66,13 @@ type RoutingStore interface {
 	Finished(ctx context.Context, siteID string) ([]Job, error)
 
 	// Claim grants queued work to a device, as one operation. It first sweeps
-	// (exactly as Sweep does, results discarded), then counts the unsealed
-	// (awaiting-payload) jobs per (site, job owner) across all runners, then
-	// walks queued jobs in enqueue order until Max are granted, skipping a
-	// job when, in this order:
+	// in-line (exactly as SweepInline does, results discarded), then counts
+	// the unsealed (awaiting-payload) jobs per (site, job owner) across all
+	// runners, then walks queued jobs in enqueue order until Max are granted,
+	// skipping a job when, in this order:
+	//  0. its Stub.DeadlineAt <= now (a job the bounded sweep has not reached
+	//     yet is never granted: the deadline is enforced by the read, not by
+	//     the sweep having got there);
 	//  1. its (site, job owner) pair is not in Routes;
 	//  2. ReofferTo is set and is not this runner (sticky re-offer; before
 	//     the cap, so a job this device may not have does not spend its
@@ -85,6 +91,10 @@ type RoutingStore interface {
 	// now+AwaitingPayloadMs, and counts against its pair for the rest of the
 	// batch. It is returned as the stub plus Lease{ID, RunnerID, ExpiresAt};
 	// Grant is left nil (authoring grants is the relay's job).
+	// An unsealed grant whose window ran out but which no sweep has reached
+	// yet still counts against its pair: the cap errs towards handing out
+	// fewer device identities (B187), never more, and the next sweep frees
+	// the slot.
 	Claim(ctx context.Context, in ClaimInput) ([]protocol.ClaimedStub, error)
 
 	// TakePayload hands the sealed payload to the holder and marks the job
@@ -142,6 +152,12 @@ type RoutingStore interface {
 	// now+LeaseMs and is reported in Renewed; any other comes back in Lost
 	// exactly as named. State is not checked, and AwaitingUntil is never
 	// extended: a busy device has no bearing on how long we wait for a site.
+	// A grant a sweep would end is lost even before any sweep reaches it:
+	// the job's deadline passed, it is awaiting-payload with AwaitingUntil
+	// <= now, or it is ready or running with LeaseExpiresAt <= now. The
+	// reference relay sweeps fully before every renewal, so it never renews
+	// such a grant; a bounded sweep must not turn a lapsed lease back into a
+	// live one just because it had not got that far.
 	RenewLeases(ctx context.Context, in RenewInput) (RenewResult, error)
 
 	// Seen records a device as present, stamping LastSeenAt from the store
@@ -170,8 +186,37 @@ type RoutingStore interface {
 	// RefusedBy, RetryAfter, ReofferTo, SealAttempts and Cancelled. Jobs are
 	// reported as they were left (requeued ones queued, removed ones as they
 	// were when deleted). Safe to run from any replica, concurrently.
+	//
+	// Sweep is complete: it fires everything due, however much that is. It
+	// is the scheduled sweeper's call, off every request path.
 	Sweep(ctx context.Context) (SweepResult, error)
+
+	// SweepInline is Sweep bounded for a request path: it fires at most
+	// Options.InlineSweepLimit due jobs, earliest due first (a job is due at
+	// the first of its deadline, its awaiting window if awaiting-payload,
+	// its lease expiry if ready or running), each exactly as Sweep would.
+	// Claim runs it first; a relay that sweeps before a heartbeat or a
+	// pending read calls it rather than Sweep.
+	//
+	// Bounded because after an outage the backlog is arbitrary, and an
+	// unbounded in-line sweep puts all of it inside one device's claim: its
+	// latency and cost become the size of the backlog, and a Lambda request
+	// timeout turns into a claim that never succeeds. Nothing depends on it
+	// having reached an item: Claim, RenewLeases and Awaiting judge a passed
+	// deadline, window or lease for themselves; what it buys is liveness,
+	// work returning to the queue without waiting for the schedule. Under
+	// ordinary load everything due fits in the bound and the behaviour is
+	// the reference's. A store with other due bookkeeping (the DynamoDB
+	// store's unsealed-set repairs) spends the same budget on it, so it may
+	// move fewer jobs than the bound, never more.
+	SweepInline(ctx context.Context) (SweepResult, error)
 }
+
+// DefaultInlineSweepLimit is how many due items an in-line sweep handles
+// when Options.InlineSweepLimit is 0. Small, because it is paid inside a
+// device's request; larger than anything ordinary traffic makes due between
+// two claims, so an in-line sweep normally still fires everything.
+const DefaultInlineSweepLimit = 25
 
 // Options configure a store implementation.
 type Options struct {
@@ -179,14 +224,25 @@ type Options struct {
 	Clock Clock
 	// OnChurn is told when a (site, job owner) pair lets ChurnExpiries
 	// unsealed grants expire inside ChurnWindowMs; at most once per pair per
-	// ChurnQuietMs. Called synchronously by the Sweep (or Claim) that
-	// crossed the threshold, after its writes and outside any lock (it may
+	// ChurnQuietMs. Called synchronously by the sweep (Sweep, SweepInline or
+	// Claim's) that crossed the threshold, after its writes and outside any lock (it may
 	// call back into the store); a panic in it is recovered, because a
 	// report is evidence about the sweep, not part of it. Nil disables churn
 	// tracking entirely (nothing is recorded).
 	OnChurn func(UnsealedChurn)
 	// PairingCapacity is the pairing ceiling; 0 means MaxOutstandingPairings.
 	PairingCapacity int
+	// InlineSweepLimit bounds SweepInline (and so the sweep Claim runs
+	// first); 0 means DefaultInlineSweepLimit. Sweep is never bounded.
+	InlineSweepLimit int
+}
+
+// InlineLimit is o.InlineSweepLimit with the default applied.
+func (o Options) InlineLimit() int {
+	if o.InlineSweepLimit <= 0 {
+		return DefaultInlineSweepLimit
+	}
+	return o.InlineSweepLimit
 }
 
 // EnqueueInput is a stub a site publishes under its own control-plane id.

@@ -22,7 +22,7 @@ import (
 // and a pair can be granted at most UnsealedPerPair per claim anyway.
 const claimSlack = 6
 
-// Claim grants queued work. It sweeps first, reads a bounded number of
+// Claim grants queued work. It sweeps in-line (bounded) first, reads a bounded number of
 // candidates from each queue partition the device may take from (its routes
 // times its kinds, private partitions only for its owner's own routes, and
 // its sticky partition), walks them in enqueue order with the contract's
@@ -31,7 +31,7 @@ const claimSlack = 6
 // the pair's unsealed set (conditioned on the cap). Cost depends on the
 // route set, never on how deep the queue is.
 func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.ClaimedStub, error) {
-	if _, err := s.Sweep(ctx); err != nil {
+	if _, err := s.SweepInline(ctx); err != nil {
 		return nil, err
 	}
 	now := s.now()
@@ -72,7 +72,7 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 		if strings.HasPrefix(qk, "R#") {
 			n = limit * 2
 		}
-		items, err := s.queue(ctx, qk, n)
+		items, err := s.queue(ctx, qk, n, now)
 		found[i] = items
 		return err
 	})
@@ -152,6 +152,11 @@ func (s *Store) claimable(c *jobItem, in store.ClaimInput, routes map[store.Rout
 	if c.State != string(store.StateQueued) || s.expired(c) {
 		return protocol.JobStub{}, false
 	}
+	// Past its deadline and not yet reached by the bounded sweep: never
+	// offered, because nobody may run it.
+	if c.Deadline <= now {
+		return protocol.JobStub{}, false
+	}
 	if !routes[store.Route{SiteID: c.Site, Owner: c.Owner}] {
 		return protocol.JobStub{}, false
 	}
@@ -214,25 +219,45 @@ func (s *Store) grant(ctx context.Context, c *jobItem, in store.ClaimInput, devi
 	return protocol.Lease{ID: leaseID, RunnerID: in.RunnerID, ExpiresAt: next.LeaseExp}, out, nil
 }
 
-// queue reads up to n of the oldest jobs in one queue partition.
-func (s *Store) queue(ctx context.Context, qk string, n int32) ([]*jobItem, error) {
-	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+// claimExpiredSkip is how many jobs past their deadline a claim reads past
+// in one queue partition. Such a job keeps its place until a sweep removes
+// it, and with the in-line sweep bounded a partition can lead with a
+// backlog of them after an outage; without reading past, a claim would be
+// starved by work nobody may run while newer jobs wait behind it. Bounded
+// so a claim's cost still does not follow the backlog.
+const claimExpiredSkip = 100
+
+// queue reads up to n of the oldest jobs in one queue partition that are
+// not past their deadline, reading past at most claimExpiredSkip that are.
+func (s *Store) queue(ctx context.Context, qk string, n int32, now int64) ([]*jobItem, error) {
+	in := &dynamodb.QueryInput{
 		TableName:                 &s.table,
 		IndexName:                 aws.String("queue"),
 		KeyConditionExpression:    aws.String("qk = :qk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":qk": str(qk)},
+		FilterExpression:          aws.String("dl > :now"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":qk": str(qk), ":now": num(now)},
 		Limit:                     aws.Int32(n),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("query queue: %w", err)
 	}
-	items := make([]*jobItem, 0, len(out.Items))
-	for _, av := range out.Items {
-		j, err := unmarshalJob(av)
+	items := make([]*jobItem, 0, n)
+	skip := int32(claimExpiredSkip)
+	for {
+		out, err := s.db.Query(ctx, in)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("query queue: %w", err)
 		}
-		items = append(items, j)
+		for _, av := range out.Items {
+			j, err := unmarshalJob(av)
+			if err != nil {
+				return nil, err
+			}
+			items = append(items, j)
+		}
+		skip -= out.ScannedCount - out.Count
+		missing := n - int32(len(items))
+		if missing <= 0 || len(out.LastEvaluatedKey) == 0 || skip <= 0 {
+			return items, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+		in.Limit = aws.Int32(min(missing, skip))
 	}
-	return items, nil
 }

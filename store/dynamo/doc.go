@@ -59,7 +59,19 @@
 // its cost depends on the route set and never on the depth of the queue.
 // The partitions are fine-grained so that every candidate read passes the
 // route, kind and audience guards: a bounded read is not starved by a deep
-// queue of work this device can never run.
+// queue of work this device can never run. Nor by jobs past their
+// deadline that no sweep has removed yet: the read filters them out and
+// reads past up to 100 of them per partition.
+//
+// Sweep reads the due index, so it costs what is due, not what is stored.
+// The scheduled sweeper calls Sweep, which handles everything due;
+// SweepInline, which Claim runs first and the relay's heartbeat and pending
+// paths should call, reads at most Options.InlineSweepLimit entries from
+// each shard and handles the earliest InlineSweepLimit of them (jobs and
+// unsealed-set repairs alike), so a backlog after an outage is never
+// carried inside one request. Nothing depends on a sweep having reached an
+// item: Claim skips a job past its deadline, and RenewLeases and Awaiting
+// treat a grant past its deadline, window or lease as over.
 //
 // Envelopes whose JSON is larger than Config.InlineEnvelopeBytes (32 KiB by
 // default) are written to S3 before the job write that points at them and

@@ -297,6 +297,11 @@ func (s *Store) renew(ctx context.Context, in store.RenewInput, ref protocol.Gra
 		if j == nil || !j.claimed() || j.Lease != ref.LeaseID || j.Runner != in.RunnerID {
 			return 0, false, nil
 		}
+		// A grant the sweep would end is over whether or not a sweep has
+		// got to it: renewing it would bring a lapsed lease back to life.
+		if j.nextDeadline() <= now {
+			return 0, false, nil
+		}
 		next := *j
 		next.LeaseExp = now + in.LeaseMs
 		// AwaitingUntil is deliberately untouched: it bounds how long we

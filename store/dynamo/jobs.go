@@ -145,6 +145,10 @@ func (s *Store) Awaiting(ctx context.Context, siteID string) ([]store.Job, error
 	if err != nil {
 		return nil, err
 	}
+	// A claim that lapsed but that no sweep has reached is not listed: a
+	// site must not seal to a device whose claim is over.
+	now := s.now()
+	items = slices.DeleteFunc(items, func(j *jobItem) bool { return j.nextDeadline() <= now })
 	return s.toJobs(ctx, items)
 }
 

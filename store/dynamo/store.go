@@ -67,6 +67,7 @@ type Store struct {
 	onChurn func(store.UnsealedChurn)
 
 	pairingCapacity int
+	inlineLimit     int
 	inlineBytes     int
 	shards          int
 
@@ -93,6 +94,7 @@ func New(cfg Config) (*Store, error) {
 		clock:           cfg.Options.Clock,
 		onChurn:         cfg.Options.OnChurn,
 		pairingCapacity: cfg.Options.PairingCapacity,
+		inlineLimit:     cfg.Options.InlineLimit(),
 		inlineBytes:     cfg.InlineEnvelopeBytes,
 		shards:          cfg.DueShards,
 	}

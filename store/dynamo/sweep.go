@@ -1,6 +1,7 @@
 package dynamo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +22,26 @@ import (
 // so any number of replicas may sweep at once: one wins each job, the rest
 // re-read and find nothing due.
 func (s *Store) Sweep(ctx context.Context) (store.SweepResult, error) {
+	return s.sweep(ctx, 0)
+}
+
+// SweepInline is Sweep bounded for a request path: it handles at most
+// inlineLimit due items, earliest due first, so a backlog left by an outage
+// is drained by the scheduled sweeper and many requests, not carried inside
+// one. An unsealed set due for repair is an item like a job: the bound is
+// on the work a request does, so it may move fewer jobs than the bound.
+func (s *Store) SweepInline(ctx context.Context) (store.SweepResult, error) {
+	return s.sweep(ctx, s.inlineLimit)
+}
+
+// dueEntry is one item the due index says is due.
+type dueEntry struct {
+	pk string
+	du int64
+}
+
+// sweep handles up to limit due items (0: every one).
+func (s *Store) sweep(ctx context.Context, limit int) (store.SweepResult, error) {
 	now := s.now()
 	type swept struct {
 		seq string
@@ -29,7 +50,7 @@ func (s *Store) Sweep(ctx context.Context) (store.SweepResult, error) {
 	var requeued, removed []swept
 	var reports []store.UnsealedChurn
 	// The shards are read at once, then what they name is handled in turn.
-	due := make([][]string, s.shards)
+	due := make([][]dueEntry, s.shards)
 	err := each(s.shards, func(shard int) error {
 		in := &dynamodb.QueryInput{
 			TableName:              &s.table,
@@ -39,15 +60,20 @@ func (s *Store) Sweep(ctx context.Context) (store.SweepResult, error) {
 				":dk": str(dueShardKey(shard)), ":now": num(now),
 			},
 		}
+		if limit > 0 {
+			// Each shard's earliest limit are a superset of its share of
+			// the earliest limit overall.
+			in.Limit = aws.Int32(int32(limit))
+		}
 		for {
 			out, err := s.db.Query(ctx, in)
 			if err != nil {
 				return fmt.Errorf("query due: %w", err)
 			}
 			for _, av := range out.Items {
-				due[shard] = append(due[shard], getS(av, "pk"))
+				due[shard] = append(due[shard], dueEntry{pk: getS(av, "pk"), du: getN(av, "du")})
 			}
-			if len(out.LastEvaluatedKey) == 0 {
+			if len(out.LastEvaluatedKey) == 0 || limit > 0 {
 				return nil
 			}
 			in.ExclusiveStartKey = out.LastEvaluatedKey
@@ -56,27 +82,38 @@ func (s *Store) Sweep(ctx context.Context) (store.SweepResult, error) {
 	if err != nil {
 		return store.SweepResult{}, err
 	}
-	for _, pks := range due {
-		for _, pk := range pks {
-			switch {
-			case strings.HasPrefix(pk, "J#"):
-				r, err := s.sweepJob(ctx, pk, now)
-				if err != nil {
-					return store.SweepResult{}, err
-				}
-				switch r.did {
-				case didRequeue:
-					requeued = append(requeued, swept{r.seq, r.job})
-				case didRemove:
-					removed = append(removed, swept{r.seq, r.job})
-				}
-				if r.churn != nil {
-					reports = append(reports, *r.churn)
-				}
-			case strings.HasPrefix(pk, "U#"):
-				if err := s.repairSlots(ctx, pk, now); err != nil {
-					return store.SweepResult{}, err
-				}
+	var entries []dueEntry
+	for _, d := range due {
+		entries = append(entries, d...)
+	}
+	if limit > 0 && len(entries) > limit {
+		slices.SortFunc(entries, func(a, b dueEntry) int {
+			if c := cmp.Compare(a.du, b.du); c != 0 {
+				return c
+			}
+			return strings.Compare(a.pk, b.pk)
+		})
+		entries = entries[:limit]
+	}
+	for _, e := range entries {
+		switch {
+		case strings.HasPrefix(e.pk, "J#"):
+			r, err := s.sweepJob(ctx, e.pk, now)
+			if err != nil {
+				return store.SweepResult{}, err
+			}
+			switch r.did {
+			case didRequeue:
+				requeued = append(requeued, swept{r.seq, r.job})
+			case didRemove:
+				removed = append(removed, swept{r.seq, r.job})
+			}
+			if r.churn != nil {
+				reports = append(reports, *r.churn)
+			}
+		case strings.HasPrefix(e.pk, "U#"):
+			if err := s.repairSlots(ctx, e.pk, now); err != nil {
+				return store.SweepResult{}, err
 			}
 		}
 	}

@@ -14,7 +14,7 @@ import (
 func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.ClaimedStub, error) {
 	s.mu.Lock()
 	now := s.now()
-	reports := s.sweep(now)
+	_, reports := s.sweepJobs(now, s.inlineLimit)
 	granted := s.claim(now, in)
 	s.mu.Unlock()
 	s.report(reports)
@@ -49,6 +49,11 @@ func (s *Store) claim(now int64, in store.ClaimInput) []protocol.ClaimedStub {
 			break
 		}
 		if job.State != store.StateQueued {
+			continue
+		}
+		// Past its deadline and not yet reached by the bounded sweep: never
+		// offered, because nobody may run it.
+		if job.Stub.DeadlineAt <= now {
 			continue
 		}
 		pair := store.Route{SiteID: job.SiteID, Owner: job.Stub.Owner}

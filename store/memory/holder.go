@@ -181,6 +181,12 @@ func (s *Store) RenewLeases(ctx context.Context, in store.RenewInput) (store.Ren
 			result.Lost = append(result.Lost, ref)
 			continue
 		}
+		// A grant the sweep would end is over whether or not a sweep has got
+		// to it: renewing it would bring a lapsed lease back to life.
+		if lapsed(job, now) {
+			result.Lost = append(result.Lost, ref)
+			continue
+		}
 		// Replaced rather than mutated in place: callers holding a copy of
 		// the old grant keep seeing the old grant.
 		held := *job.ClaimedBy

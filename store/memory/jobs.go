@@ -46,10 +46,13 @@ func (s *Store) Jobs(ctx context.Context) ([]store.Job, error) {
 	return s.list(func(*store.Job) bool { return true }), nil
 }
 
-// Awaiting lists the site's jobs it must seal for.
+// Awaiting lists the site's jobs it must seal for, leaving out claims that
+// have lapsed but that no sweep has reached: a site must not seal to a
+// device whose claim is over.
 func (s *Store) Awaiting(ctx context.Context, siteID string) ([]store.Job, error) {
+	now := s.now()
 	return s.list(func(j *store.Job) bool {
-		return j.SiteID == siteID && j.State == store.StateAwaitingPayload
+		return j.SiteID == siteID && j.State == store.StateAwaitingPayload && !lapsed(j, now)
 	}), nil
 }
 

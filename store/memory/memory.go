@@ -18,6 +18,7 @@ type Store struct {
 	clock           store.Clock
 	onChurn         func(store.UnsealedChurn)
 	pairingCapacity int
+	inlineLimit     int
 
 	mu sync.Mutex
 
@@ -70,6 +71,7 @@ func New(opts store.Options) *Store {
 		clock:           clock,
 		onChurn:         opts.OnChurn,
 		pairingCapacity: capacity,
+		inlineLimit:     opts.InlineLimit(),
 		jobs:            map[jobKey]*store.Job{},
 		byLease:         map[string]*store.Job{},
 		byJobID:         map[string][]*store.Job{},

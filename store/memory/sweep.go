@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"slices"
 
@@ -13,22 +14,48 @@ import (
 // for no visible reason (B096).
 func (s *Store) Sweep(ctx context.Context) (store.SweepResult, error) {
 	s.mu.Lock()
-	result, reports := s.sweepJobs(s.now())
+	result, reports := s.sweepJobs(s.now(), 0)
 	s.mu.Unlock()
 	s.report(reports)
 	return result, nil
 }
 
-// sweep is Sweep for a caller already holding the lock (Claim sweeps first).
-func (s *Store) sweep(now int64) []store.UnsealedChurn {
-	_, reports := s.sweepJobs(now)
-	return reports
+// SweepInline is Sweep for a request path: at most inlineLimit due jobs,
+// earliest due first, so a backlog is drained over many requests instead
+// of inside one.
+func (s *Store) SweepInline(ctx context.Context) (store.SweepResult, error) {
+	s.mu.Lock()
+	result, reports := s.sweepJobs(s.now(), s.inlineLimit)
+	s.mu.Unlock()
+	s.report(reports)
+	return result, nil
 }
 
-func (s *Store) sweepJobs(now int64) (store.SweepResult, []store.UnsealedChurn) {
+// sweepJobs fires up to limit due jobs (0: all of them). The ones it picks
+// are the earliest due, ties in enqueue order; they are fired and reported
+// in enqueue order, the reference's, so a bounded sweep that reaches
+// everything is indistinguishable from a full one.
+func (s *Store) sweepJobs(now int64, limit int) (store.SweepResult, []store.UnsealedChurn) {
+	due := []*store.Job{}
+	for _, job := range s.order {
+		if dueAt(job) <= now {
+			due = append(due, job)
+		}
+	}
+	if limit > 0 && len(due) > limit {
+		picked := slices.Clone(due)
+		// Stable, so equal due times keep enqueue order.
+		slices.SortStableFunc(picked, func(a, b *store.Job) int { return cmp.Compare(dueAt(a), dueAt(b)) })
+		keep := map[*store.Job]bool{}
+		for _, job := range picked[:limit] {
+			keep[job] = true
+		}
+		due = slices.DeleteFunc(due, func(job *store.Job) bool { return !keep[job] })
+	}
+
 	result := store.SweepResult{Requeued: []store.Job{}, Removed: []store.Job{}}
 	var reports []store.UnsealedChurn
-	for _, job := range slices.Clone(s.order) {
+	for _, job := range due {
 		// Past its deadline (TTL_EXPIRY), in any state. Dropped rather than
 		// marked terminal: the site holds the authoritative record, and a
 		// tombstone would keep the ciphertext with it. A daemon mid-flight
@@ -63,12 +90,37 @@ func (s *Store) sweepJobs(now int64) (store.SweepResult, []store.UnsealedChurn) 
 		}
 		// The lease governs only jobs the site has sealed; an unsealed one is
 		// governed by AwaitingUntil alone.
-		if job.ClaimedBy != nil && (job.State == store.StateReady || job.State == store.StateRunning) && job.ClaimedBy.LeaseExpiresAt <= now {
+		if lapsedLease(job, now) {
 			s.requeue(job)
 			result.Requeued = append(result.Requeued, copyJob(job))
 		}
 	}
 	return result, reports
+}
+
+// dueAt is the first instant a sweep has something to do with job: its
+// deadline, or sooner its awaiting window or its lease.
+func dueAt(job *store.Job) int64 {
+	due := job.Stub.DeadlineAt
+	switch {
+	case job.State == store.StateAwaitingPayload:
+		due = min(due, job.AwaitingUntil)
+	case job.ClaimedBy != nil && (job.State == store.StateReady || job.State == store.StateRunning):
+		due = min(due, job.ClaimedBy.LeaseExpiresAt)
+	}
+	return due
+}
+
+// lapsedLease says a sealed job's holder stopped renewing.
+func lapsedLease(job *store.Job, now int64) bool {
+	return job.ClaimedBy != nil && (job.State == store.StateReady || job.State == store.StateRunning) && job.ClaimedBy.LeaseExpiresAt <= now
+}
+
+// lapsed says a sweep would end this job's grant or the job itself, whether
+// or not one has reached it yet: readers that matter judge this for
+// themselves, because an in-line sweep is bounded.
+func lapsed(job *store.Job, now int64) bool {
+	return dueAt(job) <= now
 }
 
 // noteChurn records an unsealed expiry for pair and says whether the pair

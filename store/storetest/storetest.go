@@ -80,6 +80,7 @@ func Run(t *testing.T, h Harness) {
 		{"complete", completeCases},
 		{"cancel", cancelCases},
 		{"sweep", sweepCases},
+		{"inline sweep", inlineSweepCases},
 		{"churn", churnCases},
 		{"presence", presenceCases},
 		{"pairing", pairingCases},
