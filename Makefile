@@ -11,7 +11,7 @@ DDB_PORT  ?= 8000
 # Tests share one DynamoDB Local and one moto server, started once here.
 WITH_SERVICES := $(GO) run ./localtest/withservices --
 
-.PHONY: all build deps test unit race fuzz lint ddb run demo
+.PHONY: all build deps test unit race fuzz lint ddb run demo validate build-lambdas invoke deploy
 
 all: build
 
@@ -24,8 +24,8 @@ $(JS_DIR)/node_modules/.package-lock.json: $(JS_DIR)/package.json $(JS_DIR)/pack
 build:
 	$(GO) build ./...
 
-## test: everything CI runs: unit, store suites on DynamoDB Local, race, fuzz smoke
-test: deps unit race fuzz
+## test: everything CI runs: the template, unit and end-to-end tests on DynamoDB Local, race, fuzz smoke
+test: deps validate unit race fuzz
 
 unit:
 	$(WITH_SERVICES) $(GO) test -count=1 ./...
@@ -58,6 +58,35 @@ run: deps
 ## demo: a Go site and a Go daemon complete real jobs against the running `make run` stack
 demo:
 	$(GO) run ./cmd/byorelay demo $(DEMO_FLAGS)
+
+LAMBDA_ARCH ?= arm64
+FUNCTIONS   := $(notdir $(wildcard functions/*))
+LAMBDA_GOFLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w"
+FN    ?= claim
+EVENT ?= events/$(FN).json
+
+## validate: cfn-lint on template.yaml (it applies the SAM transform)
+validate:
+	cfn-lint template.yaml
+
+## build-lambdas: every function as deployed (linux/arm64, static) into bin/lambda/<fn>/bootstrap
+build-lambdas:
+	@for fn in $(FUNCTIONS); do \
+	  echo "build $$fn ($(LAMBDA_ARCH))"; \
+	  GOOS=linux GOARCH=$(LAMBDA_ARCH) CGO_ENABLED=0 $(GO) build $(LAMBDA_GOFLAGS) -o bin/lambda/$$fn/bootstrap ./functions/$$fn || exit 1; \
+	done
+
+# `sam build` (BuildMethod: makefile) runs build-<LogicalId> with ARTIFACTS_DIR set.
+build-%Function:
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build $(LAMBDA_GOFLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(shell echo $* | tr A-Z a-z)
+
+## invoke: make invoke FN=claim [EVENT=events/claim.json]: the real bootstrap under the Lambda RIE (host arch: arm64 cannot run here)
+invoke:
+	$(GO) run ./cmd/byorelay invoke $(FN) $(EVENT)
+
+## deploy: build and deploy with SAM (samconfig.toml holds the defaults)
+deploy:
+	sam build && sam deploy
 
 ## ddb: run DynamoDB Local on port $(DDB_PORT) in the foreground (in memory)
 ddb: deps

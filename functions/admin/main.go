@@ -1,0 +1,6 @@
+// Command admin is the admin Lambda function; lambdafn holds its wiring.
+package main
+
+import "github.com/byorelay/byorelay/lambdafn"
+
+func main() { lambdafn.Start(lambdafn.Admin) }

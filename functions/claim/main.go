@@ -1,0 +1,6 @@
+// Command claim is the claim Lambda function; lambdafn holds its wiring.
+package main
+
+import "github.com/byorelay/byorelay/lambdafn"
+
+func main() { lambdafn.Start(lambdafn.Claim) }

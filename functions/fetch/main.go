@@ -1,0 +1,6 @@
+// Command fetch is the fetch Lambda function; lambdafn holds its wiring.
+package main
+
+import "github.com/byorelay/byorelay/lambdafn"
+
+func main() { lambdafn.Start(lambdafn.Fetch) }

@@ -1,0 +1,6 @@
+// Command pending is the pending Lambda function; lambdafn holds its wiring.
+package main
+
+import "github.com/byorelay/byorelay/lambdafn"
+
+func main() { lambdafn.Start(lambdafn.Pending) }

@@ -1,0 +1,6 @@
+// Command result is the result Lambda function; lambdafn holds its wiring.
+package main
+
+import "github.com/byorelay/byorelay/lambdafn"
+
+func main() { lambdafn.Start(lambdafn.Result) }

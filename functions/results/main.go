@@ -1,0 +1,6 @@
+// Command results is the results Lambda function; lambdafn holds its wiring.
+package main
+
+import "github.com/byorelay/byorelay/lambdafn"
+
+func main() { lambdafn.Start(lambdafn.Results) }

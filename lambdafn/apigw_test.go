@@ -1,0 +1,248 @@
+package lambdafn
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/byorelay/byorelay/relay"
+)
+
+func event(method, rawPath, query string, headers map[string]string, body string, b64 bool) events.APIGatewayV2HTTPRequest {
+	return events.APIGatewayV2HTTPRequest{
+		Version:         "2.0",
+		RawPath:         rawPath,
+		RawQueryString:  query,
+		Headers:         headers,
+		Body:            body,
+		IsBase64Encoded: b64,
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: rawPath},
+		},
+	}
+}
+
+func TestFromAPIGatewayKeepsTheBodyBytesTheSignatureCovers(t *testing.T) {
+	// Bytes that are not UTF-8 and JSON whose spacing a re-encode would
+	// change: both must arrive exactly as sent.
+	binary := []byte{0x7b, 0xff, 0x00, 0xfe, 0x7d}
+	spaced := `{ "protocolVersion" : "2",  "max":1 }`
+	tests := []struct {
+		name string
+		ev   events.APIGatewayV2HTTPRequest
+		want []byte
+	}{
+		{"a text body arrives as its bytes", event("POST", "/byollm/claim", "", nil, spaced, false), []byte(spaced)},
+		{"a base64 body arrives decoded", event("POST", "/byollm/claim", "", nil, base64.StdEncoding.EncodeToString(binary), true), binary},
+		{"a base64 JSON body arrives decoded, spacing kept", event("POST", "/x", "", nil, base64.StdEncoding.EncodeToString([]byte(spaced)), true), []byte(spaced)},
+		{"no body is an empty body", event("GET", "/relay/site/pending", "", nil, "", false), []byte{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := FromAPIGateway(tt.ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(req.Body, tt.want) {
+				t.Fatalf("body = %q, want %q", req.Body, tt.want)
+			}
+		})
+	}
+}
+
+func TestFromAPIGatewayRefusesABase64BodyThatDoesNotDecode(t *testing.T) {
+	if _, err := FromAPIGateway(event("POST", "/byollm/claim", "", nil, "not base64!!", true)); err == nil {
+		t.Fatal("want an error")
+	}
+}
+
+func TestFromAPIGatewayKeepsPathQueryAndMethodAsSent(t *testing.T) {
+	ev := event("GET", "/relay/site/%65nqueue", "siteId=a%20b&protocolVersion=2&siteId=c", nil, "", false)
+	ev.RequestContext.HTTP.Path = "/relay/site/enqueue" // API Gateway's decoded form
+	req, err := FromAPIGateway(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Path != "/relay/site/%65nqueue" {
+		t.Errorf("path = %q: the raw path must win, as the reference's url.pathname does", req.Path)
+	}
+	if req.RawQuery != "siteId=a%20b&protocolVersion=2&siteId=c" {
+		t.Errorf("raw query = %q", req.RawQuery)
+	}
+	if req.Method != "GET" {
+		t.Errorf("method = %q", req.Method)
+	}
+}
+
+func TestFromAPIGatewayFallsBackToTheContextPathWithoutRawPath(t *testing.T) {
+	ev := event("POST", "", "", nil, "", false)
+	ev.RequestContext.HTTP.Path = "/byollm/heartbeat"
+	req, err := FromAPIGateway(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Path != "/byollm/heartbeat" {
+		t.Fatalf("path = %q", req.Path)
+	}
+}
+
+func TestFromAPIGatewayHeadersReadThroughCanonicalKeys(t *testing.T) {
+	ev := event("POST", "/byollm/claim", "", map[string]string{
+		"x-byollm-runner":    "runner-1",
+		"x-byollm-issued-at": "1795941000000",
+		"content-type":       "application/json",
+		"accept":             "a/b,c/d", // API Gateway's join of two accept headers
+	}, "", false)
+	ev.Cookies = []string{"a=1", "b=2"}
+	req, err := FromAPIGateway(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"X-Byollm-Runner": "runner-1", "x-byollm-issued-at": "1795941000000",
+		"Content-Type": "application/json", "Accept": "a/b,c/d", "Cookie": "a=1; b=2",
+	} {
+		if got := req.Header.Get(name); got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+	if n := len(req.Header.Values("Accept")); n != 1 {
+		t.Errorf("accept has %d values, want the one API Gateway sent", n)
+	}
+}
+
+func TestToAPIGatewaySendsTextAsTextAndBytesAsBase64(t *testing.T) {
+	text := ToAPIGateway(relay.Response{Status: 404, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"error":"not-found"}`)})
+	if text.StatusCode != 404 || text.IsBase64Encoded || text.Body != `{"error":"not-found"}` {
+		t.Errorf("json answer = %+v", text)
+	}
+	if text.Headers["content-type"] != "application/json" {
+		t.Errorf("headers = %v, want lower-case content-type", text.Headers)
+	}
+	raw := []byte{0xff, 0xfe, 0x00}
+	bin := ToAPIGateway(relay.Response{Status: 200, Body: raw})
+	if !bin.IsBase64Encoded || bin.Body != base64.StdEncoding.EncodeToString(raw) {
+		t.Errorf("binary answer = %+v", bin)
+	}
+	if bin.Headers != nil {
+		t.Errorf("headers = %v, want none", bin.Headers)
+	}
+}
+
+func TestToAPIGatewayMovesSetCookieToCookies(t *testing.T) {
+	resp := ToAPIGateway(relay.Response{Status: 200, Header: http.Header{
+		"Set-Cookie": {"a=1; Expires=Wed, 21 Oct 2026 07:28:00 GMT", "b=2"},
+		"Vary":       {"Origin", "Accept"},
+	}})
+	if len(resp.Cookies) != 2 || resp.Cookies[0] != "a=1; Expires=Wed, 21 Oct 2026 07:28:00 GMT" {
+		t.Errorf("cookies = %q", resp.Cookies)
+	}
+	if _, ok := resp.Headers["set-cookie"]; ok {
+		t.Error("set-cookie left in headers, where its comma would split it")
+	}
+	if resp.Headers["vary"] != "Origin, Accept" {
+		t.Errorf("vary = %q", resp.Headers["vary"])
+	}
+}
+
+// A request through HTTPHandler reaches the handler as API Gateway would
+// shape it and comes back as it left.
+func TestHTTPHandlerRoundTripsThroughTheEvent(t *testing.T) {
+	var got relay.Request
+	var gotEvent events.APIGatewayV2HTTPRequest
+	h := HTTPHandler(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		gotEvent = ev
+		req, err := FromAPIGateway(ev)
+		if err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		got = req
+		return ToAPIGateway(relay.Response{Status: 201, Header: http.Header{"Content-Type": {"application/octet-stream"}}, Body: []byte{0, 1, 2, 0xff}}), nil
+	})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	body := []byte{'{', 0xff, '}'}
+	req, _ := http.NewRequest("POST", srv.URL+"/relay/site/%65nqueue?siteId=a%20b", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Add("X-Thing", "one")
+	req.Header.Add("X-Thing", "two")
+	req.Header.Set("Cookie", "a=1; b=2")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+
+	if !gotEvent.IsBase64Encoded {
+		t.Error("a body that is not UTF-8 must travel base64, as API Gateway sends it")
+	}
+	if !bytes.Equal(got.Body, body) {
+		t.Errorf("body = %q, want %q", got.Body, body)
+	}
+	if got.Path != "/relay/site/%65nqueue" || got.RawQuery != "siteId=a%20b" || got.Method != "POST" {
+		t.Errorf("request = %s %s ? %s", got.Method, got.Path, got.RawQuery)
+	}
+	if gotEvent.Headers["x-thing"] != "one,two" {
+		t.Errorf("x-thing = %q, want API Gateway's comma join", gotEvent.Headers["x-thing"])
+	}
+	if strings.Join(gotEvent.Cookies, "|") != "a=1|b=2" {
+		t.Errorf("cookies = %q", gotEvent.Cookies)
+	}
+	if resp.StatusCode != 201 || !bytes.Equal(out, []byte{0, 1, 2, 0xff}) {
+		t.Errorf("answer = %d %q", resp.StatusCode, out)
+	}
+}
+
+func TestHTTPHandlerSendsJSONBodiesAsText(t *testing.T) {
+	var gotEvent events.APIGatewayV2HTTPRequest
+	h := HTTPHandler(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		gotEvent = ev
+		return events.APIGatewayV2HTTPResponse{StatusCode: 200}, nil
+	})
+	r := httptest.NewRequest("POST", "/byollm/claim", strings.NewReader(`{"a":1}`))
+	r.Header.Set("Content-Type", "application/json")
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	if gotEvent.IsBase64Encoded || gotEvent.Body != `{"a":1}` {
+		t.Fatalf("event body = %q (base64 %v)", gotEvent.Body, gotEvent.IsBase64Encoded)
+	}
+}
+
+func TestServeHTTPRunsANetHTTPHandlerOnARelayRequest(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("PUT /admin/rosters/{id}", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(202)
+		_, _ = io.WriteString(w, r.PathValue("id")+"|"+r.URL.Query().Get("q")+"|"+string(b)+"|"+r.Header.Get("X-Amz-Date"))
+	})
+	resp := serveHTTP(context.Background(), mux, relay.Request{
+		Method: "PUT", Path: "/admin/rosters/team%201", RawQuery: "q=v",
+		Header: http.Header{"X-Amz-Date": {"20261129T000000Z"}}, Body: []byte("members"),
+	})
+	if resp.Status != 202 || string(resp.Body) != "team 1|v|members|20261129T000000Z" {
+		t.Fatalf("answer = %d %q", resp.Status, resp.Body)
+	}
+}
+
+// An event API Gateway could not have produced is answered like a body the
+// relay cannot read, not by failing the invocation (which API Gateway
+// would turn into a bare 500 and the alarms into a page).
+func TestAnUndecodableEventIsABadRequestNotAFailedInvocation(t *testing.T) {
+	st := &Stack{log: slogDiscard()}
+	resp, err := st.relayHandler(context.Background(), event("POST", "/byollm/claim", "", nil, "%%%", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 400 || resp.Body != `{"error":"bad-request"}` || resp.Headers["content-type"] != "application/json" {
+		t.Fatalf("answer = %+v", resp)
+	}
+}

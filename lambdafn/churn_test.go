@@ -1,0 +1,70 @@
+package lambdafn
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/store"
+)
+
+// The report reaches a subscriber of the topic: moto's SNS delivers to an
+// HTTP subscription, which this test serves.
+func TestChurnPublisherDeliversAReportToTheTopicsSubscribers(t *testing.T) {
+	ctx := context.Background()
+	api := sns.NewFromConfig(localtest.AWSConfig(localtest.MotoEndpoint(t)))
+	topic, err := api.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String("churn-test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan map[string]any, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var n map[string]any
+		if json.Unmarshal(b, &n) == nil && n["Type"] == "Notification" {
+			got <- n
+		}
+	}))
+	defer srv.Close()
+	if _, err := api.Subscribe(ctx, &sns.SubscribeInput{TopicArn: topic.TopicArn, Protocol: aws.String("http"), Endpoint: aws.String(srv.URL)}); err != nil {
+		t.Fatal(err)
+	}
+
+	NewChurnPublisher(api, aws.ToString(topic.TopicArn), nil).Publish(store.UnsealedChurn{
+		SiteID: "site\nwith a newline", Owner: "alice", Expiries: 6, WindowMs: store.ChurnWindowMs,
+	})
+
+	select {
+	case n := <-got:
+		var msg ChurnMessage
+		if err := json.Unmarshal([]byte(n["Message"].(string)), &msg); err != nil {
+			t.Fatalf("message is not a ChurnMessage: %v", n["Message"])
+		}
+		want := ChurnMessage{Type: ChurnMessageType, SiteID: "site\nwith a newline", Owner: "alice", Expiries: 6, WindowMs: store.ChurnWindowMs}
+		if msg != want {
+			t.Errorf("message = %+v, want %+v", msg, want)
+		}
+		if n["Subject"] != "byorelay: unsealed churn from site site?with a newline" {
+			t.Errorf("subject = %q", n["Subject"])
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification reached the subscriber")
+	}
+}
+
+func TestSubjectSafeKeepsSubjectsSNSAccepts(t *testing.T) {
+	if got := subjectSafe("a\x00b\u00e9", 60); got != "a?b??" {
+		t.Errorf("subjectSafe = %q", got)
+	}
+	if got := subjectSafe("0123456789", 4); got != "0123" {
+		t.Errorf("subjectSafe = %q", got)
+	}
+}

@@ -1,0 +1,39 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/store/dynamo"
+)
+
+// SeedAPI is what Seed needs from a DynamoDB client.
+type SeedAPI interface {
+	dynamo.TableCreator
+	controlplane.DynamoAPI
+}
+
+var _ SeedAPI = (*dynamodb.Client)(nil)
+
+// Seed makes table ready for the demo: created from template.yaml if it
+// does not exist, and holding the demo projection (imported whole, so a
+// table left over from another set of keys is brought up to these).
+func (w *World) Seed(ctx context.Context, api SeedAPI, table string) error {
+	err := dynamo.CreateTable(ctx, api, table)
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return err
+	}
+	admin := controlplane.NewAdmin(controlplane.AdminConfig{
+		Store: controlplane.NewStore(controlplane.NewDynamoStorage(api, table)),
+	})
+	if _, err := admin.Import(ctx, w.Fixture()); err != nil {
+		return fmt.Errorf("demo: import projection: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+package lambdafn
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+)
+
+// Env is a function's configuration, read from its environment variables
+// (set by template.yaml when deployed, by `byorelay invoke` and the local
+// stack when not). Endpoint overrides need no field: the AWS SDK reads
+// AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL_SNS and
+// AWS_ENDPOINT_URL_SCHEDULER itself.
+type Env struct {
+	// TableName is the routing table (TABLE_NAME), required.
+	TableName string
+	// BucketName holds envelopes too large to inline (BUCKET_NAME); "" keeps
+	// every envelope inline, which caps envelopes at what an item can hold.
+	BucketName string
+	// S3PathStyle addresses the bucket by path (S3_PATH_STYLE=1): local S3
+	// stand-ins have no per-bucket host names.
+	S3PathStyle bool
+	// Debug serves /debug (DEBUG=1). Never on a deployed stack by default.
+	Debug bool
+	// LeaseMs is the lease length (LEASE_MS); 0 means the relay default.
+	LeaseMs int64
+	// BasePath mounts the daemon plane (BASE_PATH); "" means /byollm.
+	BasePath string
+	// VerificationURL is where a human approves a pairing code
+	// (VERIFICATION_URL); "" turns the device-code flow off (501).
+	VerificationURL string
+	// UpdateOffer and DaemonFloor are the daemon versions offered and
+	// required (UPDATE_OFFER, DAEMON_FLOOR).
+	UpdateOffer string
+	DaemonFloor string
+	// ChurnTopicARN receives unsealed-churn reports (CHURN_TOPIC_ARN); ""
+	// only logs and counts them.
+	ChurnTopicARN string
+	// MetricsNamespace is the CloudWatch namespace of the EMF metrics
+	// (METRICS_NAMESPACE); "" means "byorelay".
+	MetricsNamespace string
+	// Wake-up schedule for the sweeper (see wakeup.go): the schedule group
+	// (WAKEUP_GROUP), the sweeper's ARN (SWEEPER_ARN) and the role the
+	// Scheduler assumes to invoke it (WAKEUP_ROLE_ARN). All three, or no
+	// wake-ups.
+	WakeupGroup   string
+	SweeperARN    string
+	WakeupRoleARN string
+}
+
+// EnvFromOS reads Env from the process environment.
+func EnvFromOS() (Env, error) { return LoadEnv(os.Getenv) }
+
+// LoadEnv reads Env through getenv, so tests need not touch the process
+// environment.
+func LoadEnv(getenv func(string) string) (Env, error) {
+	e := Env{
+		TableName:        getenv("TABLE_NAME"),
+		BucketName:       getenv("BUCKET_NAME"),
+		BasePath:         getenv("BASE_PATH"),
+		VerificationURL:  getenv("VERIFICATION_URL"),
+		UpdateOffer:      getenv("UPDATE_OFFER"),
+		DaemonFloor:      getenv("DAEMON_FLOOR"),
+		ChurnTopicARN:    getenv("CHURN_TOPIC_ARN"),
+		MetricsNamespace: getenv("METRICS_NAMESPACE"),
+		WakeupGroup:      getenv("WAKEUP_GROUP"),
+		SweeperARN:       getenv("SWEEPER_ARN"),
+		WakeupRoleARN:    getenv("WAKEUP_ROLE_ARN"),
+	}
+	if e.TableName == "" {
+		return Env{}, fmt.Errorf("lambdafn: TABLE_NAME is not set")
+	}
+	var err error
+	if e.Debug, err = flag(getenv, "DEBUG"); err != nil {
+		return Env{}, err
+	}
+	if e.S3PathStyle, err = flag(getenv, "S3_PATH_STYLE"); err != nil {
+		return Env{}, err
+	}
+	if v := getenv("LEASE_MS"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return Env{}, fmt.Errorf("lambdafn: LEASE_MS=%q is not a positive integer", v)
+		}
+		e.LeaseMs = n
+	}
+	if e.MetricsNamespace == "" {
+		e.MetricsNamespace = "byorelay"
+	}
+	set := 0
+	for _, v := range []string{e.WakeupGroup, e.SweeperARN, e.WakeupRoleARN} {
+		if v != "" {
+			set++
+		}
+	}
+	if set != 0 && set != 3 {
+		// Half a wake-up configuration would fail on the first due job, in
+		// the middle of a request, instead of at start.
+		return Env{}, fmt.Errorf("lambdafn: WAKEUP_GROUP, SWEEPER_ARN and WAKEUP_ROLE_ARN must be set together")
+	}
+	return e, nil
+}
+
+// flag reads a boolean variable: "", "0" or "false" off, "1" or "true" on.
+func flag(getenv func(string) string, name string) (bool, error) {
+	switch v := getenv(name); v {
+	case "", "0", "false":
+		return false, nil
+	case "1", "true":
+		return true, nil
+	default:
+		return false, fmt.Errorf("lambdafn: %s=%q is not 0, 1, true or false", name, v)
+	}
+}

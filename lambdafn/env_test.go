@@ -1,0 +1,50 @@
+package lambdafn
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestLoadEnvReadsEveryVariable(t *testing.T) {
+	e, err := LoadEnv(envOf(map[string]string{
+		"TABLE_NAME": "t", "BUCKET_NAME": "b", "S3_PATH_STYLE": "1", "DEBUG": "true", "LEASE_MS": "30000",
+		"BASE_PATH": "/x", "VERIFICATION_URL": "https://cp/verify", "UPDATE_OFFER": "0.1.2", "DAEMON_FLOOR": "0.1.0",
+		"CHURN_TOPIC_ARN": "arn:topic", "WAKEUP_GROUP": "g", "SWEEPER_ARN": "arn:fn", "WAKEUP_ROLE_ARN": "arn:role",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Env{TableName: "t", BucketName: "b", S3PathStyle: true, Debug: true, LeaseMs: 30000, BasePath: "/x",
+		VerificationURL: "https://cp/verify", UpdateOffer: "0.1.2", DaemonFloor: "0.1.0", ChurnTopicARN: "arn:topic",
+		MetricsNamespace: "byorelay", WakeupGroup: "g", SweeperARN: "arn:fn", WakeupRoleARN: "arn:role"}
+	if e != want {
+		t.Fatalf("env = %+v\nwant  %+v", e, want)
+	}
+}
+
+func TestLoadEnvRefusesWhatWouldFailLater(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"no table", map[string]string{}, "TABLE_NAME"},
+		{"a lease that is not a number", map[string]string{"TABLE_NAME": "t", "LEASE_MS": "1m"}, "LEASE_MS"},
+		{"a lease of zero", map[string]string{"TABLE_NAME": "t", "LEASE_MS": "0"}, "LEASE_MS"},
+		{"a debug flag that is neither", map[string]string{"TABLE_NAME": "t", "DEBUG": "yes"}, "DEBUG"},
+		{"half a wake-up configuration", map[string]string{"TABLE_NAME": "t", "WAKEUP_GROUP": "g"}, "WAKEUP_GROUP"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := LoadEnv(envOf(tt.env))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want one naming %s", err, tt.want)
+			}
+		})
+	}
+}
+
+func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -1,0 +1,54 @@
+package lambdafn
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	byorelay "github.com/byorelay/byorelay"
+)
+
+// Every function in the registry has its main.go, its sample event and its
+// resource in template.yaml, and every HTTP route the registry names is
+// declared there: the four cannot drift apart.
+func TestEveryFunctionHasItsDirectoryEventAndTemplateResource(t *testing.T) {
+	tpl := string(byorelay.Template)
+	for _, f := range Functions() {
+		if _, err := os.Stat(filepath.Join("..", "functions", f.Name, "main.go")); err != nil {
+			t.Errorf("%s: %v", f.Name, err)
+		}
+		if _, err := os.Stat(filepath.Join("..", "events", f.Name+".json")); err != nil {
+			t.Errorf("%s: %v", f.Name, err)
+		}
+		if !strings.Contains(tpl, "\n  "+f.LogicalID+":\n") {
+			t.Errorf("%s: template.yaml has no resource %s", f.Name, f.LogicalID)
+		}
+		for _, r := range f.Routes {
+			if r == "$default" {
+				continue
+			}
+			path := strings.TrimPrefix(r, "ANY ")
+			if !strings.Contains(tpl, "Path: "+path+"\n") {
+				t.Errorf("%s: template.yaml declares no route %s", f.Name, path)
+			}
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join("..", "functions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != len(Functions()) {
+		t.Errorf("functions/ has %d directories, the registry %d", len(entries), len(Functions()))
+	}
+}
+
+func TestLookupFindsByShortName(t *testing.T) {
+	f, err := Lookup("catchall")
+	if err != nil || f.LogicalID != "CatchAllFunction" {
+		t.Fatalf("catchall = %+v, %v", f, err)
+	}
+	if _, err := Lookup("nope"); err == nil {
+		t.Fatal("want an error for an unknown function")
+	}
+}

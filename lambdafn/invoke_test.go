@@ -1,0 +1,135 @@
+package lambdafn
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/byorelay/byorelay/lambdafn/demo"
+	"github.com/byorelay/byorelay/localtest"
+)
+
+// invokeStep is one sample event and what its function must answer, in an
+// order that makes every answer a real one: the job the enqueue event
+// publishes is the one the claim event takes and the payload event seals.
+type invokeStep struct {
+	fn     string
+	status int
+	// body, when set, must appear in the answer's body.
+	body string
+}
+
+var invokeSteps = []invokeStep{
+	{fn: Pair, status: 200, body: `"runnerId":"runner-demo"`},
+	{fn: Enqueue, status: 200, body: `{"jobId":"demo-job-1","state":"queued"}`},
+	{fn: Pending, status: 200, body: `{"jobs":[]`},
+	{fn: Claim, status: 200, body: `"id":"demo-job-1"`},
+	{fn: Payload, status: 200, body: `{"jobId":"demo-job-1","state":"ready"}`},
+	// The sample names a lease that is not the one the claim granted: the
+	// runner held the job under another lease.
+	{fn: Fetch, status: 403, body: `"error":"forbidden"`},
+	{fn: Heartbeat, status: 200, body: `"lost":[`},
+	{fn: Result, status: 403, body: `"error":"forbidden"`},
+	{fn: Release, status: 200, body: `{"released":[]}`},
+	{fn: Cancel, status: 200, body: `{"cancelled":true}`},
+	{fn: Results, status: 200, body: `{"jobs":[]}`},
+	{fn: CatchAll, status: 404, body: `{"error":"not-found"}`},
+	{fn: Admin, status: 200, body: `"siteId":"demo-site"`},
+	{fn: Sweeper},
+}
+
+// Every sample event in events/ through the real bootstrap, built for this
+// machine, under the Lambda runtime interface emulator, against DynamoDB
+// Local holding the demo projection: what `make invoke` does, for all of
+// them, in an order where each answer is meaningful.
+func TestEverySampleEventInvokesThroughTheEmulator(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds every function and runs the emulator")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := localtest.DynamoEndpoint(t)
+	rie, err := InstallRIE(ctx, filepath.Join(root, ".cache", "bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins, err := BuildAll(ctx, root, t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Fresh keys for this test, so it never depends on (or rewrites) the
+	// developer's .cache/demo.
+	world, err := demo.Load(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := "invoke-" + time.Now().Format("150405.000000")
+	if err := world.Seed(ctx, dynamodb.NewFromConfig(localtest.AWSConfig(endpoint)), table); err != nil {
+		t.Fatal(err)
+	}
+
+	if len(invokeSteps) != len(Functions()) {
+		t.Fatalf("%d steps for %d functions: every function's event must be invoked", len(invokeSteps), len(Functions()))
+	}
+	for _, step := range invokeSteps {
+		f, err := Lookup(step.fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := os.ReadFile(filepath.Join(root, "events", f.Name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		event, err := PrepareEvent(f, raw, world, time.Now())
+		if err != nil {
+			t.Fatalf("%s: %v", f.Name, err)
+		}
+		var logs bytes.Buffer
+		emu, err := StartEmulator(ctx, rie, bins[f.Name], []string{
+			"TABLE_NAME=" + table,
+			"AWS_ENDPOINT_URL_DYNAMODB=" + endpoint,
+			"AWS_REGION=us-east-1",
+			"AWS_ACCESS_KEY_ID=local",
+			"AWS_SECRET_ACCESS_KEY=local",
+			"AWS_LAMBDA_FUNCTION_NAME=byorelay-" + f.Name,
+		}, &logs)
+		if err != nil {
+			t.Fatalf("%s: %v", f.Name, err)
+		}
+		answer, err := emu.Invoke(ctx, event)
+		emu.Stop()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", f.Name, err, logs.String())
+		}
+		if f.Kind == KindSchedule {
+			var rep SweepReport
+			if err := json.Unmarshal(answer, &rep); err != nil || rep.Trigger != "schedule" {
+				t.Errorf("%s: answer %s, want a sweep report for the schedule trigger", f.Name, answer)
+			}
+			continue
+		}
+		var resp events.APIGatewayV2HTTPResponse
+		if err := json.Unmarshal(answer, &resp); err != nil {
+			t.Fatalf("%s: answer is not an HTTP API response: %s", f.Name, answer)
+		}
+		if resp.StatusCode != step.status || !strings.Contains(resp.Body, step.body) {
+			t.Errorf("%s: %d %s\nwant %d with %s\nlogs:\n%s", f.Name, resp.StatusCode, resp.Body, step.status, step.body, logs.String())
+		}
+		if f.Name == Claim && !strings.Contains(logs.String(), `"JobsGranted":1`) {
+			t.Errorf("claim: no EMF record of the grant in the function's output:\n%s", logs.String())
+		}
+	}
+}

@@ -1,0 +1,232 @@
+package lambdafn
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+
+	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/relay"
+	"github.com/byorelay/byorelay/store"
+	"github.com/byorelay/byorelay/store/dynamo"
+)
+
+// Options are what a caller may inject into Open instead of the defaults a
+// Lambda container uses.
+type Options struct {
+	// AWS is the SDK configuration; nil loads the default chain (the
+	// function's role, AWS_REGION, AWS_ENDPOINT_URL_* overrides).
+	AWS *aws.Config
+	// Clock is the store's and the relay's clock; nil is the host clock.
+	Clock store.Clock
+	// Logger receives the relay's decision records; nil writes JSON to
+	// stderr, which Lambda ships to CloudWatch Logs.
+	Logger *slog.Logger
+	// MetricsOut receives EMF records; nil is stdout, where Lambda's log
+	// agent picks EMF up. io.Discard turns metrics off.
+	MetricsOut io.Writer
+}
+
+// Stack is one container's wiring, shared by every function it serves:
+// clients, the routing store, the projection, the relay, the admin API.
+// Build one per process (a Lambda container, or the local server for all
+// functions at once); it holds no routing state of its own, so any number
+// of Stacks over one table are replicas.
+type Stack struct {
+	Env     Env
+	Relay   *relay.Relay
+	Store   *dynamo.Store
+	Control *controlplane.Store
+	Admin   http.Handler
+	Metrics *EMF
+
+	log   *slog.Logger
+	waker *Waker
+	churn *ChurnPublisher
+}
+
+// Open builds a Stack from env.
+func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
+	cfg, err := awsConfig(ctx, opts.AWS)
+	if err != nil {
+		return nil, err
+	}
+	clock := opts.Clock
+	if clock == nil {
+		clock = store.SystemClock{}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	out := opts.MetricsOut
+	if out == nil {
+		out = os.Stdout
+	}
+	if env.MetricsNamespace == "" {
+		env.MetricsNamespace = "byorelay" // an Env built in code rather than by LoadEnv
+	}
+	st := &Stack{Env: env, log: log}
+	st.Metrics = NewEMF(out, env.MetricsNamespace, os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), clock)
+
+	if env.ChurnTopicARN != "" {
+		st.churn = NewChurnPublisher(sns.NewFromConfig(cfg), env.ChurnTopicARN, log)
+	}
+	if env.WakeupGroup != "" {
+		st.waker = NewWaker(scheduler.NewFromConfig(cfg), env.WakeupGroup, env.SweeperARN, env.WakeupRoleARN, clock)
+	}
+
+	db := dynamodb.NewFromConfig(cfg)
+	dcfg := dynamo.Config{
+		DB:    db,
+		Table: env.TableName,
+		Options: store.Options{
+			Clock:   clock,
+			OnChurn: st.onChurn(),
+		},
+	}
+	if env.BucketName != "" {
+		dcfg.S3 = s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = env.S3PathStyle })
+		dcfg.Bucket = env.BucketName
+	}
+	st.Store, err = dynamo.New(dcfg)
+	if err != nil {
+		return nil, err
+	}
+	// The projection lives in the same table: one more table would be one
+	// more thing a deployment can get half right.
+	st.Control = controlplane.NewStore(controlplane.NewDynamoStorage(db, env.TableName))
+	st.Relay, err = relay.New(relay.Config{
+		Store:           st.Store,
+		Pairing:         st.Store,
+		VerificationURL: env.VerificationURL,
+		Projection:      st.Control,
+		Clock:           clock,
+		LeaseMs:         env.LeaseMs,
+		BasePath:        env.BasePath,
+		Debug:           env.Debug,
+		UpdateOffer:     env.UpdateOffer,
+		DaemonFloor:     env.DaemonFloor,
+		Logger:          log,
+		Metrics:         st.Metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.Admin = controlplane.AdminHandler(controlplane.NewAdmin(controlplane.AdminConfig{
+		Store:    st.Control,
+		Pairings: st.Store,
+		Clock:    clock,
+		Logger:   log,
+	}))
+	return st, nil
+}
+
+func awsConfig(ctx context.Context, given *aws.Config) (aws.Config, error) {
+	if given != nil {
+		return *given, nil
+	}
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("lambdafn: aws config: %w", err)
+	}
+	return cfg, nil
+}
+
+// onChurn logs and counts a churn report, then publishes it to SNS when a
+// topic is configured.
+func (st *Stack) onChurn() func(store.UnsealedChurn) {
+	report := relay.ChurnReporter(st.log, st.Metrics)
+	return func(c store.UnsealedChurn) {
+		report(c)
+		if st.churn != nil {
+			st.churn.Publish(c)
+		}
+	}
+}
+
+// Handler is the HTTP function name as a Lambda handler. Every relay
+// function runs the whole relay router: API Gateway has already picked the
+// function by route, and the relay's own dispatch then answers exactly as
+// the reference does (a function never answers for a path it was not
+// routed, so the extra routes cost nothing).
+func (st *Stack) Handler(name string) (Handler, error) {
+	f, err := Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case f.Kind != KindHTTP:
+		return nil, fmt.Errorf("lambdafn: %s is not an HTTP function", name)
+	case name == Admin:
+		return st.adminHandler, nil
+	case name == Claim || name == CatchAll:
+		// The catch-all can be a claim too (/byollm/x/claim dispatches to
+		// claim), so both may need a wake-up.
+		return st.claimHandler, nil
+	default:
+		return st.relayHandler, nil
+	}
+}
+
+func (st *Stack) relayHandler(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	resp, err := st.serve(ctx, ev)
+	if err != nil {
+		return badEvent(), nil
+	}
+	return ToAPIGateway(resp), nil
+}
+
+func (st *Stack) serve(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (relay.Response, error) {
+	req, err := FromAPIGateway(ev)
+	if err != nil {
+		st.log.WarnContext(ctx, "undecodable event", slog.String("problem", err.Error()))
+		return relay.Response{}, err
+	}
+	if id := ev.RequestContext.RequestID; id != "" {
+		ctx = relay.WithRequestID(ctx, id)
+	}
+	return st.Relay.Handle(ctx, req), nil
+}
+
+// claimHandler is the relay, plus a sweeper wake-up for the grants a claim
+// hands out.
+func (st *Stack) claimHandler(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	resp, err := st.serve(ctx, ev)
+	if err != nil {
+		return badEvent(), nil
+	}
+	if st.waker != nil && resp.Status == http.StatusOK {
+		if at, ok := earliestClaimDeadline(resp.Body); ok {
+			// A failed wake-up costs timeliness, not correctness: the
+			// periodic schedule and every later claim sweep too. So it is
+			// logged, and the device still gets its jobs.
+			if err := st.waker.Wake(ctx, at); err != nil {
+				st.log.WarnContext(ctx, "sweeper wake-up not scheduled", slog.String("problem", err.Error()))
+			}
+		}
+	}
+	return ToAPIGateway(resp), nil
+}
+
+// badEvent answers an event API Gateway could not have produced (a base64
+// body that does not decode) the way the relay answers a body it cannot
+// read.
+func badEvent() events.APIGatewayV2HTTPResponse {
+	return events.APIGatewayV2HTTPResponse{
+		StatusCode: http.StatusBadRequest,
+		Headers:    map[string]string{"content-type": "application/json"},
+		Body:       `{"error":"bad-request"}`,
+	}
+}

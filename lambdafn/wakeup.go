@@ -1,0 +1,131 @@
+package lambdafn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
+
+	"github.com/byorelay/byorelay/store"
+)
+
+// SchedulerAPI is the part of *scheduler.Client wake-ups use.
+type SchedulerAPI interface {
+	CreateSchedule(ctx context.Context, in *scheduler.CreateScheduleInput, opts ...func(*scheduler.Options)) (*scheduler.CreateScheduleOutput, error)
+}
+
+var _ SchedulerAPI = (*scheduler.Client)(nil)
+
+// Waker sets one-time EventBridge Scheduler wake-ups for the sweeper.
+//
+// Why it earns its place: a claim opens a 10 s awaiting-payload window. If
+// the site never seals and no device claims, heartbeats or polls pending
+// afterwards, nothing in-line notices, and the job (and its pair's
+// unsealed slot) waits for the periodic sweep. The periodic schedule can
+// then stay slow (a backstop that costs nothing while the relay is idle)
+// and the sweeper still runs soon after a deadline that matters.
+//
+// Wake-ups are bucketed to the minute (Scheduler's precision for at()
+// expressions) and named by their bucket, so every replica asking for the
+// same minute creates one schedule: the second create is a
+// ConflictException, which means it is already set. Each schedule deletes
+// itself after it fires.
+type Waker struct {
+	api     SchedulerAPI
+	group   string
+	target  string
+	role    string
+	clock   store.Clock
+	mu      sync.Mutex
+	created map[string]time.Time // names this container set, until they fire
+}
+
+// NewWaker sets wake-ups in schedule group that invoke the sweeper
+// targetARN as roleARN, with the store's clock as time source.
+func NewWaker(api SchedulerAPI, group, targetARN, roleARN string, clock store.Clock) *Waker {
+	return &Waker{api: api, group: group, target: targetARN, role: roleARN, clock: clock, created: map[string]time.Time{}}
+}
+
+// WakeupInput is the sweeper's event payload when a wake-up fires.
+const WakeupInput = `{"trigger":"wakeup"}`
+
+// Wake makes sure the sweeper runs at or shortly after at: the first whole
+// minute not before at, and never in the past.
+func (w *Waker) Wake(ctx context.Context, at time.Time) error {
+	now := w.clock.Now().UTC()
+	bucket := at.UTC().Truncate(time.Minute)
+	if bucket.Before(at) {
+		bucket = bucket.Add(time.Minute)
+	}
+	if !bucket.After(now) {
+		bucket = now.Truncate(time.Minute).Add(time.Minute)
+	}
+	name := "wake-" + bucket.Format("20060102T1504")
+
+	w.mu.Lock()
+	for n, b := range w.created {
+		if !b.After(now) {
+			delete(w.created, n)
+		}
+	}
+	_, done := w.created[name]
+	w.mu.Unlock()
+	if done {
+		return nil
+	}
+
+	_, err := w.api.CreateSchedule(ctx, &scheduler.CreateScheduleInput{
+		Name:                       aws.String(name),
+		GroupName:                  aws.String(w.group),
+		ScheduleExpression:         aws.String("at(" + bucket.Format("2006-01-02T15:04:05") + ")"),
+		ScheduleExpressionTimezone: aws.String("UTC"),
+		FlexibleTimeWindow:         &schedtypes.FlexibleTimeWindow{Mode: schedtypes.FlexibleTimeWindowModeOff},
+		ActionAfterCompletion:      schedtypes.ActionAfterCompletionDelete,
+		Description:                aws.String("byorelay sweeper wake-up for a claim deadline"),
+		Target: &schedtypes.Target{
+			Arn:     aws.String(w.target),
+			RoleArn: aws.String(w.role),
+			Input:   aws.String(WakeupInput),
+		},
+	})
+	var conflict *schedtypes.ConflictException
+	if err != nil && !errors.As(err, &conflict) {
+		return fmt.Errorf("create wake-up %s: %w", name, err)
+	}
+	w.mu.Lock()
+	w.created[name] = bucket
+	w.mu.Unlock()
+	return nil
+}
+
+// earliestClaimDeadline is the first awaiting-payload deadline a claim
+// answer opened: each granted lease was stamped at expiresAt - leaseMs by
+// the store clock, and the site has AwaitingPayloadMs from then to seal.
+// false when the answer granted nothing (or is not a claim answer).
+func earliestClaimDeadline(body []byte) (time.Time, bool) {
+	var resp struct {
+		Jobs []struct {
+			Lease struct {
+				ExpiresAt int64 `json:"expiresAt"`
+			} `json:"lease"`
+		} `json:"jobs"`
+		LeaseMs int64 `json:"leaseMs"`
+	}
+	if json.Unmarshal(body, &resp) != nil || len(resp.Jobs) == 0 {
+		return time.Time{}, false
+	}
+	var first int64
+	for i, j := range resp.Jobs {
+		due := j.Lease.ExpiresAt - resp.LeaseMs + store.AwaitingPayloadMs
+		if i == 0 || due < first {
+			first = due
+		}
+	}
+	return time.UnixMilli(first), true
+}
