@@ -1,11 +1,8 @@
 package protocol
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"reflect"
 	"strconv"
@@ -48,11 +45,26 @@ func (e *DecodeError) Error() string {
 //
 // v must be a pointer to a struct. The returned error is a *DecodeError.
 func DecodeStrict(data []byte, v Validator) error {
-	rv := reflect.ValueOf(v)
-	if rv.Kind() != reflect.Pointer || rv.IsNil() {
-		return fmt.Errorf("protocol: DecodeStrict needs a non-nil pointer, got %T", v)
+	rv, err := decodeTarget(v)
+	if err != nil {
+		return err
 	}
 	root, err := parseJSON(data)
+	return decodeParsed(root, err, rv, v)
+}
+
+// decodeTarget refuses a v that cannot be decoded into, before any parse.
+func decodeTarget(v Validator) (reflect.Value, error) {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return rv, fmt.Errorf("protocol: DecodeStrict needs a non-nil pointer, got %T", v)
+	}
+	return rv, nil
+}
+
+// decodeParsed is DecodeStrict after the parse (err is the parse's) and
+// the check of v; rv is v's reflect.Value.
+func decodeParsed(root node, err error, rv reflect.Value, v Validator) error {
 	if err != nil {
 		return &DecodeError{Problem: "not valid JSON"}
 	}
@@ -129,78 +141,6 @@ func (n node) plain() any {
 		return out
 	}
 	return nil
-}
-
-// parseJSON parses exactly one JSON value of the body's text (BodyText),
-// as JSON.parse does. One difference is left: encoding/json refuses
-// nesting deeper than 10000 levels, which no wire schema comes near.
-func parseJSON(data []byte) (node, error) {
-	dec := json.NewDecoder(bytes.NewReader(BodyText(data)))
-	dec.UseNumber()
-	n, err := parseNode(dec)
-	if err != nil {
-		return node{}, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return node{}, errors.New("data after the JSON value")
-	}
-	return n, nil
-}
-
-func parseNode(dec *json.Decoder) (node, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return node{}, err
-	}
-	return parseFrom(dec, tok)
-}
-
-func parseFrom(dec *json.Decoder, tok json.Token) (node, error) {
-	switch t := tok.(type) {
-	case nil:
-		return node{kind: kindNull}, nil
-	case bool:
-		return node{kind: kindBool, boolean: t}, nil
-	case json.Number:
-		return node{kind: kindNumber, text: string(t)}, nil
-	case string:
-		return node{kind: kindString, text: t}, nil
-	case json.Delim:
-		switch t {
-		case '[':
-			n := node{kind: kindArray, items: []node{}}
-			for dec.More() {
-				item, err := parseNode(dec)
-				if err != nil {
-					return node{}, err
-				}
-				n.items = append(n.items, item)
-			}
-			if _, err := dec.Token(); err != nil {
-				return node{}, err
-			}
-			return n, nil
-		case '{':
-			n := node{kind: kindObject, members: []member{}}
-			for dec.More() {
-				keyTok, err := dec.Token()
-				if err != nil {
-					return node{}, err
-				}
-				key, _ := keyTok.(string)
-				value, err := parseNode(dec)
-				if err != nil {
-					return node{}, err
-				}
-				n.setMember(key, value)
-			}
-			if _, err := dec.Token(); err != nil {
-				return node{}, err
-			}
-			return n, nil
-		}
-	}
-	return node{}, fmt.Errorf("unexpected token %v", tok)
 }
 
 // setMember is JSON.parse's duplicate-key rule: the last value, at the
@@ -389,6 +329,12 @@ func (c *check) str(path, s string, maxLen int) {
 }
 
 func (c *check) strMin(path, s string, minLen, maxLen int) {
+	// A code point is one to four bytes (an invalid byte counts as one), so
+	// a string this long is within bounds without counting: counting is
+	// most of the validation of a 6 MiB ciphertext.
+	if len(s) >= 4*minLen && (maxLen <= 0 || len(s) <= maxLen) {
+		return
+	}
 	n := jsLength(s)
 	if n < minLen {
 		if minLen == 1 {

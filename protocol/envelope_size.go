@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"unicode/utf8"
 )
 
 // EnvelopeBytes is an envelope's size the way the reference measures it
@@ -32,19 +33,37 @@ func memberLength(key string, valueLength int64) int64 {
 // unit), and invalid UTF-8 counts as the U+FFFD a JS reader would see.
 func jsonStringLength(s string) int64 {
 	n := int64(2)
-	for _, r := range s {
-		switch {
-		case r == '"' || r == '\\':
+	for i := 0; i < len(s); {
+		plain := plainPrefix(s[i:])
+		n += int64(plain)
+		i += plain
+		if i >= len(s) {
+			break
+		}
+		c := s[i]
+		if c < utf8.RuneSelf {
+			// The common case, byte by byte with no rune decoding: a
+			// ciphertext is all printable ASCII.
+			switch {
+			case c == '"' || c == '\\':
+				n += 2
+			case c == '\b' || c == '\t' || c == '\n' || c == '\f' || c == '\r':
+				n += 2
+			case c < 0x20:
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r > 0xffff {
 			n += 2
-		case r == '\b' || r == '\t' || r == '\n' || r == '\f' || r == '\r':
-			n += 2
-		case r < 0x20:
-			n += 6
-		case r > 0xffff:
-			n += 2
-		default:
+		} else {
 			n++
 		}
+		i += size
 	}
 	return n
 }

@@ -37,6 +37,11 @@ const UpgradeCommand = "npm i -g byollm@latest"
 // act on.
 func CheckVersion(rawBody []byte, query url.Values) *WireError {
 	declared, ok := declaredVersion(rawBody, query)
+	return versionDecision(declared, ok)
+}
+
+// versionDecision is CheckVersion's answer to what the request declared.
+func versionDecision(declared any, ok bool) *WireError {
 	s, isString := declared.(string)
 	if !ok || !isString || s == "" {
 		return versionRefusal("this request declared no protocol version. Upgrade the daemon: `" +
@@ -67,7 +72,17 @@ func versionRefusal(message string) *WireError {
 // declaredVersion returns the declared value (a string, or any other JSON
 // value from the body) and whether one was declared at all.
 func declaredVersion(rawBody []byte, query url.Values) (any, bool) {
-	if root, err := parseJSON(rawBody); err == nil && root.kind == kindObject {
+	// Shallow: only the root's own protocolVersion is read, so nothing
+	// else of a 6 MiB body is built just to be thrown away.
+	p := jsonParser{data: BodyText(rawBody), shallow: true}
+	root, err := p.parse()
+	return declaredIn(root, err, query)
+}
+
+// declaredIn is declaredVersion on a body already parsed (err is the
+// parse's), deep or shallow: it reads only the root's own protocolVersion.
+func declaredIn(root node, err error, query url.Values) (any, bool) {
+	if err == nil && root.kind == kindObject {
 		if m, found := root.member("protocolVersion"); found {
 			return m.plain(), true
 		}

@@ -1,0 +1,45 @@
+package protocol
+
+import "net/url"
+
+// Body is a request body parsed once, for a handler that runs the
+// handshake and then one or more strict decodes on the same bytes: the
+// relay's pair endpoint tries three schemas on one body, and a result or
+// payload body is 6 MiB. Its answers are CheckVersion's and DecodeStrict's
+// on the raw bytes, decision for decision and byte for byte; it only saves
+// parsing them again.
+//
+// The relay uses it as: body := protocol.ParseBody(raw) once per request
+// (raw nil for anything but a POST, as for CheckVersion), then
+// body.CheckVersion(query) where it called CheckVersion(raw, query), and
+// body.Decode(&req) where it called DecodeStrict(raw, &req).
+//
+// A Body is read-only after ParseBody and safe to share between
+// goroutines. Decoded strings share memory with it, never with raw: the
+// caller may reuse raw once ParseBody returns.
+type Body struct {
+	root node
+	err  error // the parse's; a body that is not JSON still has a version (the query's)
+}
+
+// ParseBody reads raw as the reference relay does (BodyText, then
+// JSON.parse) and keeps the result, or the failure, for CheckVersion and
+// Decode.
+func ParseBody(raw []byte) *Body {
+	root, err := parseJSON(raw)
+	return &Body{root: root, err: err}
+}
+
+// CheckVersion is CheckVersion(raw, query).
+func (b *Body) CheckVersion(query url.Values) *WireError {
+	return versionDecision(declaredIn(b.root, b.err, query))
+}
+
+// Decode is DecodeStrict(raw, v).
+func (b *Body) Decode(v Validator) error {
+	rv, err := decodeTarget(v)
+	if err != nil {
+		return err
+	}
+	return decodeParsed(b.root, b.err, rv, v)
+}
