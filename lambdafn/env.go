@@ -46,6 +46,11 @@ type Env struct {
 	WakeupGroup   string
 	SweeperARN    string
 	WakeupRoleARN string
+	// GrantKeyParameter names the SSM SecureString parameter holding the
+	// control-plane seed (GRANT_KEY_PARAMETER); "" hands out no key at
+	// pairing and authors no grants, so paired daemons are in direct mode.
+	// Set only on the functions that pair or claim: no other one needs it.
+	GrantKeyParameter string
 }
 
 // EnvFromOS reads Env from the process environment.
@@ -66,6 +71,8 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 		WakeupGroup:      getenv("WAKEUP_GROUP"),
 		SweeperARN:       getenv("SWEEPER_ARN"),
 		WakeupRoleARN:    getenv("WAKEUP_ROLE_ARN"),
+
+		GrantKeyParameter: getenv("GRANT_KEY_PARAMETER"),
 	}
 	if e.TableName == "" {
 		return Env{}, fmt.Errorf("lambdafn: TABLE_NAME is not set")

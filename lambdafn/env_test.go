@@ -13,13 +13,15 @@ func TestLoadEnvReadsEveryVariable(t *testing.T) {
 		"TABLE_NAME": "t", "BUCKET_NAME": "b", "S3_PATH_STYLE": "1", "DEBUG": "true", "LEASE_MS": "30000",
 		"BASE_PATH": "/x", "VERIFICATION_URL": "https://cp/verify", "UPDATE_OFFER": "0.1.2", "DAEMON_FLOOR": "0.1.0",
 		"CHURN_TOPIC_ARN": "arn:topic", "WAKEUP_GROUP": "g", "SWEEPER_ARN": "arn:fn", "WAKEUP_ROLE_ARN": "arn:role",
+		"GRANT_KEY_PARAMETER": "/byorelay/grant-key",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Env{TableName: "t", BucketName: "b", S3PathStyle: true, Debug: true, LeaseMs: 30000, BasePath: "/x",
 		VerificationURL: "https://cp/verify", UpdateOffer: "0.1.2", DaemonFloor: "0.1.0", ChurnTopicARN: "arn:topic",
-		MetricsNamespace: "byorelay", WakeupGroup: "g", SweeperARN: "arn:fn", WakeupRoleARN: "arn:role"}
+		MetricsNamespace: "byorelay", WakeupGroup: "g", SweeperARN: "arn:fn", WakeupRoleARN: "arn:role",
+		GrantKeyParameter: "/byorelay/grant-key"}
 	if e != want {
 		t.Fatalf("env = %+v\nwant  %+v", e, want)
 	}

@@ -15,8 +15,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/controlplane/grants"
 	"github.com/byorelay/byorelay/relay"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/dynamo"
@@ -36,6 +38,9 @@ type Options struct {
 	// MetricsOut receives EMF records; nil is stdout, where Lambda's log
 	// agent picks EMF up. io.Discard turns metrics off.
 	MetricsOut io.Writer
+	// Grants authors grants with a key the caller holds (the local stack's);
+	// nil reads one from Env.GrantKeyParameter when that is set.
+	Grants *grants.Author
 }
 
 // Stack is one container's wiring, shared by every function it serves:
@@ -107,7 +112,11 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 	// The projection lives in the same table: one more table would be one
 	// more thing a deployment can get half right.
 	st.Control = controlplane.NewStore(controlplane.NewDynamoStorage(db, env.TableName))
-	st.Relay, err = relay.New(relay.Config{
+	author, err := grantAuthor(ctx, cfg, env, opts, clock)
+	if err != nil {
+		return nil, err
+	}
+	rcfg := relay.Config{
 		Store:           st.Store,
 		Pairing:         st.Store,
 		VerificationURL: env.VerificationURL,
@@ -120,8 +129,15 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		DaemonFloor:     env.DaemonFloor,
 		Logger:          log,
 		Metrics:         st.Metrics,
-	})
-	if err != nil {
+	}
+	if author != nil {
+		// Key and author from one object: a relay handing devices one key
+		// and signing with another would have every job refused at the
+		// device while reporting itself healthy.
+		rcfg.ControlPlanePublic = author.Public()
+		rcfg.AuthorGrant = author.Grant
+	}
+	if st.Relay, err = relay.New(rcfg); err != nil {
 		return nil, err
 	}
 	st.Admin = controlplane.AdminHandler(controlplane.NewAdmin(controlplane.AdminConfig{
@@ -131,6 +147,24 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		Logger:   log,
 	}))
 	return st, nil
+}
+
+// grantAuthor is the injected author, or one over the seed in the SSM
+// parameter the environment names, or nil (direct mode). Read once, at
+// start: a claim must not wait on SSM, and a container that cannot read
+// its key must fail to start rather than pair devices without one.
+func grantAuthor(ctx context.Context, cfg aws.Config, env Env, opts Options, clock store.Clock) (*grants.Author, error) {
+	if opts.Grants != nil {
+		return opts.Grants, nil
+	}
+	if env.GrantKeyParameter == "" {
+		return nil, nil
+	}
+	seed, err := grants.SeedFromSSM(ctx, ssm.NewFromConfig(cfg), env.GrantKeyParameter)
+	if err != nil {
+		return nil, fmt.Errorf("lambdafn: %w", err)
+	}
+	return grants.New(seed, grants.Options{Clock: clock})
 }
 
 func awsConfig(ctx context.Context, given *aws.Config) (aws.Config, error) {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -18,12 +19,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/controlplane/grants"
 	"github.com/byorelay/byorelay/lambdafn"
 	"github.com/byorelay/byorelay/lambdafn/demo"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/apiserver"
 	"github.com/byorelay/byorelay/store/dynamo"
 )
+
+// grantKeyFile is the local control-plane key, beside the demo keys.
+const grantKeyFile = "control-plane-grant.key"
 
 // serveOptions are serve's flags.
 type serveOptions struct {
@@ -36,6 +41,7 @@ type serveOptions struct {
 	sweepEvery  time.Duration
 	quiet       bool
 	verbose     bool
+	grants      bool
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
@@ -51,6 +57,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.DurationVar(&o.sweepEvery, "sweep-every", time.Minute, "how often the sweeper runs, as its schedule does when deployed")
 	fs.BoolVar(&o.quiet, "quiet", false, "log only warnings and errors")
 	fs.BoolVar(&o.verbose, "v", false, "also log every routed request (function, status, time)")
+	fs.BoolVar(&o.grants, "grants", false, "author grants with a control-plane key kept in the demo dir: daemons paired\nfrom now on run in relayed mode (a grant on every job, roster members' jobs too)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: byorelay serve [flags]\n\nThe local stack: DynamoDB Local and every function of template.yaml on one\nport, routed as API Gateway routes them, with a demo projection.\n\n")
 		fs.PrintDefaults()
@@ -115,8 +122,9 @@ type localStack struct {
 	demoDir     string
 	demo        *demo.World
 	siteEnv     string
-	imported    bool  // the demo projection was imported (the table had none)
-	version     int64 // the projection's version at start
+	grantKey    string // the control-plane key file; "" in direct mode
+	imported    bool   // the demo projection was imported (the table had none)
+	version     int64  // the projection's version at start
 	debug       bool
 
 	listener   net.Listener
@@ -179,7 +187,18 @@ func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger) (_ *lo
 		VerificationURL:  ls.url + controlplane.AdminPrefix + "/pairings",
 		MetricsNamespace: "byorelay",
 	}
-	st, err := lambdafn.Open(ctx, env, lambdafn.Options{AWS: &cfg, Logger: log, MetricsOut: io.Discard})
+	var author *grants.Author
+	if opts.grants {
+		ls.grantKey = filepath.Join(ls.demoDir, grantKeyFile)
+		seed, err := grants.LoadOrCreateSeedFile(ls.grantKey)
+		if err != nil {
+			return nil, fmt.Errorf("control-plane key: %w", err)
+		}
+		if author, err = grants.New(seed, grants.Options{}); err != nil {
+			return nil, err
+		}
+	}
+	st, err := lambdafn.Open(ctx, env, lambdafn.Options{AWS: &cfg, Logger: log, MetricsOut: io.Discard, Grants: author})
 	if err != nil {
 		return nil, err
 	}
@@ -282,6 +301,10 @@ func (ls *localStack) printBanner(w io.Writer) {
 	if !ls.imported {
 		projection = fmt.Sprintf("kept the projection already in table %s (version %d)", ls.table, ls.version)
 	}
+	mode := "direct mode: daemons paired here run their owner's jobs only (--grants for team routing)"
+	if ls.grantKey != "" {
+		mode = "relayed (grant) mode: daemons paired here get the control-plane key and run\n                 only jobs with a grant, roster members' jobs included; key " + ls.grantKey
+	}
 	debug := ""
 	if ls.debug {
 		debug = fmt.Sprintf("  debug page     %s/debug?site=%s\n", ls.url, demo.SiteID)
@@ -295,6 +318,7 @@ API Gateway routes them, over DynamoDB.
   site plane     %[1]s/relay/site/{enqueue,payload,cancel,pending,results}
   admin API      %[2]s   (no credentials locally; IAM-authorised when deployed)
 %[3]s  DynamoDB       %[4]s   table %[5]s
+  grants         %[13]s
 
 Demo (%[6]s):
   site id        %[7]s
@@ -318,5 +342,5 @@ Point a site at it (@byollm/server's cloud lane):
 Requests over 6 MB of Lambda event are refused with API Gateway's 413.
 Ctrl-C stops everything; the routing state goes with DynamoDB Local, the keys stay.
 `, ls.url, admin, debug, ls.ddbEndpoint, ls.table, projection,
-		demo.SiteID, ls.demo.Site.KeyID(), demo.Owner, demo.RunnerID, ls.demoDir, ls.siteEnv)
+		demo.SiteID, ls.demo.Site.KeyID(), demo.Owner, demo.RunnerID, ls.demoDir, ls.siteEnv, mode)
 }

@@ -13,10 +13,9 @@ import (
 
 // A relay with a control plane hands the daemon its grant-signing key at
 // pairing, and the daemon then runs nothing without a grant signed by it,
-// its owner's own jobs included. byorelay's functions configure no control
-// plane key (lambdafn.Env has none), so their daemons are in direct mode;
-// this proves the other regime works too, with the relay package
-// configured the way a deployment with a control plane would.
+// its owner's own jobs included. This drives the relay package with a test
+// grant author, against the reference relay too; grants_author_test.go
+// runs byorelay's own author (controlplane/grants) through the full stack.
 func TestRealPeersWithGrants(t *testing.T) {
 	t.Parallel()
 	relaysWithGrants := []target{
