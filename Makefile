@@ -11,7 +11,7 @@ DDB_PORT  ?= 8000
 # Tests share one DynamoDB Local and one moto server, started once here.
 WITH_SERVICES := $(GO) run ./localtest/withservices --
 
-.PHONY: all build deps test unit race fuzz lint ddb run demo validate build-lambdas invoke deploy
+.PHONY: all build deps test unit race fuzz lint ddb run demo validate build-lambdas invoke deploy bench
 
 all: build
 
@@ -87,6 +87,10 @@ invoke:
 ## deploy: build and deploy with SAM (samconfig.toml holds the defaults)
 deploy:
 	sam build && sam deploy
+
+## bench: throughput, latency, DynamoDB capacity per job, claim at queue depth, function size and cold start, beside the memory store and the reference relay (docs/performance.md)
+bench: deps
+	$(GO) run ./cmd/byorelay bench $(BENCH_FLAGS)
 
 ## ddb: run DynamoDB Local on port $(DDB_PORT) in the foreground (in memory)
 ddb: deps

@@ -1,0 +1,365 @@
+// Package bench measures byorelay: how many jobs a second it moves, what
+// each job costs in DynamoDB capacity, whether a claim stays fast when the
+// queue is deep, and how big and slow to start its Lambda functions are.
+//
+// One run drives the full job lifecycle (enqueue, claim, pending, payload,
+// fetch, result, results) over HTTP with real signatures and real sealed
+// envelopes against three targets side by side: byorelay on DynamoDB Local
+// (the local stack, every function behind the local API server), byorelay
+// on the memory store behind the same server (the upper bound), and the
+// reference relay, @byollm/relay 0.1.1, in memory in Node on the same
+// projection. The machine is shared and noisy, so the report leads with
+// ratios measured in the same run; absolute figures are context.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/byorelay/byorelay/lambdafn"
+	"github.com/byorelay/byorelay/localtest"
+)
+
+// Config is one benchmark run.
+type Config struct {
+	// Sites and Daemons: each daemon is its own owner, consenting to every
+	// site, and runs one lifecycle at a time (so Daemons is the
+	// concurrency).
+	Sites   int
+	Daemons int
+	// Jobs is how many lifecycles are measured on each target, after
+	// Warmup unmeasured ones; 0 skips the lifecycle phase.
+	Jobs   int
+	Warmup int
+	// PhaseLimit stops a lifecycle phase from starting new jobs after this
+	// long (0: none), and DepthLimit each depth phase: on a slow or busy
+	// machine the run's length is bounded and the rates stay comparable
+	// (completed jobs over elapsed time either way).
+	PhaseLimit time.Duration
+	DepthLimit time.Duration
+	// Depths are the background queue depths of the scale phase, in
+	// increasing order (jobs of other owners, queued across every site);
+	// DepthJobs lifecycles are measured at each. Empty skips the phase.
+	Depths    []int
+	DepthJobs int
+	// Targets to run, of TargetMemory, TargetDynamo, TargetReference;
+	// none runs only the cold start.
+	Targets []string
+	// JobDeadline is each lifecycle job's deadlineAt from its enqueue. Done
+	// jobs stay in every results answer until then (the protocol has no
+	// acknowledgement), so it bounds how large results answers grow.
+	JobDeadline time.Duration
+	// ColdStart builds every function and measures its size and, under the
+	// runtime interface emulator, its init ColdStartRuns times.
+	ColdStart     bool
+	ColdStartRuns int
+	// RepoRoot is the repository (for the Node script and the builds).
+	RepoRoot string
+	// DynamoEndpoint is a running DynamoDB; "" starts DynamoDB Local.
+	DynamoEndpoint string
+	// Progress receives a line every few seconds; nil is silent.
+	Progress io.Writer
+}
+
+// DefaultConfig is `make bench`.
+func DefaultConfig() Config {
+	return Config{
+		Sites: 4, Daemons: 8, Jobs: 2000, Warmup: 16, PhaseLimit: 90 * time.Second,
+		Depths: []int{100, 10_000, 100_000}, DepthJobs: 200, DepthLimit: 45 * time.Second,
+		Targets:     []string{TargetMemory, TargetDynamo, TargetReference},
+		JobDeadline: 15 * time.Second,
+		ColdStart:   true, ColdStartRuns: 3,
+	}
+}
+
+// Report is what a run measured; it is written as JSON.
+type Report struct {
+	Started time.Time `json:"started"`
+	Seconds float64   `json:"seconds"`
+	Machine Machine   `json:"machine"`
+	Config  struct {
+		Sites, Daemons, Jobs, Warmup, DepthJobs int
+		Depths                                  []int
+		JobDeadlineMs, PhaseLimitMs             int64
+		DepthLimitMs                            int64
+		Targets                                 []string
+	} `json:"config"`
+	// Targets by name.
+	Targets map[string]*TargetReport `json:"targets"`
+	// Ratios are same-run comparisons, "a/b" of jobs a second and of the
+	// whole job's p50.
+	Ratios    []Ratio    `json:"ratios"`
+	ColdStart *ColdStart `json:"coldStart,omitempty"`
+}
+
+// Machine is where the run happened.
+type Machine struct {
+	GoVersion string  `json:"go"`
+	OS        string  `json:"os"`
+	Arch      string  `json:"arch"`
+	CPUs      int     `json:"cpus"`
+	Node      string  `json:"node,omitempty"`
+	LoadAvg   string  `json:"loadAverageAtStart,omitempty"`
+	CPUModel  string  `json:"cpuModel,omitempty"`
+	MemoryGiB float64 `json:"memoryGiB,omitempty"`
+}
+
+// TargetReport is one target's phases.
+type TargetReport struct {
+	Lifecycle Phase        `json:"lifecycle"`
+	Depth     []DepthPoint `json:"depth,omitempty"`
+	// ClaimGrowth is the claim's p50 at the deepest queue over its p50 at
+	// the shallowest.
+	ClaimGrowth float64 `json:"claimP50Growth,omitempty"`
+}
+
+// DepthPoint is the lifecycle measured with Queued background jobs
+// waiting.
+type DepthPoint struct {
+	Queued int   `json:"queued"`
+	Phase  Phase `json:"phase"`
+	// ClaimCapacity is DynamoDB capacity per claim call (DynamoDB only).
+	ClaimCapacity *Capacity `json:"claimCapacity,omitempty"`
+	// PreloadSeconds is how long the background top-up took.
+	PreloadSeconds float64 `json:"preloadSeconds"`
+}
+
+// Ratio is one same-run comparison.
+type Ratio struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+}
+
+// Run runs the benchmark. It fails only when a target cannot start or a
+// phase completes no job at all; failed lifecycles are counted in the
+// report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	say := func(format string, a ...any) {
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, format+"\n", a...)
+		}
+	}
+	rep := &Report{Started: time.Now().UTC(), Machine: machine(), Targets: map[string]*TargetReport{}}
+	rep.Config.Sites, rep.Config.Daemons, rep.Config.Jobs, rep.Config.Warmup = cfg.Sites, cfg.Daemons, cfg.Jobs, cfg.Warmup
+	rep.Config.DepthJobs, rep.Config.Depths, rep.Config.Targets = cfg.DepthJobs, cfg.Depths, cfg.Targets
+	rep.Config.JobDeadlineMs = cfg.JobDeadline.Milliseconds()
+	rep.Config.PhaseLimitMs, rep.Config.DepthLimitMs = cfg.PhaseLimit.Milliseconds(), cfg.DepthLimit.Milliseconds()
+
+	w, err := newWorld(cfg.Sites, cfg.Daemons)
+	if err != nil {
+		return nil, err
+	}
+
+	endpoint := cfg.DynamoEndpoint
+	needDynamo := slices.Contains(cfg.Targets, TargetDynamo) || cfg.ColdStart
+	if endpoint == "" && needDynamo {
+		say("starting DynamoDB Local…")
+		ep, stop, err := localtest.StartDynamo()
+		if err != nil {
+			return nil, fmt.Errorf("DynamoDB Local: %w", err)
+		}
+		defer stop()
+		endpoint = ep
+	}
+
+	targets := map[string]target{}
+	defer func() {
+		for _, t := range targets {
+			t.close()
+		}
+	}()
+	for _, name := range cfg.Targets {
+		say("starting target %s…", name)
+		var t target
+		switch name {
+		case TargetMemory:
+			t, err = startMemory(w)
+		case TargetDynamo:
+			t, err = startDynamo(ctx, endpoint, w)
+		case TargetReference:
+			t, err = startReference(ctx, cfg.RepoRoot, w)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("target %s: %w", name, err)
+		}
+		targets[name] = t
+		rep.Targets[name] = &TargetReport{}
+	}
+
+	for _, name := range cfg.Targets {
+		if cfg.Jobs == 0 {
+			break
+		}
+		t := targets[name]
+		if cfg.Warmup > 0 {
+			runPhase(ctx, t, w, phaseSpec{label: name + " warm-up", jobs: cfg.Warmup, tag: "warm", deadline: cfg.JobDeadline, limit: cfg.PhaseLimit, progress: cfg.Progress})
+		}
+		say("lifecycle on %s: %d jobs, %d daemons, %d sites", name, cfg.Jobs, cfg.Daemons, cfg.Sites)
+		p := runPhase(ctx, t, w, phaseSpec{label: name + " lifecycle", jobs: cfg.Jobs, tag: "life", deadline: cfg.JobDeadline, limit: cfg.PhaseLimit, progress: cfg.Progress})
+		if p.Jobs == 0 {
+			return nil, fmt.Errorf("target %s completed no job: %v", name, p.Errors)
+		}
+		rep.Targets[name].Lifecycle = p
+		say("  %s: %.1f jobs/s, job p50 %.1f ms, %d failed", name, p.JobsPerSecond, p.Latency["job"].P50, p.Failed)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+
+	loaded := map[string]int{}
+	for i, depth := range cfg.Depths {
+		for _, name := range cfg.Targets {
+			t := targets[name]
+			say("depth %d on %s: topping up the background queue from %d", depth, name, loaded[name])
+			start := time.Now()
+			if err := t.preload(ctx, w, loaded[name], depth, cfg.Progress); err != nil {
+				return nil, fmt.Errorf("target %s: preload to %d: %w", name, depth, err)
+			}
+			loaded[name] = depth
+			pt := DepthPoint{Queued: depth, PreloadSeconds: time.Since(start).Seconds()}
+			pt.Phase = runPhase(ctx, t, w, phaseSpec{
+				label: fmt.Sprintf("%s @%d", name, depth), jobs: cfg.DepthJobs,
+				tag: fmt.Sprintf("depth%d", i), deadline: cfg.JobDeadline, limit: cfg.DepthLimit, progress: cfg.Progress,
+			})
+			if claims := pt.Phase.Latency["claim"].Count; claims > 0 && pt.Phase.Capacity != nil {
+				c := pt.Phase.Capacity[claimFunction()]
+				n := float64(claims)
+				pt.ClaimCapacity = &Capacity{Calls: c.Calls, ReadUnits: c.ReadUnits / n, WriteUnits: c.WriteUnits / n, IndexWrite: c.IndexWrite / n}
+			}
+			rep.Targets[name].Depth = append(rep.Targets[name].Depth, pt)
+			say("  %s @%d: claim p50 %.2f ms, %.1f jobs/s", name, depth, pt.Phase.Latency["claim"].P50, pt.Phase.JobsPerSecond)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+		}
+	}
+	for _, tr := range rep.Targets {
+		if n := len(tr.Depth); n >= 2 && tr.Depth[0].Phase.Latency["claim"].P50 > 0 {
+			tr.ClaimGrowth = tr.Depth[n-1].Phase.Latency["claim"].P50 / tr.Depth[0].Phase.Latency["claim"].P50
+		}
+	}
+	rep.Ratios = ratios(rep)
+
+	if cfg.ColdStart {
+		say("cold start and size: building every function for arm64 and %s…", runtime.GOARCH)
+		cs, err := measureColdStart(ctx, cfg.RepoRoot, endpoint, cfg.ColdStartRuns, cfg.Progress)
+		if err != nil {
+			// The phases above stand on their own: a function that does not
+			// build is reported, not allowed to throw their figures away.
+			say("cold start failed: %v", err)
+			cs = &ColdStart{Error: err.Error()}
+		}
+		rep.ColdStart = cs
+	}
+	rep.Seconds = time.Since(rep.Started).Seconds()
+	return rep, nil
+}
+
+func (cfg *Config) check() error {
+	switch {
+	case cfg.Sites < 1 || cfg.Daemons < 1:
+		return errors.New("bench: need at least one site and one daemon")
+	case cfg.Jobs < 0:
+		return errors.New("bench: jobs must not be negative")
+	case len(cfg.Targets) == 0 && !cfg.ColdStart:
+		return errors.New("bench: no targets and no cold start: nothing to measure")
+	case cfg.RepoRoot == "":
+		return errors.New("bench: RepoRoot is required")
+	case cfg.JobDeadline < time.Second:
+		return errors.New("bench: JobDeadline must be at least a second")
+	}
+	for _, t := range cfg.Targets {
+		if t != TargetMemory && t != TargetDynamo && t != TargetReference {
+			return fmt.Errorf("bench: unknown target %q", t)
+		}
+	}
+	if !slices.IsSorted(cfg.Depths) {
+		return errors.New("bench: depths must increase")
+	}
+	if len(cfg.Depths) > 0 && cfg.DepthJobs < 1 {
+		return errors.New("bench: DepthJobs must be positive when depths are given")
+	}
+	if cfg.ColdStart && cfg.ColdStartRuns < 1 {
+		cfg.ColdStartRuns = 1
+	}
+	return nil
+}
+
+func claimFunction() string {
+	f, _ := lambdafn.Lookup(lambdafn.Claim)
+	return f.LogicalID
+}
+
+// ratios compares every pair of targets the run measured.
+func ratios(rep *Report) []Ratio {
+	var out []Ratio
+	pairs := [][2]string{{TargetDynamo, TargetMemory}, {TargetDynamo, TargetReference}, {TargetMemory, TargetReference}}
+	for _, p := range pairs {
+		a, b := rep.Targets[p[0]], rep.Targets[p[1]]
+		if a == nil || b == nil || b.Lifecycle.JobsPerSecond == 0 {
+			continue
+		}
+		out = append(out, Ratio{Name: fmt.Sprintf("jobs/s %s / %s", p[0], p[1]), Value: a.Lifecycle.JobsPerSecond / b.Lifecycle.JobsPerSecond})
+		if bp := b.Lifecycle.Latency["job"].P50; bp > 0 {
+			out = append(out, Ratio{Name: fmt.Sprintf("job p50 %s / %s", p[0], p[1]), Value: a.Lifecycle.Latency["job"].P50 / bp})
+		}
+		if len(a.Depth) > 0 && len(a.Depth) == len(b.Depth) {
+			last := len(a.Depth) - 1
+			if bp := b.Depth[last].Phase.Latency["claim"].P50; bp > 0 {
+				out = append(out, Ratio{Name: fmt.Sprintf("claim p50 at %d queued %s / %s", a.Depth[last].Queued, p[0], p[1]),
+					Value: a.Depth[last].Phase.Latency["claim"].P50 / bp})
+			}
+		}
+	}
+	return out
+}
+
+// WriteJSON writes the report to path, creating its directory.
+func (r *Report) WriteJSON(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func machine() Machine {
+	m := Machine{GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}
+	if out, err := exec.Command("node", "--version").Output(); err == nil {
+		m.Node = strings.TrimSpace(string(out))
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		m.LoadAvg = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if name, ok := strings.CutPrefix(line, "model name"); ok {
+				m.CPUModel = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(name), ":"))
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb float64
+		if _, err := fmt.Sscanf(string(b), "MemTotal: %f kB", &kb); err == nil {
+			m.MemoryGiB = kb / (1 << 20)
+		}
+	}
+	return m
+}

@@ -1,0 +1,79 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/byorelay/byorelay/localtest"
+)
+
+func TestMain(m *testing.M) { localtest.Main(m) }
+
+// The smoke run CI makes: every target, a few jobs, one small depth. It
+// asserts that the run completes, that every lifecycle succeeded (each one
+// opened both envelopes), that DynamoDB capacity was metered, and that the
+// report is written; never a speed.
+func TestSmokeRunCompletesAndWritesItsReport(t *testing.T) {
+	root, err := localtest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cfg := Config{
+		Sites: 2, Daemons: 2, Jobs: 4, Warmup: 1,
+		Depths: []int{20}, DepthJobs: 2,
+		Targets:     []string{TargetMemory, TargetDynamo, TargetReference},
+		JobDeadline: 30 * time.Second,
+		RepoRoot:    root,
+		// The test binary's DynamoDB Local: started once, stopped by Main.
+		DynamoEndpoint: localtest.DynamoEndpoint(t),
+	}
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range cfg.Targets {
+		tr := rep.Targets[name]
+		if tr == nil {
+			t.Fatalf("no report for target %s", name)
+		}
+		if tr.Lifecycle.Jobs != cfg.Jobs || tr.Lifecycle.Failed != 0 {
+			t.Errorf("%s: %d of %d jobs completed, %d failed: %v", name, tr.Lifecycle.Jobs, cfg.Jobs, tr.Lifecycle.Failed, tr.Lifecycle.Errors)
+		}
+		for _, ep := range []string{"enqueue", "claim", "pending", "payload", "fetch", "result", "results", "job"} {
+			if tr.Lifecycle.Latency[ep].Count < cfg.Jobs {
+				t.Errorf("%s: %d %s samples, want at least %d", name, tr.Lifecycle.Latency[ep].Count, ep, cfg.Jobs)
+			}
+		}
+		if len(tr.Depth) != 1 || tr.Depth[0].Phase.Jobs != cfg.DepthJobs {
+			t.Errorf("%s: depth phase %+v", name, tr.Depth)
+		}
+	}
+	dyn := rep.Targets[TargetDynamo].Lifecycle
+	if dyn.PerJob == nil || dyn.PerJob.WriteUnits <= 0 || dyn.PerJob.ReadUnits <= 0 {
+		t.Errorf("DynamoDB capacity per job not metered: %+v", dyn.PerJob)
+	}
+	if c := rep.Targets[TargetDynamo].Depth[0].ClaimCapacity; c == nil || c.ReadUnits <= 0 {
+		t.Errorf("claim capacity at depth not metered: %+v", c)
+	}
+	if rep.Targets[TargetMemory].Lifecycle.Capacity != nil {
+		t.Error("the memory target reported DynamoDB capacity")
+	}
+
+	dir := t.TempDir()
+	if err := rep.WriteJSON(filepath.Join(dir, "bench.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bench.md"), []byte(rep.Markdown()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"bench.json", "bench.md"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s not written: %v", f, err)
+		}
+	}
+}

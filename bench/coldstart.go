@@ -1,0 +1,226 @@
+package bench
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/byorelay/byorelay/lambdafn"
+)
+
+// ColdStart is every function's deployed size and its init duration under
+// the Lambda runtime interface emulator, beside a hello-world function
+// built the same way in the same run.
+type ColdStart struct {
+	// Note says what was measured on which architecture.
+	Note      string         `json:"note"`
+	Runs      int            `json:"runsPerFunction"`
+	Functions []FunctionCost `json:"functions"`
+	// Error is why the measurement did not complete (a function that does
+	// not build); the rest of the report stands.
+	Error string `json:"error,omitempty"`
+}
+
+// FunctionCost is one function's size and start-up.
+type FunctionCost struct {
+	Name string `json:"name"`
+	// Arm64Bytes is the bootstrap as deployed (linux/arm64, static,
+	// lambda.norpc, trimmed, stripped); Arm64ZipBytes the same zipped
+	// (deflate), which is what Lambda stores and loads.
+	Arm64Bytes    int64 `json:"arm64Bytes"`
+	Arm64ZipBytes int64 `json:"arm64ZipBytes"`
+	// InitMs are the init phase of each cold start of the host-architecture
+	// build, from the runtime's INIT START to the function's first request
+	// for work (the emulator's "INIT REPORT(durationMs: …)", the figure
+	// Lambda reports as Init Duration and in platform.initReport), and
+	// InitMedianMs their median. ReportInitMs are the emulator's own REPORT
+	// line "Init Duration", which it measures over a shorter span; kept for
+	// comparison.
+	InitMs       []float64 `json:"initMs"`
+	InitMedianMs float64   `json:"initMedianMs"`
+	ReportInitMs []float64 `json:"reportInitMs"`
+}
+
+// helloName is the baseline's row.
+const helloName = "hello-world (baseline)"
+
+// measureColdStart builds every function twice (arm64 for size, the host's
+// architecture to run under the emulator, since an arm64 binary does not
+// run here) and starts each under the emulator runs times, one cold start
+// per emulator.
+func measureColdStart(ctx context.Context, repoRoot, ddbEndpoint string, runs int, progress io.Writer) (*ColdStart, error) {
+	dir, err := os.MkdirTemp("", "byorelay-bench-cold-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	rie, err := lambdafn.InstallRIE(ctx, filepath.Join(repoRoot, ".cache", "bin"))
+	if err != nil {
+		return nil, err
+	}
+	cs := &ColdStart{
+		Runs: runs,
+		Note: fmt.Sprintf("sizes: linux/arm64 builds as deployed; init: linux/%s builds of the same code under the runtime interface emulator on this machine (an arm64 binary does not run on %s)",
+			runtime.GOARCH, runtime.GOARCH),
+	}
+	names := []string{helloName}
+	for _, f := range lambdafn.Functions() {
+		names = append(names, f.Name)
+	}
+	env := []string{
+		"TABLE_NAME=bench-coldstart", "AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local",
+		"AWS_ENDPOINT_URL_DYNAMODB=" + ddbEndpoint, "METRICS_NAMESPACE=byorelay",
+	}
+	for _, name := range names {
+		if progress != nil {
+			fmt.Fprintf(progress, "  cold start: %s\n", name)
+		}
+		fc := FunctionCost{Name: name}
+		arm, err := build(ctx, repoRoot, name, filepath.Join(dir, "arm64"), "arm64")
+		if err != nil {
+			return nil, err
+		}
+		host, err := build(ctx, repoRoot, name, filepath.Join(dir, runtime.GOARCH), runtime.GOARCH)
+		if err != nil {
+			return nil, err
+		}
+		if fc.Arm64Bytes, fc.Arm64ZipBytes, err = sizes(arm); err != nil {
+			return nil, err
+		}
+		for range runs {
+			phase, report, err := initDuration(ctx, rie, host, env, eventFor(name))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			fc.InitMs = append(fc.InitMs, phase)
+			fc.ReportInitMs = append(fc.ReportInitMs, report)
+		}
+		fc.InitMedianMs = median(fc.InitMs)
+		cs.Functions = append(cs.Functions, fc)
+	}
+	return cs, nil
+}
+
+// build makes one bootstrap exactly as it deploys; the baseline with the
+// same flags lambdafn.BuildBootstrap uses.
+func build(ctx context.Context, repoRoot, name, outDir, goarch string) (string, error) {
+	if name != helloName {
+		return lambdafn.BuildBootstrap(ctx, repoRoot, name, outDir, goarch)
+	}
+	out := filepath.Join(outDir, "hello", "bootstrap")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, "./bench/hello")
+	cmd.Dir = repoRoot
+	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+goarch, "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build hello: %w\n%s", err, b)
+	}
+	return out, nil
+}
+
+// sizes is the binary's size and the size of a deployment zip holding it
+// as bootstrap.
+func sizes(path string) (raw, zipped int64, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	h := &zip.FileHeader{Name: "bootstrap", Method: zip.Deflate}
+	h.SetMode(0o755)
+	f, err := zw.CreateHeader(h)
+	if err != nil {
+		return 0, 0, err
+	}
+	if _, err := f.Write(b); err != nil {
+		return 0, 0, err
+	}
+	if err := zw.Close(); err != nil {
+		return 0, 0, err
+	}
+	return int64(len(b)), int64(buf.Len()), nil
+}
+
+// eventFor is an invoke that needs nothing to exist: an HTTP request the
+// relay refuses before any lookup, or a sweep of an absent table. Only the
+// init before it is measured; the answer is not.
+func eventFor(name string) []byte {
+	switch name {
+	case helloName, lambdafn.Sweeper:
+		return []byte(`{}`)
+	}
+	return []byte(`{"version":"2.0","routeKey":"$default","rawPath":"/byollm/claim","headers":{},"requestContext":{"http":{"method":"POST","path":"/byollm/claim"}},"isBase64Encoded":false}`)
+}
+
+// The emulator's two init figures: rapid's init phase report, and the
+// REPORT line written as Lambda writes it to CloudWatch Logs.
+var (
+	initPhasePattern  = regexp.MustCompile(`INIT REPORT\(durationMs: ([0-9.]+)\)`)
+	initReportPattern = regexp.MustCompile(`Init Duration: ([0-9.]+) ms`)
+)
+
+// initDuration starts one emulator, invokes once (the init runs on the
+// first invoke) and reads both init figures.
+func initDuration(ctx context.Context, rie, bootstrap string, env []string, event []byte) (phase, report float64, err error) {
+	logs := &syncBuffer{}
+	em, err := lambdafn.StartEmulator(ctx, rie, bootstrap, env, logs)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer em.Stop()
+	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, _ = em.Invoke(ictx, event) // a refusal is fine: the init is what counts
+	for range 100 {
+		out := logs.String()
+		p, r := initPhasePattern.FindStringSubmatch(out), initReportPattern.FindStringSubmatch(out)
+		if p != nil && r != nil {
+			phase, _ = strconv.ParseFloat(p[1], 64)
+			report, _ = strconv.ParseFloat(r[1], 64)
+			return phase, report, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return 0, 0, fmt.Errorf("the emulator reported no init duration:\n%s", logs.String())
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

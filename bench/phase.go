@@ -1,0 +1,175 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) add(n int64) { c.n.Add(n) }
+func (c *counter) load() int64 { return c.n.Load() }
+
+// Phase is one measured run of the lifecycle workload on one target.
+type Phase struct {
+	// Jobs completed (every endpoint answered as expected and both
+	// envelopes opened); Failed did not.
+	Jobs          int     `json:"jobs"`
+	Failed        int     `json:"failed"`
+	Seconds       float64 `json:"seconds"`
+	JobsPerSecond float64 `json:"jobsPerSecond"`
+	// EmptyClaims are claims that returned nothing for a job already
+	// enqueued (then retried).
+	EmptyClaims int64 `json:"emptyClaims"`
+	// Latency by endpoint, and "job" for the whole lifecycle.
+	Latency map[string]Latency `json:"latency"`
+	// Capacity is DynamoDB's consumed capacity by function, and PerJob the
+	// total divided by completed jobs. Only for the DynamoDB target.
+	Capacity map[string]Capacity `json:"capacity,omitempty"`
+	PerJob   *Capacity           `json:"capacityPerJob,omitempty"`
+	// CallsPerJob is DynamoDB calls per completed job.
+	CallsPerJob float64 `json:"dynamoCallsPerJob,omitempty"`
+	// Errors holds the first few failures, verbatim.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// phaseSpec is what runPhase runs.
+type phaseSpec struct {
+	label    string
+	jobs     int
+	tag      string // makes job ids unique per phase
+	deadline time.Duration
+	// limit stops starting new jobs once this much time has passed (0: no
+	// limit), so a slow target bounds the run rather than the job count.
+	limit    time.Duration
+	progress io.Writer
+}
+
+// runPhase runs spec.jobs lifecycles on t, one worker per daemon (daemon i
+// enqueues at site i mod S for its own owner), closed loop: each worker
+// starts its next job when the last one is read back, so the rate measured
+// is what the relay sustains at that concurrency.
+func runPhase(ctx context.Context, t target, w *world, spec phaseSpec) Phase {
+	c := newClient(t.origin(), len(w.daemons))
+	defer c.close()
+	before := t.capacity()
+
+	var next, done, failed counter
+	var empties counter
+	var errMu sync.Mutex
+	var errs []string
+
+	stop := make(chan struct{})
+	var ticker sync.WaitGroup
+	ticker.Add(1)
+	start := time.Now()
+	go func() {
+		defer ticker.Done()
+		progress(spec, stop, start, &done, &failed, func() string {
+			errMu.Lock()
+			defer errMu.Unlock()
+			if len(errs) == 0 {
+				return ""
+			}
+			return errs[0]
+		})
+	}()
+
+	var wg sync.WaitGroup
+	for i, d := range w.daemons {
+		s := w.sites[i%len(w.sites)]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				if spec.limit > 0 && time.Since(start) > spec.limit {
+					return
+				}
+				n := next.n.Add(1) - 1
+				if n >= int64(spec.jobs) || ctx.Err() != nil {
+					return
+				}
+				id := fmt.Sprintf("%s-%03d-%06d", spec.tag, i, n)
+				deadline := time.Now().Add(spec.deadline).UnixMilli()
+				if err := lifecycle(ctx, c, d, s, id, deadline, &empties); err != nil {
+					failed.add(1)
+					errMu.Lock()
+					if len(errs) < 5 {
+						errs = append(errs, err.Error())
+					}
+					errMu.Unlock()
+					continue
+				}
+				done.add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(stop)
+	ticker.Wait()
+
+	p := Phase{
+		Jobs:        int(done.load()),
+		Failed:      int(failed.load()),
+		Seconds:     elapsed.Seconds(),
+		EmptyClaims: empties.load(),
+		Latency:     c.times.summary(),
+		Errors:      errs,
+	}
+	if elapsed > 0 {
+		p.JobsPerSecond = float64(p.Jobs) / elapsed.Seconds()
+	}
+	if after := t.capacity(); after != nil {
+		p.Capacity = map[string]Capacity{}
+		var total Capacity
+		for fn, c := range after {
+			if fn == notFunction {
+				continue
+			}
+			used := c.minus(before[fn])
+			if used.Calls == 0 {
+				continue
+			}
+			p.Capacity[fn] = used
+			total.add(used)
+		}
+		if p.Jobs > 0 {
+			n := float64(p.Jobs)
+			p.CallsPerJob = float64(total.Calls) / n
+			p.PerJob = &Capacity{ReadUnits: total.ReadUnits / n,
+				WriteUnits: total.WriteUnits / n, IndexWrite: total.IndexWrite / n}
+		}
+	}
+	return p
+}
+
+// progress prints a line every two seconds while a phase runs.
+func progress(spec phaseSpec, stop <-chan struct{}, start time.Time, done, failed *counter, firstError func() string) {
+	if spec.progress == nil {
+		<-stop
+		return
+	}
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	shown := false
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			d := done.load()
+			secs := time.Since(start).Seconds()
+			fmt.Fprintf(spec.progress, "  %-28s %6d/%d jobs  %7.1f jobs/s  %d failed  %.0f s\n",
+				spec.label, d, spec.jobs, float64(d)/secs, failed.load(), secs)
+			if e := firstError(); e != "" && !shown {
+				fmt.Fprintf(spec.progress, "    first failure: %s\n", e)
+				shown = true
+			}
+		}
+	}
+}

@@ -1,0 +1,161 @@
+package bench
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// endpoints in lifecycle order, then the whole job.
+var endpoints = []string{"enqueue", "claim", "pending", "payload", "fetch", "result", "results", "job"}
+
+// Markdown renders the report's tables, as docs/performance.md and
+// docs/cost.md quote them.
+func (r *Report) Markdown() string {
+	var b strings.Builder
+	m := r.Machine
+	fmt.Fprintf(&b, "## Run of %s (%.0f s)\n\n", r.Started.Format("2006-01-02 15:04 MST"), r.Seconds)
+	fmt.Fprintf(&b, "Machine: %s, %d CPUs, %.1f GiB, %s/%s, %s, Node %s; load average at start %s.\n\n",
+		m.CPUModel, m.CPUs, m.MemoryGiB, m.OS, m.Arch, m.GoVersion, m.Node, m.LoadAvg)
+	names := r.targetNames()
+	if len(names) > 0 {
+		fmt.Fprintf(&b, "Workload: %d sites, %d daemons (each its own owner, one job at a time), up to %d measured jobs or %d s per target after %d warm-up, job deadline %d s; at depth up to %d jobs or %d s.\n\n",
+			r.Config.Sites, r.Config.Daemons, r.Config.Jobs, r.Config.PhaseLimitMs/1000, r.Config.Warmup, r.Config.JobDeadlineMs/1000,
+			r.Config.DepthJobs, r.Config.DepthLimitMs/1000)
+	}
+	if r.Config.Jobs > 0 && len(names) > 0 {
+		r.lifecycleTables(&b, names)
+	}
+
+	if r.hasDepth() {
+		b.WriteString("\n### Claim at queue depth (background jobs of other owners, across every site)\n\n")
+		b.WriteString("| target | queued | claim p50 ms | claim p95 ms | claim p99 ms | job p50 ms | jobs/s | RCU/claim | WCU/claim |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, n := range names {
+			for _, d := range r.Targets[n].Depth {
+				l := d.Phase.Latency["claim"]
+				rcu, wcu := "–", "–"
+				if d.ClaimCapacity != nil {
+					rcu, wcu = fmt.Sprintf("%.2f", d.ClaimCapacity.ReadUnits), fmt.Sprintf("%.2f", d.ClaimCapacity.WriteUnits)
+				}
+				fmt.Fprintf(&b, "| %s | %d | %.2f | %.2f | %.2f | %.1f | %.1f | %s | %s |\n",
+					n, d.Queued, l.P50, l.P95, l.P99, d.Phase.Latency["job"].P50, d.Phase.JobsPerSecond, rcu, wcu)
+			}
+		}
+		header := "\n| target | claim p50 growth, deepest / shallowest |\n|---|---:|\n"
+		for _, n := range names {
+			if g := r.Targets[n].ClaimGrowth; g > 0 {
+				b.WriteString(header)
+				header = ""
+				fmt.Fprintf(&b, "| %s | %.2f× |\n", n, g)
+			}
+		}
+	}
+
+	if cs := r.ColdStart; cs != nil && cs.Error != "" {
+		fmt.Fprintf(&b, "\n### Function size and init duration\n\nNot measured: %s\n", cs.Error)
+	}
+	if cs := r.ColdStart; cs != nil && cs.Error == "" {
+		fmt.Fprintf(&b, "\n### Function size and init duration\n\n%s; %d cold starts each, median.\n\n", cs.Note, cs.Runs)
+		b.WriteString("| function | arm64 bytes | arm64 zipped | × hello size | init median ms | × hello init | init runs ms |\n|---|---:|---:|---:|---:|---:|---|\n")
+		var hello FunctionCost
+		for _, f := range cs.Functions {
+			if f.Name == helloName {
+				hello = f
+			}
+		}
+		for _, f := range cs.Functions {
+			runs := make([]string, len(f.InitMs))
+			for i, x := range f.InitMs {
+				runs[i] = fmt.Sprintf("%.1f", x)
+			}
+			fmt.Fprintf(&b, "| %s | %d | %d | %.2f | %.1f | %.2f | %s |\n", f.Name, f.Arm64Bytes, f.Arm64ZipBytes,
+				ratio(float64(f.Arm64Bytes), float64(hello.Arm64Bytes)), f.InitMedianMs, ratio(f.InitMedianMs, hello.InitMedianMs),
+				strings.Join(runs, ", "))
+		}
+	}
+	for _, n := range names {
+		if errs := r.Targets[n].Lifecycle.Errors; len(errs) > 0 {
+			fmt.Fprintf(&b, "\nFirst failures on %s:\n", n)
+			for _, e := range errs {
+				fmt.Fprintf(&b, "- `%s`\n", e)
+			}
+		}
+	}
+	return b.String()
+}
+
+// lifecycleTables is throughput, whole-job latency, the same-run ratios,
+// latency per endpoint and DynamoDB capacity per job.
+func (r *Report) lifecycleTables(b *strings.Builder, names []string) {
+	b.WriteString("### Throughput and whole-job latency\n\n")
+	b.WriteString("| target | jobs | failed | jobs/s | job p50 ms | job p95 ms | job p99 ms |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, n := range names {
+		p := r.Targets[n].Lifecycle
+		l := p.Latency["job"]
+		fmt.Fprintf(b, "| %s | %d | %d | %.1f | %.1f | %.1f | %.1f |\n", n, p.Jobs, p.Failed, p.JobsPerSecond, l.P50, l.P95, l.P99)
+	}
+	if len(r.Ratios) > 0 {
+		b.WriteString("\n| same-run ratio | value |\n|---|---:|\n")
+		for _, x := range r.Ratios {
+			fmt.Fprintf(b, "| %s | %.2f |\n", x.Name, x.Value)
+		}
+	}
+
+	b.WriteString("\n### Latency per endpoint (ms, p50 / p95 / p99)\n\n| endpoint |")
+	for _, n := range names {
+		fmt.Fprintf(b, " %s |", n)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---:|", len(names)) + "\n")
+	for _, ep := range endpoints {
+		fmt.Fprintf(b, "| %s |", ep)
+		for _, n := range names {
+			l := r.Targets[n].Lifecycle.Latency[ep]
+			fmt.Fprintf(b, " %.2f / %.2f / %.2f |", l.P50, l.P95, l.P99)
+		}
+		b.WriteString("\n")
+	}
+
+	if t := r.Targets[TargetDynamo]; t != nil && t.Lifecycle.PerJob != nil {
+		p := t.Lifecycle
+		b.WriteString("\n### DynamoDB capacity per job, by function (DynamoDB Local, ReturnConsumedCapacity=INDEXES)\n\n")
+		b.WriteString("| function | calls/job | RCU/job | WCU/job | of which GSI WCU |\n|---|---:|---:|---:|---:|\n")
+		fns := make([]string, 0, len(p.Capacity))
+		for fn := range p.Capacity {
+			fns = append(fns, fn)
+		}
+		slices.Sort(fns)
+		n := float64(p.Jobs)
+		for _, fn := range fns {
+			c := p.Capacity[fn]
+			fmt.Fprintf(b, "| %s | %.2f | %.2f | %.2f | %.2f |\n", fn, float64(c.Calls)/n, c.ReadUnits/n, c.WriteUnits/n, c.IndexWrite/n)
+		}
+		fmt.Fprintf(b, "| **total** | %.2f | %.2f | %.2f | %.2f |\n", p.CallsPerJob, p.PerJob.ReadUnits, p.PerJob.WriteUnits, p.PerJob.IndexWrite)
+	}
+
+}
+
+func (r *Report) targetNames() []string {
+	var out []string
+	for _, n := range []string{TargetDynamo, TargetMemory, TargetReference} {
+		if r.Targets[n] != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (r *Report) hasDepth() bool {
+	for _, t := range r.Targets {
+		if len(t.Depth) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}

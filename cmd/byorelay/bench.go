@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/byorelay/byorelay/bench"
+	"github.com/byorelay/byorelay/localtest"
+)
+
+// runBench is `byorelay bench`: the lifecycle workload against byorelay on
+// DynamoDB Local, on the memory store and against the reference relay,
+// then the queue-depth phase and the functions' size and cold start. It
+// writes the report as JSON and as Markdown tables.
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := bench.DefaultConfig()
+	fs := flag.NewFlagSet("byorelay bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&cfg.Sites, "sites", cfg.Sites, "sites (S)")
+	fs.IntVar(&cfg.Daemons, "daemons", cfg.Daemons, "daemons (D), each its own owner, one job at a time: the concurrency")
+	fs.IntVar(&cfg.Jobs, "jobs", cfg.Jobs, "measured lifecycles per target (at most; see -phase-limit)")
+	fs.IntVar(&cfg.Warmup, "warmup", cfg.Warmup, "unmeasured lifecycles per target first")
+	fs.DurationVar(&cfg.PhaseLimit, "phase-limit", cfg.PhaseLimit, "stop starting lifecycle jobs on a target after this long (0: none)")
+	fs.DurationVar(&cfg.DepthLimit, "depth-limit", cfg.DepthLimit, "the same for each depth phase")
+	depths := fs.String("depths", joinInts(cfg.Depths), "background queue depths of the scale phase, comma-separated (\"\" skips it)")
+	fs.IntVar(&cfg.DepthJobs, "depth-jobs", cfg.DepthJobs, "lifecycles measured at each depth")
+	targets := fs.String("targets", strings.Join(cfg.Targets, ","), "targets: memory, dynamodb, reference")
+	fs.DurationVar(&cfg.JobDeadline, "job-deadline", cfg.JobDeadline, "each job's deadline from enqueue (done jobs stay in results until then)")
+	fs.BoolVar(&cfg.ColdStart, "coldstart", cfg.ColdStart, "build every function and measure size and init under the emulator")
+	fs.IntVar(&cfg.ColdStartRuns, "coldstart-runs", cfg.ColdStartRuns, "cold starts per function")
+	fs.StringVar(&cfg.DynamoEndpoint, "ddb-endpoint", os.Getenv(localtest.EnvDynamoEndpoint), "use this DynamoDB endpoint instead of starting DynamoDB Local")
+	out := fs.String("out", ".cache/bench/bench.json", "the JSON report; the Markdown tables go beside it (.md)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "usage: byorelay bench [flags]\n\nDrives the job lifecycle over HTTP against byorelay on DynamoDB Local, on the\nmemory store and against the reference relay, and reports throughput, latency,\nDynamoDB capacity per job, claim at queue depth, and function size and init.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	var err error
+	if cfg.Depths, err = parseInts(*depths); err != nil {
+		fmt.Fprintf(stderr, "byorelay bench: --depths: %v\n", err)
+		return 2
+	}
+	cfg.Targets = nil
+	for _, t := range strings.Split(*targets, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			cfg.Targets = append(cfg.Targets, t)
+		}
+	}
+	if cfg.RepoRoot, err = localtest.RepoRoot(); err != nil {
+		fmt.Fprintf(stderr, "byorelay bench: %v\n", err)
+		return 1
+	}
+	cfg.Progress = stdout
+	fmt.Fprintf(stdout, "byorelay bench %s\n", strings.Join(args, " "))
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "byorelay bench: %v\n", err)
+		return 1
+	}
+	path := *out
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(cfg.RepoRoot, path)
+	}
+	if err := rep.WriteJSON(path); err != nil {
+		fmt.Fprintf(stderr, "byorelay bench: %v\n", err)
+		return 1
+	}
+	md := strings.TrimSuffix(path, filepath.Ext(path)) + ".md"
+	if err := os.WriteFile(md, []byte(rep.Markdown()), 0o644); err != nil {
+		fmt.Fprintf(stderr, "byorelay bench: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "\n%s\nwrote %s and %s (%s)\n", rep.Markdown(), path, md, time.Duration(rep.Seconds*float64(time.Second)).Round(time.Second))
+	return 0
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.ReplaceAll(f, "_", ""))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not a count", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
