@@ -6,9 +6,10 @@
 // metric format (EMF) and churn reports to SNS (ChurnPublisher).
 //
 // functions/<name>/main.go calls Start with its name and nothing else; all
-// the logic is here, testable without Lambda, and the local server runs the
-// very same handlers in-process through HTTPHandler. `byorelay invoke` runs
-// the built bootstraps under the runtime interface emulator (StartEmulator).
+// the logic is here, testable without Lambda, and the local server
+// (localtest/apiserver) runs the very same handlers in-process. `byorelay
+// invoke` runs the built bootstraps under the runtime interface emulator
+// (StartEmulator).
 //
 // # One router, many functions
 //

@@ -9,15 +9,6 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 )
 
-// Build is one HTTP function's handler over a Stack of its own.
-func Build(ctx context.Context, env Env, name string) (Handler, error) {
-	st, err := Open(ctx, env, Options{})
-	if err != nil {
-		return nil, err
-	}
-	return st.Handler(name)
-}
-
 // Start runs the named function in a Lambda container: configuration from
 // the environment, one Stack for the container's life, then the runtime
 // loop. What functions/<name>/main.go calls, and all it calls. A

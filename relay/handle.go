@@ -260,7 +260,7 @@ func canonicalHeader(h http.Header) http.Header {
 }
 
 func requestID(ctx context.Context, h http.Header) string {
-	if id := RequestIDFrom(ctx); id != "" {
+	if id := requestIDFrom(ctx); id != "" {
 		return id
 	}
 	for _, name := range requestIDHeaders {

@@ -20,8 +20,8 @@ func WithRequestID(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, requestIDKey{}, id)
 }
 
-// RequestIDFrom returns the id WithRequestID attached, or "".
-func RequestIDFrom(ctx context.Context) string {
+// requestIDFrom returns the id WithRequestID attached, or "".
+func requestIDFrom(ctx context.Context) string {
 	id, _ := ctx.Value(requestIDKey{}).(string)
 	return id
 }
@@ -60,7 +60,7 @@ func (r *Relay) noteSweep(ctx context.Context, trigger string, res store.SweepRe
 	r.metrics.Swept(len(res.Requeued), len(res.Removed))
 	for _, j := range res.Requeued {
 		r.log.InfoContext(ctx, "sweep requeued job",
-			slog.String("requestId", RequestIDFrom(ctx)),
+			slog.String("requestId", requestIDFrom(ctx)),
 			slog.String("trigger", trigger),
 			slog.String("site", j.SiteID),
 			slog.String("job", j.ID),
@@ -69,7 +69,7 @@ func (r *Relay) noteSweep(ctx context.Context, trigger string, res store.SweepRe
 	}
 	for _, j := range res.Removed {
 		r.log.InfoContext(ctx, "sweep removed job",
-			slog.String("requestId", RequestIDFrom(ctx)),
+			slog.String("requestId", requestIDFrom(ctx)),
 			slog.String("trigger", trigger),
 			slog.String("site", j.SiteID),
 			slog.String("job", j.ID),

@@ -2,9 +2,7 @@ package daemon_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
@@ -15,6 +13,7 @@ import (
 	"github.com/byorelay/byorelay/controlplane"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/relay"
+	"github.com/byorelay/byorelay/relay/relaytest"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/memory"
 )
@@ -55,30 +54,10 @@ func newWorld(t *testing.T, options ...func(*relay.Config)) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(relayHandler(r))
+	srv := httptest.NewServer(relaytest.Handler(r))
 	t.Cleanup(srv.Close)
 	return &world{t: t, ctx: context.Background(), clock: clock, admin: admin, url: srv.URL,
 		delivered: map[*site.Client][]site.Result{}}
-}
-
-// relayHandler serves relay.Handle over net/http, as the Lambda adapter
-// does over API Gateway events.
-func relayHandler(r *relay.Relay) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, err := io.ReadAll(req.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		resp := r.Handle(req.Context(), relay.Request{
-			Method: req.Method, Path: req.URL.Path, RawQuery: req.URL.RawQuery, Header: req.Header, Body: body,
-		})
-		for k, vs := range resp.Header {
-			w.Header()[k] = vs
-		}
-		w.WriteHeader(resp.Status)
-		_, _ = w.Write(resp.Body)
-	})
 }
 
 // newSite registers a site with fresh keys and returns its SDK client.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +11,7 @@ import (
 	"github.com/byorelay/byorelay/controlplane"
 	"github.com/byorelay/byorelay/lambdafn/demo"
 	"github.com/byorelay/byorelay/relay"
+	"github.com/byorelay/byorelay/relay/relaytest"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/memory"
 )
@@ -38,15 +38,7 @@ func demoStack(t *testing.T, dir string) string {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(controlplane.AdminPrefix+"/", controlplane.AdminHandler(admin))
-	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
-		body, _ := io.ReadAll(req.Body)
-		resp := r.Handle(req.Context(), relay.Request{Method: req.Method, Path: req.URL.Path, RawQuery: req.URL.RawQuery, Header: req.Header, Body: body})
-		for k, v := range resp.Header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(resp.Status)
-		_, _ = w.Write(resp.Body)
-	})
+	mux.Handle("/", relaytest.Handler(r))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv.URL

@@ -2,11 +2,8 @@ package e2e_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -17,16 +14,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/byorelay/byorelay/client/daemon"
 	"github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/controlplane"
 	"github.com/byorelay/byorelay/lambdafn"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/apiserver"
+	"github.com/byorelay/byorelay/localtest/peers"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store/dynamo"
 )
 
 func TestMain(m *testing.M) { localtest.Main(m) }
@@ -45,19 +40,10 @@ type stack struct {
 func startStack(t *testing.T, leaseMs int64) *stack {
 	t.Helper()
 	ctx := context.Background()
-	cfg := localtest.AWSConfig(localtest.DynamoEndpoint(t))
-	table := "e2e-" + randomHex(t)
-	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg), table); err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.DiscardHandler)
-	st, err := lambdafn.Open(ctx, lambdafn.Env{
-		TableName: table, LeaseMs: leaseMs, MetricsNamespace: "byorelay",
+	st := peers.OpenStack(t, lambdafn.Env{
+		LeaseMs: leaseMs, MetricsNamespace: "byorelay",
 		VerificationURL: "http://control.invalid/approve",
-	}, lambdafn.Options{AWS: &cfg, Logger: quiet, MetricsOut: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	srv, err := apiserver.ForStack(st, apiserver.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +52,7 @@ func startStack(t *testing.T, leaseMs int64) *stack {
 	ts := httptest.NewServer(timings.wrap(srv))
 	t.Cleanup(ts.Close)
 	t.Cleanup(func() { t.Log(timings.String()) })
-	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: st.Control, Pairings: st.Store, Logger: quiet})
+	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: st.Control, Pairings: st.Store, Logger: slog.New(slog.DiscardHandler)})
 	return &stack{t: t, ctx: ctx, url: ts.URL, admin: admin}
 }
 
@@ -202,15 +188,6 @@ func mustKeys(t *testing.T) *protocol.Keys {
 		t.Fatal(err)
 	}
 	return k
-}
-
-func randomHex(t *testing.T) string {
-	t.Helper()
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b[:])
 }
 
 // timings counts requests and their time by path, so a slow run says where

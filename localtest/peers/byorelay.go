@@ -16,6 +16,7 @@ import (
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/apiserver"
 	"github.com/byorelay/byorelay/relay"
+	"github.com/byorelay/byorelay/relay/relaytest"
 	"github.com/byorelay/byorelay/store/dynamo"
 )
 
@@ -36,7 +37,7 @@ type Byorelay struct {
 // StartByorelay starts the local stack on loopback until the test ends.
 func StartByorelay(t testing.TB) *Byorelay {
 	t.Helper()
-	st := openStack(t)
+	st := OpenStack(t, lambdafn.Env{VerificationURL: VerificationURL, MetricsNamespace: "byorelay"})
 	srv, err := apiserver.ForStack(st, apiserver.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +54,7 @@ func StartByorelay(t testing.TB) *Byorelay {
 // straight over HTTP, not through the API server.
 func StartByorelayWith(t testing.TB, build func(relay.Config) (*relay.Relay, error)) *Byorelay {
 	t.Helper()
-	st := openStack(t)
+	st := OpenStack(t, lambdafn.Env{VerificationURL: VerificationURL, MetricsNamespace: "byorelay"})
 	rl, err := build(relay.Config{
 		Store:           st.Store,
 		Pairing:         st.Store,
@@ -66,52 +67,30 @@ func StartByorelayWith(t testing.TB, build func(relay.Config) (*relay.Relay, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/admin/", st.Admin)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		resp := rl.Handle(r.Context(), relay.Request{
-			Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header, Body: body,
-		})
-		for k, vs := range resp.Header {
-			w.Header()[k] = vs
-		}
-		w.WriteHeader(resp.Status)
-		_, _ = w.Write(resp.Body)
-	})
+	mux.Handle("/", relaytest.Handler(rl))
 	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
 	return &Byorelay{Origin: ts.URL, Stack: st}
 }
 
-// openStack opens the functions' shared wiring over a fresh table, quiet:
-// the relay's decision log and metrics would drown a failing test's output.
-func openStack(t testing.TB) *lambdafn.Stack {
+// OpenStack opens the functions' shared wiring over a fresh table in
+// DynamoDB Local (env.TableName is replaced), quiet: the relay's decision
+// log and metrics would drown a failing test's output.
+func OpenStack(t testing.TB, env lambdafn.Env) *lambdafn.Stack {
 	t.Helper()
 	ctx := context.Background()
 	cfg := localtest.AWSConfig(localtest.DynamoEndpoint(t))
-	table := "peers-" + randomHex(t)
-	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg), table); err != nil {
-		t.Fatal(err)
-	}
-	st, err := lambdafn.Open(ctx, lambdafn.Env{
-		TableName:        table,
-		VerificationURL:  VerificationURL,
-		MetricsNamespace: "byorelay",
-	}, lambdafn.Options{AWS: &cfg, Logger: slog.New(slog.DiscardHandler), MetricsOut: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-func randomHex(t testing.TB) string {
-	t.Helper()
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		t.Fatal(err)
 	}
-	return hex.EncodeToString(b[:])
+	env.TableName = "stack-" + hex.EncodeToString(b[:])
+	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg), env.TableName); err != nil {
+		t.Fatal(err)
+	}
+	st, err := lambdafn.Open(ctx, env, lambdafn.Options{AWS: &cfg, Logger: slog.New(slog.DiscardHandler), MetricsOut: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -55,4 +56,31 @@ func (s *Store) getRaw(ctx context.Context, pk, sk string) (map[string]types.Att
 		return nil, nil
 	}
 	return out.Item, nil
+}
+
+// scanPrefix calls each for every item whose partition key begins with
+// prefix, over all pages. A scan: for debug pages and tests, never on a
+// request path.
+func (s *Store) scanPrefix(ctx context.Context, prefix string, each func(map[string]types.AttributeValue) error) error {
+	in := &dynamodb.ScanInput{
+		TableName:                 &s.table,
+		FilterExpression:          aws.String("begins_with(pk, :p)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": str(prefix)},
+		ConsistentRead:            aws.Bool(true),
+	}
+	for {
+		out, err := s.db.Scan(ctx, in)
+		if err != nil {
+			return fmt.Errorf("scan %s items: %w", prefix, err)
+		}
+		for _, av := range out.Items {
+			if err := each(av); err != nil {
+				return err
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
 }

@@ -362,7 +362,7 @@ func (k *worker) sweep() {
 // also means no job is ever held under two live grants), that no job was
 // accepted twice, and that every accepted result is listed.
 func TestConcurrentReplicasStayLinearizable(t *testing.T) {
-	race(t, raceConfig{replicas: cReplicas, rounds: 8, ops: 24, jobs: 32})
+	race(t, raceConfig{replicas: cReplicas, rounds: 8, ops: 40, jobs: 32})
 }
 
 // TestFaultyReplicasStayLinearizable is the same race with every replica's

@@ -95,30 +95,18 @@ func (s *Store) expired(j *jobItem) bool { return j.TTL != 0 && j.TTL*1000 <= s.
 // pages and tests, never on a request path.
 func (s *Store) Jobs(ctx context.Context) ([]store.Job, error) {
 	var items []*jobItem
-	in := &dynamodb.ScanInput{
-		TableName:                 &s.table,
-		FilterExpression:          aws.String("begins_with(pk, :p)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": str("J#")},
-		ConsistentRead:            aws.Bool(true),
-	}
-	for {
-		out, err := s.db.Scan(ctx, in)
+	err := s.scanPrefix(ctx, "J#", func(av map[string]types.AttributeValue) error {
+		j, err := unmarshalJob(av)
 		if err != nil {
-			return nil, fmt.Errorf("scan jobs: %w", err)
+			return err
 		}
-		for _, av := range out.Items {
-			j, err := unmarshalJob(av)
-			if err != nil {
-				return nil, err
-			}
-			if !s.expired(j) {
-				items = append(items, j)
-			}
+		if !s.expired(j) {
+			items = append(items, j)
 		}
-		if len(out.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return s.toJobs(ctx, items)
 }

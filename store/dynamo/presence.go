@@ -82,28 +82,16 @@ func (s *Store) Everyone(ctx context.Context) ([]store.Presence, error) {
 		p     store.Presence
 	}
 	var all []seen
-	in := &dynamodb.ScanInput{
-		TableName:                 &s.table,
-		FilterExpression:          aws.String("begins_with(pk, :p)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": str("P#")},
-		ConsistentRead:            aws.Bool(true),
-	}
-	for {
-		out, err := s.db.Scan(ctx, in)
+	err := s.scanPrefix(ctx, "P#", func(av map[string]types.AttributeValue) error {
+		p, err := decodePresence(av)
 		if err != nil {
-			return nil, fmt.Errorf("scan presence: %w", err)
+			return err
 		}
-		for _, av := range out.Items {
-			p, err := decodePresence(av)
-			if err != nil {
-				return nil, err
-			}
-			all = append(all, seen{getS(av, "since"), p})
-		}
-		if len(out.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
+		all = append(all, seen{getS(av, "since"), p})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	slices.SortFunc(all, func(a, b seen) int { return strings.Compare(a.since, b.since) })
 	out := make([]store.Presence, 0, len(all))

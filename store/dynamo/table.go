@@ -45,10 +45,10 @@ type cfnKey struct {
 	KeyType       string `yaml:"KeyType"`
 }
 
-// TableInput derives the CreateTable input for a table named name from the
+// tableInput derives the CreateTable input for a table named name from the
 // RoutingTable resource in template.yaml, so tests, local runs and the
 // deployed stack share one definition.
-func TableInput(name string) (*dynamodb.CreateTableInput, error) {
+func tableInput(name string) (*dynamodb.CreateTableInput, error) {
 	props, err := tableProperties(byorelay.Template)
 	if err != nil {
 		return nil, err
@@ -78,8 +78,8 @@ func TableInput(name string) (*dynamodb.CreateTableInput, error) {
 	return in, nil
 }
 
-// TTLAttribute is the TTL attribute the template declares, or "" if none.
-func TTLAttribute() (string, error) {
+// ttlAttribute is the TTL attribute the template declares, or "" if none.
+func ttlAttribute() (string, error) {
 	props, err := tableProperties(byorelay.Template)
 	if err != nil {
 		return "", err
@@ -102,14 +102,14 @@ type TableCreator interface {
 // deadlines itself), so a local service that refuses the TTL call is not an
 // error.
 func CreateTable(ctx context.Context, api TableCreator, name string) error {
-	in, err := TableInput(name)
+	in, err := tableInput(name)
 	if err != nil {
 		return err
 	}
 	if _, err := api.CreateTable(ctx, in); err != nil {
 		return fmt.Errorf("create table %s: %w", name, err)
 	}
-	attr, err := TTLAttribute()
+	attr, err := ttlAttribute()
 	if err != nil || attr == "" {
 		return err
 	}

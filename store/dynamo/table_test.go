@@ -12,7 +12,7 @@ import (
 // template.yaml deploys: keys, on-demand billing, the three sparse indexes
 // the store queries, and TTL.
 func TestTheTableComesFromTemplateYAML(t *testing.T) {
-	in, err := TableInput("t")
+	in, err := tableInput("t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestTheTableComesFromTemplateYAML(t *testing.T) {
 	if want := []string{"queue", "sitelist", "due"}; !slices.Equal(names, want) {
 		t.Errorf("indexes %v, want %v", names, want)
 	}
-	if attr, err := TTLAttribute(); err != nil || attr != "ttl" {
+	if attr, err := ttlAttribute(); err != nil || attr != "ttl" {
 		t.Errorf("ttl attribute %q, %v", attr, err)
 	}
 }
