@@ -24,8 +24,8 @@ $(JS_DIR)/node_modules/.package-lock.json: $(JS_DIR)/package.json $(JS_DIR)/pack
 build:
 	$(GO) build ./...
 
-## test: everything CI runs: the template, unit and end-to-end tests on DynamoDB Local, race, fuzz smoke
-test: deps validate unit race fuzz
+## test: everything CI runs: lint, the template, unit and end-to-end tests on DynamoDB Local, race, fuzz smoke
+test: deps lint validate unit race fuzz
 
 unit:
 	$(WITH_SERVICES) $(GO) test -count=1 ./...
