@@ -6,8 +6,6 @@ import (
 	"encoding/base64"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -149,70 +147,6 @@ func TestToAPIGatewayMovesSetCookieToCookies(t *testing.T) {
 	}
 	if resp.Headers["vary"] != "Origin, Accept" {
 		t.Errorf("vary = %q", resp.Headers["vary"])
-	}
-}
-
-// A request through HTTPHandler reaches the handler as API Gateway would
-// shape it and comes back as it left.
-func TestHTTPHandlerRoundTripsThroughTheEvent(t *testing.T) {
-	var got relay.Request
-	var gotEvent events.APIGatewayV2HTTPRequest
-	h := HTTPHandler(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		gotEvent = ev
-		req, err := FromAPIGateway(ev)
-		if err != nil {
-			return events.APIGatewayV2HTTPResponse{}, err
-		}
-		got = req
-		return ToAPIGateway(relay.Response{Status: 201, Header: http.Header{"Content-Type": {"application/octet-stream"}}, Body: []byte{0, 1, 2, 0xff}}), nil
-	})
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-
-	body := []byte{'{', 0xff, '}'}
-	req, _ := http.NewRequest("POST", srv.URL+"/relay/site/%65nqueue?siteId=a%20b", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Add("X-Thing", "one")
-	req.Header.Add("X-Thing", "two")
-	req.Header.Set("Cookie", "a=1; b=2")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-
-	if !gotEvent.IsBase64Encoded {
-		t.Error("a body that is not UTF-8 must travel base64, as API Gateway sends it")
-	}
-	if !bytes.Equal(got.Body, body) {
-		t.Errorf("body = %q, want %q", got.Body, body)
-	}
-	if got.Path != "/relay/site/%65nqueue" || got.RawQuery != "siteId=a%20b" || got.Method != "POST" {
-		t.Errorf("request = %s %s ? %s", got.Method, got.Path, got.RawQuery)
-	}
-	if gotEvent.Headers["x-thing"] != "one,two" {
-		t.Errorf("x-thing = %q, want API Gateway's comma join", gotEvent.Headers["x-thing"])
-	}
-	if strings.Join(gotEvent.Cookies, "|") != "a=1|b=2" {
-		t.Errorf("cookies = %q", gotEvent.Cookies)
-	}
-	if resp.StatusCode != 201 || !bytes.Equal(out, []byte{0, 1, 2, 0xff}) {
-		t.Errorf("answer = %d %q", resp.StatusCode, out)
-	}
-}
-
-func TestHTTPHandlerSendsJSONBodiesAsText(t *testing.T) {
-	var gotEvent events.APIGatewayV2HTTPRequest
-	h := HTTPHandler(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		gotEvent = ev
-		return events.APIGatewayV2HTTPResponse{StatusCode: 200}, nil
-	})
-	r := httptest.NewRequest("POST", "/byollm/claim", strings.NewReader(`{"a":1}`))
-	r.Header.Set("Content-Type", "application/json")
-	h.ServeHTTP(httptest.NewRecorder(), r)
-	if gotEvent.IsBase64Encoded || gotEvent.Body != `{"a":1}` {
-		t.Fatalf("event body = %q (base64 %v)", gotEvent.Body, gotEvent.IsBase64Encoded)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -26,20 +27,30 @@ import (
 	"github.com/byorelay/byorelay/store"
 )
 
-// eventOf is the API Gateway event for a signed test request, shaped by
-// ToEvent as the local server would shape it.
+// eventOf is the API Gateway event for a signed test request, shaped as
+// API Gateway shapes it: lower-case header names, repeated headers
+// comma-joined, a UTF-8 body as text. (localtest/apiserver builds the full
+// event for the local server, but it imports this package.)
 func eventOf(t *testing.T, r relay.Request) events.APIGatewayV2HTTPRequest {
 	t.Helper()
-	target := r.Path
-	if r.RawQuery != "" {
-		target += "?" + r.RawQuery
+	ev := events.APIGatewayV2HTTPRequest{
+		Version:        "2.0",
+		RouteKey:       "$default",
+		RawPath:        r.Path,
+		RawQueryString: r.RawQuery,
+		Headers:        map[string]string{"host": "example.com"},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			Stage: "$default",
+			HTTP:  events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: r.Method, Path: r.Path},
+		},
 	}
-	req := httptest.NewRequest(r.Method, target, bytes.NewReader(r.Body))
-	req.Header = r.Header.Clone()
-	ev, err := ToEvent(req)
-	if err != nil {
-		t.Fatal(err)
+	for k, vs := range r.Header {
+		ev.Headers[strings.ToLower(k)] = strings.Join(vs, ",")
 	}
+	if !utf8.Valid(r.Body) {
+		t.Fatalf("eventOf: body is not UTF-8: %q", r.Body)
+	}
+	ev.Body = string(r.Body)
 	return ev
 }
 

@@ -3,10 +3,8 @@ package localtest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -21,7 +19,7 @@ func TestMain(m *testing.M) { Main(m) }
 func TestDynamoLocalRefusesASecondConditionalWrite(t *testing.T) {
 	ctx := context.Background()
 	db := DynamoClient(t)
-	table := uniqueName("localtest-conditional")
+	table := UniqueName("localtest-conditional")
 	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(table),
 		BillingMode:          types.BillingModePayPerRequest,
@@ -66,17 +64,11 @@ func TestDynamoClientsShareOneDatabase(t *testing.T) {
 func TestMotoServesS3(t *testing.T) {
 	ctx := context.Background()
 	c := S3Client(t)
-	bucket := uniqueName("localtest-bucket")
+	bucket := UniqueName("localtest-bucket")
 	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 		t.Fatalf("create bucket: %v", err)
 	}
 	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("k"), Body: strings.NewReader("v")}); err != nil {
 		t.Fatalf("put object: %v", err)
 	}
-}
-
-// uniqueName keeps tests independent when they share one service, as they
-// do under `make test`.
-func uniqueName(prefix string) string {
-	return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano())
 }

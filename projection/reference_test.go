@@ -3,12 +3,12 @@ package projection_test
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"testing"
 
+	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/projection"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
@@ -43,23 +43,7 @@ type refAnswers struct {
 
 func reference(t *testing.T, in refInput) (parses []bool, answers refAnswers) {
 	t.Helper()
-	modules, err := filepath.Abs(filepath.Join("..", "localtest", "js", "node_modules"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	node, err := exec.LookPath("node")
-	missing := ""
-	if err != nil {
-		missing = "node is not on PATH"
-	} else if _, err := os.Stat(filepath.Join(modules, "@byollm", "relay", "package.json")); err != nil {
-		missing = "localtest/js/node_modules has no @byollm/relay (run make deps)"
-	}
-	if missing != "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal(missing)
-		}
-		t.Skip("comparison with the reference skipped: " + missing)
-	}
+	node, modules := localtest.RequireNode(t, "@byollm/relay")
 	stdin, err := json.Marshal(in)
 	if err != nil {
 		t.Fatal(err)

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/byorelay/byorelay/localtest"
 )
 
 // The interop test runs testdata/interop/interop.mjs once, against the real
@@ -112,29 +113,8 @@ type jsSignedRequest struct {
 	Signature string `json:"signature"`
 }
 
-// nodeModules finds <repo root>/localtest/js/node_modules and node, or
-// skips (fails under CI, where a skipped interop test would hide a break).
-func nodeModules(t *testing.T) (node, modules string) {
-	t.Helper()
-	unavailable := func(why string) {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("JS interop cannot run under CI: %s", why)
-		}
-		t.Skipf("JS interop skipped: %s (install with: cd localtest/js && npm ci)", why)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		unavailable("node is not on PATH")
-	}
-	modules = filepath.Join(repoRoot(t), "localtest", "js", "node_modules")
-	if _, err := os.Stat(filepath.Join(modules, "@byollm", "protocol", "dist", "index.js")); err != nil {
-		unavailable("@byollm/protocol is not installed in " + modules)
-	}
-	return node, modules
-}
-
 func TestInteropWithTheJavaScriptReference(t *testing.T) {
-	node, modules := nodeModules(t)
+	node, modules := localtest.RequireNode(t, "@byollm/protocol")
 	now := int64(testNow)
 
 	site, device, cp := newTestKeys(t), newTestKeys(t), newTestKeys(t)

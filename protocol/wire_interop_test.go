@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/byorelay/byorelay/localtest"
 )
 
 // These tests run testdata/js/encode.mjs, which parses bodies with the real
@@ -36,20 +37,7 @@ type wireJSCase struct {
 func runWireReference(t *testing.T, cases []wireJSCase) []wireJSResult {
 	t.Helper()
 	root := wireRepoRoot(t)
-	modules := filepath.Join(root, "localtest", "js", "node_modules")
-	node, err := exec.LookPath("node")
-	missing := ""
-	if err != nil {
-		missing = "node is not on PATH"
-	} else if _, err := os.Stat(filepath.Join(modules, "@byollm", "protocol", "package.json")); err != nil {
-		missing = "localtest/js/node_modules has no @byollm/protocol (run npm ci in localtest/js)"
-	}
-	if missing != "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal(missing)
-		}
-		t.Skip("interop with the reference skipped: " + missing)
-	}
+	node, modules := localtest.RequireNode(t, "@byollm/protocol")
 	input, err := json.Marshal(cases)
 	if err != nil {
 		t.Fatal(err)

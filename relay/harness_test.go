@@ -3,8 +3,6 @@ package relay_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -49,9 +47,7 @@ var factories = []storeFactory{
 // cannot see each other's jobs.
 func newDynamoStore(t *testing.T, opts store.Options) backend {
 	t.Helper()
-	var b [6]byte
-	rand.Read(b[:])
-	table := "relay-" + hex.EncodeToString(b[:])
+	table := localtest.UniqueName("relay")
 	client := localtest.DynamoClient(t)
 	if err := dynamo.CreateTable(context.Background(), client, table); err != nil {
 		t.Fatal(err)

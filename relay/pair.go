@@ -28,18 +28,20 @@ var (
 
 // pair is unauthenticated: a machine with no pairing has no credential.
 // Three shapes are tried in the reference's order: device-code start, poll,
-// then the fixture exchange of a device already approved.
+// then the fixture exchange of a device already approved. The body is
+// parsed once for the three tries.
 func (r *Relay) pair(c *call, d daemonRequest) (reply, error) {
+	body := protocol.ParseBody(d.raw)
 	var start protocol.PairStartRequest
-	if protocol.DecodeStrict(d.raw, &start) == nil {
+	if body.Decode(&start) == nil {
 		return r.pairStart(c, start)
 	}
 	var poll protocol.PairPollRequest
-	if protocol.DecodeStrict(d.raw, &poll) == nil {
+	if body.Decode(&poll) == nil {
 		return r.pairPoll(c, d.proj, poll)
 	}
 	var fixture protocol.PairFixtureRequest
-	if err := protocol.DecodeStrict(d.raw, &fixture); err != nil {
+	if err := body.Decode(&fixture); err != nil {
 		r.decide(c, "refuse-schema", slogError(err))
 		return pairSchemaFailed, nil
 	}

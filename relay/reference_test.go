@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/projection"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/relay"
@@ -137,20 +137,7 @@ func nodeSide(t *testing.T) *refSide {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Dir(filepath.Dir(file))
-	modules := filepath.Join(root, "localtest", "js", "node_modules")
-	node, err := exec.LookPath("node")
-	missing := ""
-	if err != nil {
-		missing = "node is not on PATH"
-	} else if _, err := os.Stat(filepath.Join(modules, "@byollm", "relay", "package.json")); err != nil {
-		missing = "localtest/js/node_modules has no @byollm/relay (run make deps)"
-	}
-	if missing != "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal(missing)
-		}
-		t.Skip("differential test against the reference relay skipped: " + missing)
-	}
+	node, modules := localtest.RequireNode(t, "@byollm/relay")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	cmd := exec.CommandContext(ctx, node, filepath.Join(root, "relay", "testdata", "reference.mjs"), modules)
 	stdin, err := cmd.StdinPipe()

@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -228,15 +226,11 @@ func TestServeRunsUntilCancelled(t *testing.T) {
 // table, a free port and a temporary demo directory.
 func testServeOptions(t *testing.T) serveOptions {
 	t.Helper()
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
 	return serveOptions{
 		host:        "127.0.0.1",
 		port:        0,
 		ddbEndpoint: localtest.DynamoEndpoint(t),
-		table:       "serve-" + hex.EncodeToString(b[:]),
+		table:       localtest.UniqueName("serve"),
 		demoDir:     filepath.Join(t.TempDir(), "demo"),
 		sweepEvery:  time.Hour,
 	}

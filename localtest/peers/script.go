@@ -67,34 +67,11 @@ func Dir(t testing.TB) string {
 	return filepath.Join(root, "localtest", "peers")
 }
 
-// RequireNode finds node and the npm packages, or ends the test: a failure
-// when CI is set (CI must never pass by skipping), a skip otherwise.
-func RequireNode(t testing.TB) string {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	if err == nil {
-		modules := filepath.Join(Dir(t), "..", "js", "node_modules")
-		for _, pkg := range []string{"byollm", "@byollm/server", "@byollm/relay", "@byollm/protocol"} {
-			if _, statErr := os.Stat(filepath.Join(modules, pkg, "package.json")); statErr != nil {
-				err = fmt.Errorf("npm package %s is not installed (cd localtest/js && npm ci): %w", pkg, statErr)
-				break
-			}
-		}
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("real peers unavailable: %v", err)
-		}
-		t.Skipf("real peers unavailable (skipping outside CI): %v", err)
-	}
-	return node
-}
-
 // Start runs `node <script> args...` from this directory with extra
 // environment variables, and stops it when the test ends.
 func Start(t testing.TB, script string, env []string, args ...string) *Script {
 	t.Helper()
-	node := RequireNode(t)
+	node, _ := localtest.RequireNode(t, "byollm", "@byollm/server", "@byollm/relay", "@byollm/protocol")
 	dir := Dir(t)
 	cmd := exec.Command(node, append([]string{filepath.Join(dir, script)}, args...)...)
 	cmd.Dir = dir
