@@ -59,18 +59,26 @@ func (s *Store) commit(ctx context.Context, w jobWrite) (outcome, int, error) {
 		w.put.index(s.shards)
 	}
 	var lastErr error
+	ambiguous := false
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if attempt > 0 {
 			backoff(ctx, attempt)
 		}
 		out, failedAt, err := s.tryWrite(ctx, w, wid)
-		if err == nil {
+		// After an ambiguous error, a failed condition may be this write's
+		// own earlier attempt, committed: answering lostRace then would
+		// have the caller re-decide on its own write (a result told
+		// "duplicate", a grant nobody was given).
+		if err == nil && (out == committed || !ambiguous) {
 			return out, failedAt, nil
 		}
-		lastErr = err
-		if ctx.Err() != nil {
-			return 0, 0, err
+		if err != nil {
+			lastErr = err
+			if ctx.Err() != nil {
+				return 0, 0, err
+			}
 		}
+		ambiguous = true
 		done, rerr := s.landed(ctx, w, wid)
 		if rerr != nil {
 			lastErr = rerr
@@ -78,6 +86,9 @@ func (s *Store) commit(ctx context.Context, w jobWrite) (outcome, int, error) {
 		}
 		if done {
 			return committed, -1, nil
+		}
+		if err == nil {
+			return out, failedAt, nil
 		}
 	}
 	return 0, 0, fmt.Errorf("write %q: %w (last error: %v)", w.pk, ErrContention, lastErr)
