@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -521,7 +522,11 @@ func race(t *testing.T, cfg raceConfig) {
 	}
 	res, info := porcupine.CheckOperationsVerbose(w.model(), w.history, 60*time.Second)
 	if res != porcupine.Ok {
-		path := t.TempDir() + "/history.html"
+		// t.TempDir is gone when the test ends; name a path to keep it.
+		path := os.Getenv("BYORELAY_PORCUPINE_HTML")
+		if path == "" {
+			path = t.TempDir() + "/history.html"
+		}
 		_ = porcupine.VisualizePath(w.model(), info, path)
 		t.Fatalf("history is %s against the model (visualisation: %s)", res, path)
 	}

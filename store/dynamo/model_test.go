@@ -91,6 +91,19 @@ const maxRunners = 8
 
 func (m jobModel) claimed() bool { return m.lease != "" }
 
+// lapsed is the store's rule (store/memory's lapsed): the job is due for a
+// sweep at the first of its deadline, its awaiting window and its lease.
+func (m jobModel) lapsed(now int64) bool {
+	due := m.deadline
+	switch {
+	case m.state == store.StateAwaitingPayload:
+		due = min(due, m.awaitingUntil)
+	case m.claimed() && (m.state == store.StateReady || m.state == store.StateRunning):
+		due = min(due, m.leaseExp)
+	}
+	return due <= now
+}
+
 func (m *jobModel) requeue() {
 	m.state = store.StateQueued
 	m.runner, m.lease, m.leaseExp, m.awaitingUntil, m.payload = -1, "", 0, 0, false
@@ -200,7 +213,9 @@ func stepJob(s jobModel, in mInput, out mOutput, w *workload) (bool, jobModel) {
 
 	case opRenew:
 		held := s.exists && s.claimed() && s.runner == in.runner && s.lease == in.lease
-		if !held {
+		// A grant a sweep would end is lost, swept yet or not: in-line
+		// sweeps are bounded, so renewing it would bring it back to life.
+		if !held || s.lapsed(in.now) {
 			return !out.ok, s
 		}
 		if !out.ok || out.expiresAt != in.now+in.leaseMs {
