@@ -48,10 +48,13 @@
 // gets the right answer instead of a guess. Transactions also carry the wid
 // as their ClientRequestToken.
 //
-// Holder-scoped calls resolve a grant from one TransactGetItems of the
-// lease pointer, the holder entry and the candidate jobs, so the answer
-// (not-found, not-holder, stale-lease, …) comes from a single consistent
-// state.
+// A holder-scoped call that names its current grant resolves it with two
+// plain reads, the lease pointer and then the job (strongly consistent):
+// the pointer lives exactly as long as its job carries the lease, so a job
+// read carrying it is the grant at that instant. Anything else (stale-lease,
+// not-found, …) is resolved from one TransactGetItems of the lease pointer,
+// the holder entry and the candidate jobs, so that answer too comes from a
+// single consistent state.
 //
 // Claim reads at most min(Max, UnsealedPerPair)+6 candidates from each queue
 // partition the device may take from (its routes times its kinds, private

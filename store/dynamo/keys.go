@@ -24,7 +24,7 @@ const (
 func jobPK(siteID, jobID string) string { return "J#" + siteID + "\x00" + jobID }
 
 // leasePK points a lease id at its job, so a holder-scoped call, which
-// carries no site, resolves a grant with one strongly consistent read.
+// carries no site, finds the job its grant is on.
 func leasePK(leaseID string) string { return "L#" + leaseID }
 
 // holderPK holds the sites on which a runner holds a job with this bare id:

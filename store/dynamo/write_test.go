@@ -23,10 +23,9 @@ func TestALostAcknowledgementIsNotMistakenForALostRace(t *testing.T) {
 	if r, err := e.clean.Seal(e.ctx, store.SealInput{SiteID: "site", JobID: "a", Envelope: protocol.SealedEnvelope{Ciphertext: "p"}}); err != nil || r.Refused != "" {
 		t.Fatalf("seal: %+v %v", r, err)
 	}
-	// Complete resolves the grant in one transactional read, writes, and
-	// reads the job back after the lost acknowledgement: that read is the
-	// first plain GetItem.
-	e.f.next("GetItem", throttled)
+	// Complete reads the lease pointer and the job, writes, and reads the
+	// job back after the lost acknowledgement.
+	e.f.next("GetItem", noFault, noFault, throttled)
 	e.f.next("PutItem", lostAck)
 	done, err := e.s.Complete(e.ctx, store.CompleteInput{JobID: "a", RunnerID: "r1", LeaseID: lease,
 		Envelope: protocol.SealedEnvelope{Ciphertext: "result"}, Disposition: store.DispositionOK})
