@@ -158,8 +158,10 @@ func (c *Client) resealFor(claim protocol.SitePendingJob) (*protocol.SealedEnvel
 	// A lease the relay granted after an earlier one lapsed is adopted
 	// too (the reference site refuses it, which leaves a job whose first
 	// device died unfinishable): the relay owns leases, and the result is
-	// still accepted only from the device sealed to under that lease.
-	j.sealedTo[claim.LeaseID] = device
+	// still accepted only from a device this job was sealed to.
+	if !j.sealedToDevice(device) {
+		j.sealedTo = append(j.sealedTo, device)
+	}
 	return &envelope, ""
 }
 
@@ -190,7 +192,7 @@ func (c *Client) accept(done protocol.SiteResult) (*Result, string) {
 	if !ok || j.delivered || j.refused[done.LeaseID] {
 		return nil, ""
 	}
-	if _, sealed := j.sealedTo[done.LeaseID]; !sealed && j.cancelled {
+	if len(j.sealedTo) == 0 && j.cancelled {
 		// A device that was told of the cancel before this site sealed
 		// anything reports "canceled" for work it never saw. Nothing to
 		// verify it against, and nothing the app does not already know.
@@ -210,11 +212,20 @@ func (c *Client) open(j *job, done protocol.SiteResult) (*Result, error) {
 	if done.Envelope == nil || done.Device == nil || done.LeaseID == "" {
 		return nil, errors.New("the relay listed a result with no envelope, device or lease")
 	}
-	sealedTo, ok := j.sealedTo[done.LeaseID]
-	if !ok {
-		return nil, errors.New("a result under a lease this site never sealed to")
-	}
-	if *done.Device != sealedTo {
+	// Accepted from a device this site sealed this job to, under whatever
+	// lease the relay recorded, and from nobody else. The payload post names
+	// no lease: when the awaiting window lapses between the site's pending
+	// read and its post and the same device claims again (the sticky
+	// re-offer), the seal lands on the new lease, and the device's result
+	// comes back under a lease this site never saw. It is still that
+	// device's work on this site's payload, and the device's signature,
+	// checked below, is what proves it; refusing it left the job done at
+	// the relay and never delivered. A device never sealed to gets nothing
+	// it could answer.
+	if !j.sealedToDevice(*done.Device) {
+		if len(j.sealedTo) == 0 {
+			return nil, errors.New("a result for a job this site never sealed to any device")
+		}
 		return nil, errors.New("the relay names a different device than the one this site sealed the work to")
 	}
 	deviceKeyID, err := protocol.KeyID(done.Device.Identity)

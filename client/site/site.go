@@ -83,14 +83,26 @@ type job struct {
 	atRest    protocol.SealedEnvelope
 	createdAt int64
 	cancelled bool
-	// sealedTo is every device this site handed the payload to, by lease.
-	// A result is accepted only from the device sealed to under that lease:
-	// a relay that names some other device gets a refusal, not a result.
-	sealedTo map[string]protocol.PublicIdentity
+	// sealedTo is every device this site handed the payload to. A result
+	// is accepted only from one of them, whatever lease the relay recorded
+	// it under: a relay that names some other device gets a refusal, not a
+	// result.
+	sealedTo []protocol.PublicIdentity
 	// refused are leases whose result was refused, so a result the relay
 	// re-serves every cycle is judged once.
 	refused   map[string]bool
 	delivered bool
+}
+
+// sealedToDevice reports whether this job's payload was sealed to device
+// (both keys: the identity that signs and the key the payload went to).
+func (j *job) sealedToDevice(device protocol.PublicIdentity) bool {
+	for _, d := range j.sealedTo {
+		if d == device {
+			return true
+		}
+	}
+	return false
 }
 
 // New checks the configuration and returns a client.
@@ -173,7 +185,7 @@ func (c *Client) Publish(ctx context.Context, stub protocol.JobStub, payload Pay
 		return "", fmt.Errorf("site: job %s was already published with a different stub", stub.ID)
 	} else if !ok {
 		c.jobs[stub.ID] = &job{stub: stub, atRest: atRest, createdAt: createdAt,
-			sealedTo: map[string]protocol.PublicIdentity{}, refused: map[string]bool{}}
+			refused: map[string]bool{}}
 	}
 	c.mu.Unlock()
 
