@@ -11,7 +11,7 @@ DDB_PORT  ?= 8000
 # Tests share one DynamoDB Local and one moto server, started once here.
 WITH_SERVICES := $(GO) run ./localtest/withservices --
 
-.PHONY: all build deps test unit race fuzz lint ddb run demo validate build-lambdas invoke deploy bench
+.PHONY: all build deps test unit race fuzz lint ddb run demo validate build-lambdas invoke deploy bench vectors
 
 all: build
 
@@ -91,6 +91,10 @@ deploy:
 ## bench: throughput, latency, DynamoDB capacity per job, claim at queue depth, function size and cold start, beside the memory store and the reference relay (docs/performance.md)
 bench: deps
 	$(GO) run ./cmd/byorelay bench $(BENCH_FLAGS)
+
+## vectors: regenerate protocol/testdata/vectors from the pinned @byollm/protocol (only one random ciphertext and the node version change)
+vectors: deps
+	cd $(JS_DIR) && node gen-vectors.mjs > ../../protocol/testdata/vectors/byollm-v2-vectors.json
 
 ## ddb: run DynamoDB Local on port $(DDB_PORT) in the foreground (in memory)
 ddb: deps

@@ -129,13 +129,13 @@ func wireRepoRoot(t *testing.T) string {
 	}
 }
 
-// wireVector returns one top-level value of the shared vectors file,
-// compacted (the file is pretty-printed; compaction keeps key order).
+// wireVector returns one top-level value of the vectors file, compacted
+// (the file is pretty-printed; compaction keeps key order).
 func wireVector(t *testing.T, key string) []byte {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(wireRepoRoot(t), "..", "shared", "vectors", "byollm-v2-vectors.json"))
+	raw, err := os.ReadFile(vectorsPath)
 	if err != nil {
-		t.Fatalf("shared vectors missing (the repo's sibling shared/ directory): %v", err)
+		t.Fatalf("read the vectors: %v", err)
 	}
 	var all map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &all); err != nil {

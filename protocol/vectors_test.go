@@ -19,9 +19,9 @@ import (
 	"golang.org/x/crypto/nacl/box"
 )
 
-// The shared vectors (/work/shared/vectors) were made with @byollm/protocol
-// 0.1.1 and libsodium from fixed seeds. Every deterministic value in them is
-// re-derived here, byte for byte.
+// The vectors (testdata/vectors, made by localtest/js/gen-vectors.mjs) come
+// from @byollm/protocol 0.1.1 and libsodium with fixed seeds. Every
+// deterministic value in them is re-derived here, byte for byte.
 
 type vectorKey struct {
 	Ed25519SeedHex       string `json:"ed25519_seed_hex"`
@@ -84,34 +84,18 @@ type vectorFile struct {
 	} `json:"fingerprintOfZeroKey"`
 }
 
-// repoRoot walks up from the test's directory to the directory holding
-// go.mod.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatalf("getwd: %v", err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatalf("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-}
+// vectorsPath is the committed vectors file, relative to this package (go
+// test runs in the package directory).
+var vectorsPath = filepath.Join("testdata", "vectors", "byollm-v2-vectors.json")
 
-// loadVectors reads <repo root>/../shared/vectors/byollm-v2-vectors.json.
-// Missing vectors fail the test: a skipped vector test proves nothing.
+// loadVectors reads the committed vectors. Missing vectors fail the test: a
+// skipped vector test proves nothing.
 func loadVectors(t testing.TB) vectorFile {
 	t.Helper()
-	path := filepath.Join(repoRoot(t), "..", "shared", "vectors", "byollm-v2-vectors.json")
+	path := vectorsPath
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("the shared vectors must sit beside the repository: %v", err)
+		t.Fatalf("read the vectors: %v", err)
 	}
 	var v vectorFile
 	dec := json.NewDecoder(bytes.NewReader(raw))
