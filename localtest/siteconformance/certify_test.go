@@ -1,0 +1,85 @@
+package siteconformance
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/siteserver"
+	"github.com/byorelay/byorelay/sitestore"
+	"github.com/byorelay/byorelay/sitestore/memory"
+)
+
+// Timing for the kit (site-server.md §10.7). advanceTime removes the
+// deliberate waits, so these only have to outlive a check's real steps:
+// C009 holds a job for up to 10 s of real time while a cancel travels.
+const (
+	leaseMs = 30_000
+	ttlMs   = 5_000
+)
+
+// certify runs byollm-certify against a server already listening and
+// fails the test unless all 32 checks pass. It returns the kit's report.
+func certify(t *testing.T, name, origin, admin string) string {
+	t.Helper()
+	node, modules := localtest.RequireNode(t, "@byollm/conformance")
+	target, err := filepath.Abs("target.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join(modules, "@byollm/conformance/dist/cli.js"), target)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(),
+		"BYORELAY_SITE_ORIGIN="+origin,
+		"BYORELAY_SITE_ADMIN="+admin,
+		"BYORELAY_SITE_NAME="+name,
+		"BYORELAY_SITE_LEASE_MS="+strconv.Itoa(leaseMs),
+		"BYORELAY_SITE_TTL_MS="+strconv.Itoa(ttlMs),
+	)
+	out, err := cmd.CombinedOutput()
+	report := string(out)
+	if err != nil || !strings.Contains(report, "32 checks passed") {
+		t.Fatalf("byollm-certify against %s: %v\n%s", name, err, report)
+	}
+	t.Logf("byollm-certify against %s:\n%s", name, report)
+	return report
+}
+
+// newSiteKeys makes this test's own site keys.
+func newSiteKeys(t *testing.T) *protocol.Keys {
+	t.Helper()
+	k, err := protocol.GenerateKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestCertifyPasses32of32OnTheMemoryStore(t *testing.T) {
+	clock := sitestore.NewOffsetClock(nil)
+	st := memory.New(memory.Options{Clock: clock})
+	srv, err := siteserver.New(siteserver.Config{
+		Store:           st,
+		Keys:            newSiteKeys(t),
+		VerificationURL: "http://127.0.0.1/pair",
+		LeaseMs:         leaseMs,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	daemonPlane := httptest.NewServer(srv)
+	defer daemonPlane.Close()
+	admin := httptest.NewServer(siteserver.NewAdmin(srv, st, clock))
+	defer admin.Close()
+	certify(t, "byorelay siteserver (memory store)", daemonPlane.URL, admin.URL)
+}

@@ -1,0 +1,368 @@
+package sitestore
+
+import (
+	"slices"
+
+	"github.com/byorelay/byorelay/protocol"
+)
+
+// The rules. Each is a pure function of a job (and what the caller asked)
+// to the job it becomes, so that the memory store and the DynamoDB store
+// apply one decision and differ only in how they make it atomic.
+
+// DeadlineFor is the job's deadline as a claim stub carries it
+// (records.ts deadlineFor): the absolute deadline, else the end of the TTL
+// window from when it became claimable, or from now while it is blocked.
+func DeadlineFor(j Job, now int64) int64 {
+	if j.DeadlineAt != 0 {
+		return j.DeadlineAt
+	}
+	if j.ClaimableAt != 0 {
+		return j.ClaimableAt + j.TTLMs
+	}
+	return now + j.TTLMs
+}
+
+// NewJob is Create's decision for a new id. blocked is whether some
+// dependency is not ok (unknown counts as not ok).
+func NewJob(in CreateInput, blocked bool, now, defaultTTLMs int64) Job {
+	audience := in.Audience
+	if audience == "" {
+		audience = protocol.AudiencePrivate
+	}
+	ttl := in.TTLMs
+	if ttl == 0 {
+		ttl = defaultTTLMs
+	}
+	j := Job{
+		ID:            in.ID,
+		Kind:          in.Kind,
+		Envelope:      in.Envelope,
+		SizeClass:     in.SizeClass,
+		Audience:      audience,
+		Purpose:       in.Purpose,
+		Owner:         in.Owner,
+		AudienceAllow: slices.Clone(in.AudienceAllow),
+		DependsOn:     dedupe(in.DependsOn),
+		State:         StateQueued,
+		CreatedAt:     now,
+		TTLMs:         ttl,
+		DeadlineAt:    in.DeadlineAt,
+		RefusedBy:     []string{},
+		UpdatedAt:     now,
+	}
+	// The TTL clock starts only once nothing blocks the job: starting it at
+	// enqueue would expire a dependent for waiting on a slow dependency.
+	if !blocked {
+		j.ClaimableAt = now
+	}
+	return j
+}
+
+// CapabilityFor is the first capability in the request that serves kind:
+// the one the audience decision judges (memory.ts capabilityFor).
+func CapabilityFor(caps []protocol.Capability, kind string) (protocol.Capability, bool) {
+	for _, c := range caps {
+		if c.Kind == kind {
+			return c, true
+		}
+	}
+	return protocol.Capability{}, false
+}
+
+// Claimable is the claim predicate, all five guards: queued; claimable and
+// not in the future; not refused by this runner; a capability for the kind
+// in this request; the server-side audience decision on that capability.
+func Claimable(j Job, in ClaimInput, now int64) bool {
+	if j.State != StateQueued {
+		return false
+	}
+	if j.ClaimableAt == 0 || j.ClaimableAt > now {
+		return false
+	}
+	if slices.Contains(j.RefusedBy, in.RunnerID) {
+		return false
+	}
+	c, ok := CapabilityFor(in.Capabilities, j.Kind)
+	if !ok {
+		return false
+	}
+	return ServerAdmits(j.Owner, j.Audience, j.AudienceAllow, in.RunnerOwner, c) == ""
+}
+
+// Grant is a claim of j: a fresh lease per grant, so two claims of one job
+// by one runner are two leases a release can tell apart.
+func Grant(j Job, runnerID, leaseID string, leaseMs, now int64) Job {
+	j.State = StateClaimed
+	j.Lease = &protocol.Lease{ID: leaseID, RunnerID: runnerID, ExpiresAt: now + leaseMs}
+	j.Attempts++
+	j.UpdatedAt = now
+	return j
+}
+
+// holds reports whether the runner holds the job under exactly this lease.
+func holds(j Job, runnerID, leaseID string) bool {
+	return j.Lease != nil && j.Lease.RunnerID == runnerID && j.Lease.ID == leaseID
+}
+
+// Renew extends a lease the runner holds on a claimed or running job; false
+// when the grant is lost (reclaimed, terminal, or another grant).
+func Renew(j Job, runnerID, leaseID string, leaseMs, now int64) (Job, bool) {
+	if !holds(j, runnerID, leaseID) || (j.State != StateClaimed && j.State != StateRunning) {
+		return j, false
+	}
+	lease := *j.Lease
+	lease.ExpiresAt = now + leaseMs
+	j.Lease = &lease
+	j.State = StateRunning
+	j.UpdatedAt = now
+	return j, true
+}
+
+// Adopt records a relay's lease. Only a job that is genuinely available
+// can be adopted: a terminal or otherwise-leased job means the relay and
+// this store disagree, and the row is not the place to settle it.
+func Adopt(j Job, leaseID string, expiresAt, now int64) (Job, bool) {
+	if j.State != StateQueued && j.State != StateClaimed {
+		return j, false
+	}
+	if j.Lease != nil && j.Lease.ID != leaseID {
+		return j, false
+	}
+	j.State = StateClaimed
+	j.Lease = &protocol.Lease{ID: leaseID, RunnerID: "", ExpiresAt: expiresAt}
+	j.UpdatedAt = now
+	return j, true
+}
+
+// CompleteJob is Complete's decision, in the reference's order:
+//  1. terminal is tested before the holder, and answered duplicate only to
+//     the same device under the same grant (anyone else gets the plain
+//     refusal they would get for a live job: a job id is not a terminality
+//     probe);
+//  2. expired refuses;
+//  3. the holder must hold the current lease;
+//  4. otherwise the outcome is recorded, the lease dropped, the grant kept
+//     in CompletedByLeaseID and any cancel request dropped.
+//
+// changed is whether the job must be written.
+func CompleteJob(j Job, in CompleteInput, now int64) (out Job, res CompleteResult, changed bool) {
+	if j.Terminal() {
+		sameDevice := j.Provenance != nil && j.Provenance.RunnerID == in.RunnerID
+		sameGrant := in.Holder.ByLease && j.CompletedByLeaseID != "" && j.CompletedByLeaseID == in.Holder.LeaseID
+		jj := j
+		return j, CompleteResult{Duplicate: sameDevice && sameGrant, Job: &jj}, false
+	}
+	if j.State == StateExpired {
+		jj := j
+		return j, CompleteResult{Job: &jj}, false
+	}
+	var held bool
+	if in.Holder.ByLease {
+		held = j.Lease != nil && j.Lease.ID == in.Holder.LeaseID
+	} else {
+		held = j.Lease != nil && j.Lease.RunnerID == in.Holder.RunnerID
+	}
+	if !held {
+		jj := j
+		return j, CompleteResult{Job: &jj}, false
+	}
+	switch in.Outcome.Outcome {
+	case StateOK:
+		j.State = StateOK
+	case StateCanceled:
+		j.State = StateCanceled
+	default:
+		j.State = StateError
+	}
+	if in.Holder.ByLease {
+		j.CompletedByLeaseID = in.Holder.LeaseID
+	} else {
+		j.CompletedByLeaseID = j.Lease.ID
+	}
+	j.Lease = nil
+	outcome := in.Outcome
+	prov := in.Provenance
+	j.Outcome = &outcome
+	j.Provenance = &prov
+	j.CancelRequested = false
+	j.UpdatedAt = now
+	jj := j
+	return j, CompleteResult{Accepted: true, Job: &jj}, true
+}
+
+// Release requeues a grant the runner holds under exactly this lease: the
+// grant, not just its holder, or a replayed release of an earlier lease
+// drops a later one while the daemon is still running it. The TTL clock
+// restarts; a refusal is remembered so the pair does not spin.
+func Release(j Job, runnerID, leaseID, reason string, now int64) (Job, bool) {
+	if !holds(j, runnerID, leaseID) {
+		return j, false
+	}
+	j.State = StateQueued
+	j.Lease = nil
+	j.CompletedByLeaseID = ""
+	j.ClaimableAt = now
+	if reason == protocol.ReasonRefused && !slices.Contains(j.RefusedBy, runnerID) {
+		j.RefusedBy = append(slices.Clone(j.RefusedBy), runnerID)
+	}
+	j.UpdatedAt = now
+	return j, true
+}
+
+// ExpireJob is one job's share of expireDue(now), in the reference's order:
+//  1. a held job whose own (not adopted) lease has lapsed is requeued with
+//     the TTL clock restarted: time spent being worked on does not count
+//     toward expiry, so a dead runner's job is offered again, not expired;
+//  2. an adopted lease past deadlineFor expires (B258: a relay's lease is
+//     not this site's to lapse, but the deadline still bounds it);
+//  3. a queued job past its deadline, or past ClaimableAt+TTL, expires. A
+//     blocked job (ClaimableAt 0) never expires by TTL.
+func ExpireJob(j Job, now int64) (Job, bool) {
+	changed := false
+	held := j.State == StateClaimed || j.State == StateRunning
+	if held && j.Lease != nil && !j.Adopted() && j.Lease.ExpiresAt <= now {
+		j.State = StateQueued
+		j.Lease = nil
+		j.CompletedByLeaseID = ""
+		j.ClaimableAt = now
+		j.UpdatedAt = now
+		changed = true
+	}
+	if (j.State == StateClaimed || j.State == StateRunning) && j.Adopted() && DeadlineFor(j, now) <= now {
+		return expire(j, now), true
+	}
+	if j.State == StateQueued {
+		pastDeadline := j.DeadlineAt != 0 && j.DeadlineAt <= now
+		pastTTL := j.ClaimableAt != 0 && j.ClaimableAt+j.TTLMs <= now
+		if pastDeadline || pastTTL {
+			return expire(j, now), true
+		}
+	}
+	return j, changed
+}
+
+func expire(j Job, now int64) Job {
+	j.State = StateExpired
+	j.Lease = nil
+	j.CompletedByLeaseID = ""
+	j.UpdatedAt = now
+	return j
+}
+
+// DueAt is the first instant at which ExpireJob would change the job, 0 if
+// nothing ever will on its own (terminal, or blocked with no deadline). A
+// store that indexes due work keys it on this; ExpireJob stays the judge.
+func DueAt(j Job) int64 {
+	switch j.State {
+	case StateClaimed, StateRunning:
+		if j.Lease == nil {
+			return 0
+		}
+		if j.Adopted() {
+			// deadlineFor with the claimableAt fallback; a blocked adopted
+			// job (no claimableAt, no deadline) has a deadline that moves
+			// with now, so it is due at once and ExpireJob decides.
+			if j.DeadlineAt == 0 && j.ClaimableAt == 0 {
+				return 1
+			}
+			return DeadlineFor(j, 0)
+		}
+		return j.Lease.ExpiresAt
+	case StateQueued:
+		due := int64(0)
+		if j.ClaimableAt != 0 {
+			due = j.ClaimableAt + j.TTLMs
+		}
+		if j.DeadlineAt != 0 && (due == 0 || j.DeadlineAt < due) {
+			due = j.DeadlineAt
+		}
+		return due
+	}
+	return 0
+}
+
+// Cancel is the app's cancel: a queued job is cancelled at once; a held one
+// gets a cancel request its holder hears about at the next heartbeat and
+// answers by reporting canceled itself; a finished one is left alone.
+func Cancel(j Job, now int64) (Job, bool) {
+	switch j.State {
+	case StateQueued:
+		j.State = StateCanceled
+		j.Lease = nil
+		j.CompletedByLeaseID = ""
+		j.UpdatedAt = now
+		return j, true
+	case StateClaimed, StateRunning:
+		if j.CancelRequested {
+			return j, false
+		}
+		j.CancelRequested = true
+		return j, true
+	}
+	return j, false
+}
+
+// Unblock starts the TTL clock of a blocked job whose dependencies are now
+// all ok; depOK reports one dependency's state. Only ok unblocks: a
+// dependency that ended in error leaves its dependents blocked for good
+// rather than running them on an input that never arrived.
+func Unblock(j Job, depOK func(id string) bool, now int64) (Job, bool) {
+	if j.ClaimableAt != 0 {
+		return j, false
+	}
+	for _, d := range j.DependsOn {
+		if !depOK(d) {
+			return j, false
+		}
+	}
+	j.ClaimableAt = now
+	j.UpdatedAt = now
+	return j, true
+}
+
+// CancelRequestOf is the grant a cancel request names for runnerID, if the
+// job's current lease is that runner's.
+func CancelRequestOf(j Job, runnerID string) (protocol.GrantRef, bool) {
+	if !j.CancelRequested || j.Lease == nil || j.Lease.RunnerID != runnerID {
+		return protocol.GrantRef{}, false
+	}
+	return protocol.GrantRef{JobID: j.ID, LeaseID: j.Lease.ID}, true
+}
+
+// ApprovePairing is approval's decision: the pairing must exist, be
+// unexpired and pending. The runner is the machine the user saw.
+func ApprovePairing(p Pairing, in ApproveInput, now int64) (Pairing, Runner, error) {
+	if p.ExpiresAt <= now {
+		return p, Runner{}, ErrPairingExpired
+	}
+	if p.State != PairingPending {
+		return p, Runner{}, ErrPairingNotPending
+	}
+	r := Runner{
+		ID:              in.RunnerID,
+		Owner:           in.Owner,
+		Label:           p.Label,
+		Platform:        p.Platform,
+		DaemonVersion:   p.DaemonVersion,
+		Capabilities:    slices.Clone(p.Capabilities),
+		LastHeartbeatAt: now,
+		CreatedAt:       now,
+		Device:          p.Device,
+	}
+	p.State = PairingApproved
+	p.Owner = in.Owner
+	p.RunnerID = r.ID
+	p.Collected = false
+	return p, r, nil
+}
+
+func dedupe(ids []string) []string {
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}

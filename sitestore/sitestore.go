@@ -1,0 +1,361 @@
+// Package sitestore is the site job-store contract: what a site that serves
+// its users' daemons directly (the direct lane of @byollm/server 0.1.1,
+// site-server.md §1–§3 and §7) needs from a place to keep jobs, runners and
+// pairings, with the semantics of the reference MemoryStore.
+//
+// It is the site's counterpart of package store, in the same shape:
+// sitestore/memory is the reference, written to be read as the spec;
+// sitestore/dynamo keeps the same records in DynamoDB so every Lambda is a
+// replica; sitestore/sitestoretest is the one behaviour suite both pass.
+//
+// Every decision (who may claim, what a completion does, when a job
+// expires, when a dependent unblocks) is a pure function in rules.go. An
+// implementation only decides how to apply one atomically: the memory store
+// under a mutex, DynamoDB with a write conditioned on the version it read.
+// So the two cannot drift on what a rule says, only on atomicity, and the
+// suite and the race tests are about exactly that.
+package sitestore
+
+import (
+	"context"
+	"errors"
+
+	site "github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/protocol"
+)
+
+// Job states (records.ts JobState).
+const (
+	StateQueued   = "queued"
+	StateClaimed  = "claimed"
+	StateRunning  = "running"
+	StateOK       = "ok"
+	StateError    = "error"
+	StateCanceled = "canceled"
+	StateExpired  = "expired"
+)
+
+// Pairing states.
+const (
+	PairingPending  = "pending"
+	PairingApproved = "approved"
+	PairingDenied   = "denied"
+)
+
+// DefaultTTLMs is the TTL a job gets when its creator names none (15 min).
+const DefaultTTLMs = 15 * 60_000
+
+// Job is a JobRecord. Times are epoch ms from the store clock; 0 stands for
+// the reference's null wherever the field is nullable (ClaimableAt,
+// DeadlineAt, Lease), because no store clock reads 0.
+type Job struct {
+	ID   string
+	Kind string
+	// Envelope is the payload sealed to the site's own key: the store holds
+	// ciphertext only.
+	Envelope  protocol.SealedEnvelope
+	SizeClass string
+	Audience  string
+	// Purpose is "" when the site named none.
+	Purpose string
+	Owner   string
+	// AudienceAllow is nil when unset (any team member may be offered the
+	// job); it is never disclosed to a runner.
+	AudienceAllow []string
+	DependsOn     []string
+	State         string
+	// Lease is nil when nobody holds the job. An adopted lease (the cloud
+	// lane's) has RunnerID "".
+	Lease *protocol.Lease
+	// CompletedByLeaseID is the grant that recorded the result, kept after
+	// the lease is dropped: it is what tells a replay from a stranger.
+	CompletedByLeaseID string
+	CreatedAt          int64
+	// ClaimableAt is 0 while a dependency blocks the job. The TTL clock
+	// starts here.
+	ClaimableAt int64
+	TTLMs       int64
+	DeadlineAt  int64
+	RefusedBy   []string
+	Attempts    int64
+	Outcome     *site.Outcome
+	Provenance  *Provenance
+	UpdatedAt   int64
+	// CancelRequested is the reference's separate cancel-request row: set
+	// when a held job is cancelled, delivered to its holder at heartbeat,
+	// dropped when the job completes.
+	CancelRequested bool
+}
+
+// Adopted reports whether the job's lease was granted by a relay rather
+// than by this site (B258: such a lease never lapses here, only the job's
+// deadline ends it).
+func (j Job) Adopted() bool { return j.Lease != nil && j.Lease.RunnerID == "" }
+
+// Terminal reports whether the job has an outcome that cannot change.
+func (j Job) Terminal() bool {
+	return j.State == StateOK || j.State == StateError || j.State == StateCanceled
+}
+
+// Provenance is a ResultProvenance: built by the server from the job and
+// the authenticated runner plus the sealed run metadata, never from what a
+// daemon asserted in the clear.
+type Provenance struct {
+	Audience     string `json:"audience"`
+	RunnerID     string `json:"runnerId"`
+	RunnerOwner  string `json:"runnerOwner"`
+	BackendClass string `json:"backendClass"`
+	Model        string `json:"model"`
+	Untrusted    bool   `json:"untrusted"`
+	Stop         string `json:"stop,omitempty"`
+	StopReported *bool  `json:"stopReported,omitempty"`
+}
+
+// Runner is a RunnerRecord: one approved machine, bound to one owner.
+type Runner struct {
+	ID            string
+	Owner         string
+	Label         string
+	Platform      string
+	DaemonVersion string
+	Capabilities  []protocol.Capability
+	// RevokedAt is 0 until revoked, then set once and never moved.
+	RevokedAt       int64
+	LastHeartbeatAt int64
+	CreatedAt       int64
+	// Device is the identity pinned at approval; every later request
+	// signature is checked against it.
+	Device protocol.PublicIdentity
+}
+
+// Pairing is a PairingRecord. The device code itself is never stored.
+type Pairing struct {
+	DeviceCodeHash string
+	UserCode       string
+	State          string
+	Owner          string
+	RunnerID       string
+	// Collected is the deliver-once flag of an approved pairing.
+	Collected     bool
+	Label         string
+	Platform      string
+	DaemonVersion string
+	Capabilities  []protocol.Capability
+	Device        protocol.PublicIdentity
+	ExpiresAt     int64
+	CreatedAt     int64
+}
+
+// CreateInput is a job as the app hands it to the store, sealed.
+type CreateInput struct {
+	ID            string
+	Kind          string
+	Envelope      protocol.SealedEnvelope
+	SizeClass     string
+	Audience      string // "" means private
+	Purpose       string
+	Owner         string
+	AudienceAllow []string
+	DependsOn     []string
+	TTLMs         int64 // 0 means the store's default
+	DeadlineAt    int64 // 0 means none
+}
+
+// ClaimInput is a runner asking for work.
+type ClaimInput struct {
+	RunnerID    string
+	RunnerOwner string
+	// Capabilities are the ones in this claim request; stored capabilities
+	// are never used (a daemon that just lost a backend must not be handed
+	// work for it).
+	Capabilities []protocol.Capability
+	Max          int
+	LeaseMs      int64
+}
+
+// RenewInput is a heartbeat's lease list.
+type RenewInput struct {
+	RunnerID string
+	Leases   []protocol.GrantRef
+	LeaseMs  int64
+}
+
+// Renewed is one extended lease.
+type Renewed struct {
+	JobID     string
+	ExpiresAt int64
+}
+
+// RenewResult: only Lost is sent to the daemon.
+type RenewResult struct {
+	Renewed []Renewed
+	Lost    []protocol.GrantRef
+}
+
+// AdoptInput records a lease a relay granted (cloud lane).
+type AdoptInput struct {
+	JobID     string
+	LeaseID   string
+	ExpiresAt int64
+}
+
+// Holder is who may complete a job: the direct lane names the grant
+// (ByLease); a "by runner" holder exists for callers with no lease id.
+type Holder struct {
+	ByLease  bool
+	LeaseID  string
+	RunnerID string
+}
+
+// CompleteInput is a verified result.
+type CompleteInput struct {
+	JobID string
+	// RunnerID is who is asking, for the duplicate answer only;
+	// authorisation is Holder.
+	RunnerID   string
+	Holder     Holder
+	Outcome    site.Outcome
+	Provenance Provenance
+}
+
+// CompleteResult is Complete's answer. Job is nil only for an unknown job.
+type CompleteResult struct {
+	Accepted  bool
+	Duplicate bool
+	Job       *Job
+}
+
+// ReleaseInput gives grants back.
+type ReleaseInput struct {
+	RunnerID string
+	Leases   []protocol.GrantRef
+	Reason   string
+}
+
+// TouchInput is what a heartbeat tells the runner store.
+type TouchInput struct {
+	RunnerID      string
+	Capabilities  []protocol.Capability
+	DaemonVersion string
+}
+
+// ApproveInput approves a pairing for the signed-in owner.
+type ApproveInput struct {
+	// UserCode is already normalised (NormalizeUserCode).
+	UserCode string
+	Owner    string
+	RunnerID string
+}
+
+// Refusals of the pairing store, as values a caller branches on.
+var (
+	ErrPairingUnknown    = errors.New("sitestore: unknown pairing code")
+	ErrPairingExpired    = errors.New("sitestore: pairing code has expired")
+	ErrPairingNotPending = errors.New("sitestore: pairing is not pending")
+	// ErrUserCodeTaken is CreatePairing's refusal of a user code a live
+	// pairing already holds; the caller mints another.
+	ErrUserCodeTaken = errors.New("sitestore: user code is held by a live pairing")
+	// ErrContention is an operation that lost to other writers more often
+	// than it retries: nothing changed, the caller may try again.
+	ErrContention = errors.New("sitestore: too much contention, nothing changed; try again")
+)
+
+// JobStore is the job half of the contract. Errors are I/O failures (and
+// ErrContention); refusals are values in the results. Every method reads
+// the store clock itself: callers never pass an instant in, so every
+// replica stamps and enforces from one source.
+//
+// What an implementation must guarantee beyond MemoryStore's semantics:
+//  1. Claim is atomic: two concurrent callers never receive the same grant.
+//  2. Unblocking is race-free: a job whose dependencies complete
+//     concurrently becomes claimable exactly once and never stays blocked.
+//  3. Every holder-scoped write checks the lease id, not just the runner.
+type JobStore interface {
+	// Now is the store clock in epoch ms: the one clock every deadline,
+	// lease and signature-freshness check reads.
+	Now(ctx context.Context) (int64, error)
+
+	// Create stores a queued job. Idempotent by id: an existing id returns
+	// the stored job unchanged. Blocked (ClaimableAt 0) while some
+	// dependency is not ok; an unknown dependency counts as not ok.
+	Create(ctx context.Context, in CreateInput) (Job, error)
+	// Get reads one job; false if absent. It does not sweep.
+	Get(ctx context.Context, jobID string) (Job, bool, error)
+	// Claim expires what is due first, then grants up to Max jobs that pass
+	// ClaimGuards, oldest ClaimableAt first, each with a fresh lease id,
+	// state claimed and Attempts+1.
+	Claim(ctx context.Context, in ClaimInput) ([]Job, error)
+	// RenewLeases expires what is due, then extends each named lease that
+	// is this runner's current grant on a claimed or running job (state
+	// becomes running); every other pair comes back in Lost as named.
+	RenewLeases(ctx context.Context, in RenewInput) (RenewResult, error)
+	// Adopt records a relay-granted lease on a queued or claimed job whose
+	// existing lease, if any, has the same id. False otherwise.
+	Adopt(ctx context.Context, in AdoptInput) (Job, bool, error)
+	// Complete records a result; see CompleteJob for the order of checks.
+	// On ok it unblocks every dependent whose dependencies are now all ok.
+	Complete(ctx context.Context, in CompleteInput) (CompleteResult, error)
+	// Release requeues each named grant the runner holds under that lease
+	// id and returns the released job ids; reason refused adds the runner
+	// to RefusedBy.
+	Release(ctx context.Context, in ReleaseInput) ([]string, error)
+	// ExpireDue fires everything due (ExpireJob) and returns what changed.
+	// Idempotent; complete (the scheduled sweeper's call).
+	ExpireDue(ctx context.Context) ([]Job, error)
+	// Cancel cancels a queued job, records a cancel request on a held one,
+	// leaves a terminal one alone; false if unknown.
+	Cancel(ctx context.Context, jobID string) (Job, bool, error)
+	// CancelRequests names, by grant, the cancel requests on jobs whose
+	// current lease is this runner's.
+	CancelRequests(ctx context.Context, runnerID string) ([]protocol.GrantRef, error)
+	// ClaimedBy lists the jobs whose lease is this runner's.
+	ClaimedBy(ctx context.Context, runnerID string) ([]Job, error)
+	// Subscribe calls onChange after every write this store makes to the
+	// job (the push seam). The returned function unsubscribes and is safe
+	// to call more than once.
+	Subscribe(jobID string, onChange func()) (unsubscribe func())
+}
+
+// RunnerStore is the runner and pairing half.
+type RunnerStore interface {
+	// CreatePairing stores a pending pairing. ErrUserCodeTaken when a live
+	// (unexpired) pairing holds the same user code: uniqueness is the
+	// store's decision, made atomically, not a read the caller follows with
+	// a write.
+	CreatePairing(ctx context.Context, p Pairing) error
+	PairingByDeviceCodeHash(ctx context.Context, hash string) (Pairing, bool, error)
+	// PairingByUserCode finds the live pairing holding a user code.
+	PairingByUserCode(ctx context.Context, userCode string) (Pairing, bool, error)
+	// ApprovePairing creates the runner from the pairing (device, label,
+	// platform, daemon version, capabilities: the machine the user saw) and
+	// marks the pairing approved, as one operation. ErrPairingUnknown,
+	// ErrPairingExpired or ErrPairingNotPending otherwise.
+	ApprovePairing(ctx context.Context, in ApproveInput) (Runner, error)
+	// DenyPairing marks a pairing denied; an unknown code is a no-op.
+	DenyPairing(ctx context.Context, userCode string) error
+	// CollectPairing sets Collected on an approved, uncollected pairing and
+	// reports whether this call did: of two concurrent polls exactly one is
+	// answered approved.
+	CollectPairing(ctx context.Context, deviceCodeHash string) (bool, error)
+
+	Runner(ctx context.Context, runnerID string) (Runner, bool, error)
+	// TouchRunner records a heartbeat; false if the runner is unknown.
+	TouchRunner(ctx context.Context, in TouchInput) (Runner, bool, error)
+	// RevokeRunner is one-way: a revoked runner keeps its first RevokedAt.
+	RevokeRunner(ctx context.Context, runnerID string) error
+	// Runners lists every runner, or one owner's when owner is not "".
+	Runners(ctx context.Context, owner string) ([]Runner, error)
+}
+
+// Store is a whole site store.
+type Store interface {
+	JobStore
+	RunnerStore
+}
+
+// Resetter is what a test-only admin listener needs to give a conformance
+// run a clean slate: every job, runner and pairing dropped. Site keys live
+// outside the store and survive.
+type Resetter interface {
+	Reset(ctx context.Context) error
+}
