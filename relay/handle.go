@@ -101,7 +101,10 @@ func (r *Relay) Handle(ctx context.Context, req Request) Response {
 		path:      req.Path,
 		endpoint:  req.Path[strings.LastIndex(req.Path, "/")+1:],
 	}
-	rep, err := r.dispatch(c, req, header)
+	rep, admitted, err := r.checkOrigin(c, header)
+	if admitted {
+		rep, err = r.dispatch(c, req, header)
+	}
 	switch {
 	case errors.Is(err, store.ErrContention):
 		r.log.LogAttrs(ctx, slog.LevelWarn, "store contention", c.attrs([]slog.Attr{slog.String("error", err.Error())})...)

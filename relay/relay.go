@@ -176,6 +176,10 @@ type Config struct {
 	// nothing. DaemonFloor is the oldest daemon served; "" refuses nobody.
 	UpdateOffer string
 	DaemonFloor string
+	// OriginSecrets locks the relay to its edge: with it set, a request
+	// without one of its values in OriginSecretHeader is refused 403 before
+	// anything else is read. Nil serves everyone (no edge in front).
+	OriginSecrets OriginSecrets
 	// Logger receives one JSON-able record per decision; nil discards.
 	Logger *slog.Logger
 	// Metrics counts what the relay did; nil counts nothing.
