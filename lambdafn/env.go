@@ -51,6 +51,11 @@ type Env struct {
 	// pairing and authors no grants, so paired daemons are in direct mode.
 	// Set only on the functions that pair or claim: no other one needs it.
 	GrantKeyParameter string
+	// OriginSecretParameter names the SSM parameter holding the edge's
+	// secret (ORIGIN_SECRET_PARAMETER); set, the relay refuses 403 every
+	// request that does not carry it (or, during a rotation, the value of
+	// the same name plus PreviousSuffix). "" serves everyone: no edge.
+	OriginSecretParameter string
 }
 
 // EnvFromOS reads Env from the process environment.
@@ -72,7 +77,8 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 		SweeperARN:       getenv("SWEEPER_ARN"),
 		WakeupRoleARN:    getenv("WAKEUP_ROLE_ARN"),
 
-		GrantKeyParameter: getenv("GRANT_KEY_PARAMETER"),
+		GrantKeyParameter:     getenv("GRANT_KEY_PARAMETER"),
+		OriginSecretParameter: getenv("ORIGIN_SECRET_PARAMETER"),
 	}
 	if e.TableName == "" {
 		return Env{}, fmt.Errorf("lambdafn: TABLE_NAME is not set")

@@ -130,6 +130,13 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		Logger:          log,
 		Metrics:         st.Metrics,
 	}
+	if env.OriginSecretParameter != "" {
+		lock, err := NewSSMOriginSecrets(ctx, ssm.NewFromConfig(cfg), env.OriginSecretParameter, clock, log)
+		if err != nil {
+			return nil, err
+		}
+		rcfg.OriginSecrets = lock.Secrets
+	}
 	if author != nil {
 		// Key and author from one object: a relay handing devices one key
 		// and signing with another would have every job refused at the
