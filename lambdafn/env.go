@@ -24,6 +24,10 @@ type Env struct {
 	Debug bool
 	// LeaseMs is the lease length (LEASE_MS); 0 means the relay default.
 	LeaseMs int64
+	// AwaitingPayloadMs is how long a site has to seal after a claim
+	// (AWAITING_PAYLOAD_MS); 0 means the store's default, the reference's
+	// 10 s.
+	AwaitingPayloadMs int64
 	// BasePath mounts the daemon plane (BASE_PATH); "" means /byollm.
 	BasePath string
 	// VerificationURL is where a human approves a pairing code
@@ -90,12 +94,11 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 	if e.S3PathStyle, err = flag(getenv, "S3_PATH_STYLE"); err != nil {
 		return Env{}, err
 	}
-	if v := getenv("LEASE_MS"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
-			return Env{}, fmt.Errorf("lambdafn: LEASE_MS=%q is not a positive integer", v)
-		}
-		e.LeaseMs = n
+	if e.LeaseMs, err = positiveMs(getenv, "LEASE_MS"); err != nil {
+		return Env{}, err
+	}
+	if e.AwaitingPayloadMs, err = positiveMs(getenv, "AWAITING_PAYLOAD_MS"); err != nil {
+		return Env{}, err
 	}
 	if e.MetricsNamespace == "" {
 		e.MetricsNamespace = "byorelay"
@@ -112,6 +115,19 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 		return Env{}, fmt.Errorf("lambdafn: WAKEUP_GROUP, SWEEPER_ARN and WAKEUP_ROLE_ARN must be set together")
 	}
 	return e, nil
+}
+
+// positiveMs reads an optional duration in milliseconds; 0 when unset.
+func positiveMs(getenv func(string) string, name string) (int64, error) {
+	v := getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("lambdafn: %s=%q is not a positive integer", name, v)
+	}
+	return n, nil
 }
 
 // flag reads a boolean variable: "", "0" or "false" off, "1" or "true" on.

@@ -97,8 +97,9 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		DB:    db,
 		Table: env.TableName,
 		Options: store.Options{
-			Clock:   clock,
-			OnChurn: st.onChurn(),
+			Clock:             clock,
+			OnChurn:           st.onChurn(),
+			AwaitingPayloadMs: env.AwaitingPayloadMs,
 		},
 	}
 	if env.BucketName != "" {

@@ -88,7 +88,7 @@ type RoutingStore interface {
 	// skipped and left queued; the rest of the claim goes on.
 	// A granted job becomes awaiting-payload with ClaimedBy = {RunnerID,
 	// Owner, Device, a fresh UUID lease id, now+LeaseMs} and AwaitingUntil =
-	// now+AwaitingPayloadMs, and counts against its pair for the rest of the
+	// now+Options.AwaitingMs(), and counts against its pair for the rest of the
 	// batch. It is returned as the stub plus Lease{ID, RunnerID, ExpiresAt};
 	// Grant is left nil (authoring grants is the relay's job).
 	// An unsealed grant whose window ran out but which no sweep has reached
@@ -235,6 +235,19 @@ type Options struct {
 	// InlineSweepLimit bounds SweepInline (and so the sweep Claim runs
 	// first); 0 means DefaultInlineSweepLimit. Sweep is never bounded.
 	InlineSweepLimit int
+	// AwaitingPayloadMs is how long a site has to seal after a claim; 0
+	// means AwaitingPayloadMs (the reference's 10 s). A test that wants
+	// the awaiting window to lapse often (the chaos run) shortens it; a
+	// deployment has no reason to.
+	AwaitingPayloadMs int64
+}
+
+// AwaitingMs is o.AwaitingPayloadMs with the default applied.
+func (o Options) AwaitingMs() int64 {
+	if o.AwaitingPayloadMs <= 0 {
+		return AwaitingPayloadMs
+	}
+	return o.AwaitingPayloadMs
 }
 
 // InlineLimit is o.InlineSweepLimit with the default applied.

@@ -24,6 +24,7 @@ import (
 	"github.com/byorelay/byorelay/lambdafn/demo"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/apiserver"
+	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/dynamo"
 )
 
@@ -39,6 +40,8 @@ type serveOptions struct {
 	demoDir     string
 	debug       bool
 	sweepEvery  time.Duration
+	lease       time.Duration
+	awaiting    time.Duration
 	quiet       bool
 	verbose     bool
 	grants      bool
@@ -55,6 +58,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.StringVar(&o.demoDir, "demo-dir", "", "where the demo keys are kept, made on first run and reused after\n(default $"+demo.EnvDir+", else .cache/demo in the repository)")
 	fs.BoolVar(&o.debug, "debug", false, "serve the relay's /debug page (?site=demo-site)")
 	fs.DurationVar(&o.sweepEvery, "sweep-every", time.Minute, "how often the sweeper runs, as its schedule does when deployed")
+	fs.DurationVar(&o.lease, "lease", time.Duration(store.DefaultLeaseMs)*time.Millisecond, "how long a claim's lease lasts without a heartbeat (LEASE_MS when deployed)")
+	fs.DurationVar(&o.awaiting, "awaiting", time.Duration(store.AwaitingPayloadMs)*time.Millisecond, "how long a site has to seal a claimed job before it is requeued\n(AWAITING_PAYLOAD_MS when deployed)")
 	fs.BoolVar(&o.quiet, "quiet", false, "log only warnings and errors")
 	fs.BoolVar(&o.verbose, "v", false, "also log every routed request (function, status, time)")
 	fs.BoolVar(&o.grants, "grants", false, "author grants with a control-plane key kept in the demo dir: daemons paired\nfrom now on run in relayed mode (a grant on every job, roster members' jobs too)")
@@ -70,6 +75,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	}
 	if o.sweepEvery <= 0 {
 		return o, errors.New("--sweep-every must be positive")
+	}
+	if o.lease < time.Millisecond || o.awaiting < time.Millisecond {
+		return o, errors.New("--lease and --awaiting must be at least 1ms")
 	}
 	return o, nil
 }
@@ -184,8 +192,10 @@ func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger) (_ *lo
 		// Device-code pairing is off without a verification URL (501). Here
 		// a person approves with the admin CLI; the URL names the admin
 		// API route that shows a pending code.
-		VerificationURL:  ls.url + controlplane.AdminPrefix + "/pairings",
-		MetricsNamespace: "byorelay",
+		VerificationURL:   ls.url + controlplane.AdminPrefix + "/pairings",
+		MetricsNamespace:  "byorelay",
+		LeaseMs:           opts.lease.Milliseconds(),
+		AwaitingPayloadMs: opts.awaiting.Milliseconds(),
 	}
 	var author *grants.Author
 	if opts.grants {

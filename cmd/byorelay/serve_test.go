@@ -40,6 +40,8 @@ func TestRunDispatchesAndRefusesMisuse(t *testing.T) {
 		{"serve with an unknown flag", []string{"serve", "--bogus"}, 2},
 		{"serve with an argument", []string{"serve", "now"}, 2},
 		{"serve with no sweep interval", []string{"serve", "--sweep-every=0s"}, 2},
+		{"serve with no lease", []string{"serve", "--lease=0s"}, 2},
+		{"serve with no awaiting window", []string{"serve", "--awaiting=0s"}, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -219,6 +221,19 @@ func TestServeRunsUntilCancelled(t *testing.T) {
 	}
 	if _, err := http.Get(url + "/healthz"); err == nil {
 		t.Fatal("still serving after cancel")
+	}
+}
+
+func TestServeFlagsSetTheLeaseTheAwaitingWindowAndTheSweepPeriod(t *testing.T) {
+	o, err := parseServeFlags([]string{"--lease=5s", "--awaiting=1500ms", "--sweep-every=2s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.lease != 5*time.Second || o.awaiting != 1500*time.Millisecond || o.sweepEvery != 2*time.Second {
+		t.Fatalf("options = %+v", o)
+	}
+	if o, _ := parseServeFlags(nil, io.Discard); o.lease != time.Minute || o.awaiting != 10*time.Second {
+		t.Fatalf("defaults = %+v, want the reference's 60 s lease and 10 s window", o)
 	}
 }
 

@@ -198,12 +198,12 @@ func (s *Store) grant(ctx context.Context, c *jobItem, in store.ClaimInput, devi
 	next.Runner, next.HOwner, next.Device, next.Lease = in.RunnerID, in.Owner, device, leaseID
 	next.LeaseExp = now + in.LeaseMs
 	// Not the lease: this bounds how long we wait for the site.
-	next.AwaitingUntil = now + store.AwaitingPayloadMs
+	next.AwaitingUntil = now + s.awaitingMs
 	next.index(s.shards)
 	extra := []types.TransactWriteItem{
 		// The slot is checked once the awaiting window is well past: by then
 		// the sweep has freed it, unless the job vanished without a sweep.
-		s.takeSlot(c, leaseID, next.AwaitingUntil+store.AwaitingPayloadMs),
+		s.takeSlot(c, leaseID, next.AwaitingUntil+s.awaitingMs),
 		s.putLease(&next, leaseID, in.RunnerID),
 		s.addHolder(&next, in.RunnerID),
 	}

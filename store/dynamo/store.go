@@ -68,6 +68,7 @@ type Store struct {
 
 	pairingCapacity int
 	inlineLimit     int
+	awaitingMs      int64
 	inlineBytes     int
 	shards          int
 
@@ -95,6 +96,7 @@ func New(cfg Config) (*Store, error) {
 		onChurn:         cfg.Options.OnChurn,
 		pairingCapacity: cfg.Options.PairingCapacity,
 		inlineLimit:     cfg.Options.InlineLimit(),
+		awaitingMs:      cfg.Options.AwaitingMs(),
 		inlineBytes:     cfg.InlineEnvelopeBytes,
 		shards:          cfg.DueShards,
 	}

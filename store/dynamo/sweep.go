@@ -363,7 +363,7 @@ func (s *Store) repairSlots(ctx context.Context, pk string, now int64) error {
 	if latest > 0 {
 		upd.UpdateExpression = aws.String("SET du = :new")
 		upd.ConditionExpression = aws.String("du = :old")
-		upd.ExpressionAttributeValues[":new"] = num(max(latest, now) + store.AwaitingPayloadMs)
+		upd.ExpressionAttributeValues[":new"] = num(max(latest, now) + s.awaitingMs)
 	} else {
 		upd.UpdateExpression = aws.String("REMOVE dk, du")
 		upd.ConditionExpression = aws.String("du = :old AND attribute_not_exists(held)")

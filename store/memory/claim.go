@@ -109,7 +109,7 @@ func (s *Store) claim(now int64, in store.ClaimInput) []protocol.ClaimedStub {
 			LeaseExpiresAt: now + in.LeaseMs,
 		}
 		// Not the lease: this bounds how long we wait for the site.
-		job.AwaitingUntil = now + store.AwaitingPayloadMs
+		job.AwaitingUntil = now + s.awaitingMs
 		// One more unsealed grant for this pair, so a later job in the same
 		// batch sees the cap; without it Max 10 would hand a non-sealing site
 		// ten devices in one call.

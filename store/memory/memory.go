@@ -19,6 +19,7 @@ type Store struct {
 	onChurn         func(store.UnsealedChurn)
 	pairingCapacity int
 	inlineLimit     int
+	awaitingMs      int64
 
 	mu sync.Mutex
 
@@ -72,6 +73,7 @@ func New(opts store.Options) *Store {
 		onChurn:         opts.OnChurn,
 		pairingCapacity: capacity,
 		inlineLimit:     opts.InlineLimit(),
+		awaitingMs:      opts.AwaitingMs(),
 		jobs:            map[jobKey]*store.Job{},
 		byLease:         map[string]*store.Job{},
 		byJobID:         map[string][]*store.Job{},

@@ -176,6 +176,20 @@ var sweepCases = []testCase{
 		e.same("requeued, not evicted", jobIDs(swept.Requeued), []string{"a"})
 		e.same("attempts", e.mustJob(site, "a").SealAttempts, 1)
 	}},
+
+	{"a configured awaiting window is stamped at claim and enforced by the sweep", func(e *env) {
+		opts := storeOptions(e)
+		opts.AwaitingPayloadMs = 2_000
+		e.rebuild(opts)
+		e.enqueue(site, stub("a", "alice"))
+		claimedAt := e.nowMs()
+		e.claimOne(claimArgs(), "a")
+		e.same("awaitingUntil", e.mustJob(site, "a").AwaitingUntil, claimedAt+2_000)
+		e.advance(1_999)
+		e.same("a millisecond early", len(e.sweep().Requeued), 0)
+		e.advance(1)
+		e.same("requeued", jobIDs(e.sweep().Requeued), []string{"a"})
+	}},
 }
 
 // storeOptions are the options a case's store is normally built with.
