@@ -44,8 +44,9 @@ fuzz:
 	  done; \
 	done
 
-## lint: gofmt, go vet, staticcheck
+## lint: go.mod tidy, gofmt, go vet, staticcheck
 lint:
+	@$(GO) mod tidy -diff || { echo "go.mod: run go mod tidy"; exit 1; }
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1; }
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
