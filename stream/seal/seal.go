@@ -56,7 +56,9 @@ type Context struct {
 }
 
 // Key is a derived per-job stream key. It never leaves the endpoints.
-type Key struct{ k [chacha20poly1305.KeySize]byte }
+type Key struct {
+	k [chacha20poly1305.KeySize]byte
+}
 
 // String redacts, so a key cannot reach a log line by accident.
 func (Key) String() string { return "seal.Key{redacted}" }
