@@ -35,12 +35,23 @@ race:
 	$(WITH_SERVICES) $(GO) test -count=1 -race ./localtest/ ./store/...
 
 # Each fuzz target briefly, from its seed corpus; `make fuzz FUZZTIME=5m` digs.
+# -fuzzminimizetime bounds the minimisation of each new interesting input:
+# unbounded (60 s each) FuzzOpenEnvelope spent its whole budget minimising its
+# first find. Each target's executions are printed so a target that stops
+# fuzzing shows; its full output is printed when it fails.
+FUZZMINTIME ?= 1s
 fuzz:
-	@for pkg in $$($(GO) list ./...); do \
+	@out=$$(mktemp); trap 'rm -f $$out' EXIT; \
+	for pkg in $$($(GO) list ./...); do \
 	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
 	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
-	    echo "fuzz $$pkg $$f"; \
-	    $(GO) test -run='^$$' -fuzz="^$$f\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
+	    if ! $(GO) test -run='^$$' -fuzz="^$$f\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINTIME) $$pkg >$$out 2>&1; then \
+	      cat $$out; echo "fuzz $$pkg $$f: FAILED"; exit 1; \
+	    fi; \
+	    last=$$(grep 'execs: ' $$out | tail -n 1); \
+	    execs=$$(echo "$$last" | sed -n 's/.*execs: \([0-9]*\).*/\1/p'); \
+	    found=$$(echo "$$last" | sed -n 's/.*new interesting: \([0-9]*\).*/\1/p'); \
+	    echo "fuzz $$pkg $$f: $${execs:-0} execs in $(FUZZTIME), $${found:-0} new interesting"; \
 	  done; \
 	done
 
