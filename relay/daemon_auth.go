@@ -24,6 +24,12 @@ func (r *Relay) authDaemon(c *call, d daemonRequest, body protocol.Validator) (c
 	if err != nil {
 		return caller{}, &notSigned, nil
 	}
+	// Named in the logs only once it is one that could be: a header of
+	// kilobytes would otherwise be copied into every line of the request.
+	if !plausibleRunnerID(sig.CallerID) {
+		r.decide(c, "refuse-unknown-runner")
+		return caller{}, &runnerUnknown, nil
+	}
 	c.runner = sig.CallerID
 
 	// Presence is a cache, and a miss is not an answer about identity: a
@@ -47,7 +53,7 @@ func (r *Relay) authDaemon(c *call, d daemonRequest, body protocol.Validator) (c
 		rebuilt = true
 	}
 
-	if err := protocol.VerifyRequest(known.Device.Identity, c.endpoint, d.raw, sig, r.now()); err != nil {
+	if err := protocol.VerifyRequest(known.Device.Identity, c.endpoint, protocol.BodyText(d.raw), sig, r.now()); err != nil {
 		if errors.Is(err, protocol.ErrStale) {
 			r.decide(c, "refuse-clock-skew")
 			rep := clockSkew(r.now())

@@ -30,6 +30,15 @@ func (r *Relay) enqueue(c *call, s siteRequest) (reply, error) {
 	if refusal != nil {
 		return *refusal, nil
 	}
+	// Before the satisfiable question too: it is a read keyed on the owner.
+	if rep := bounded(
+		field{"stub.id", req.Stub.ID, store.MaxJobIDBytes},
+		field{"stub.owner", req.Stub.Owner, store.MaxOwnerBytes},
+		field{"stub.purpose", req.Stub.Purpose, store.MaxPurposeBytes},
+	); rep != nil {
+		r.decide(c, "refuse-too-long")
+		return *rep, nil
+	}
 	c.job = req.Stub.ID
 
 	// The stub names a site by key id; the signature says who is asking.

@@ -17,6 +17,10 @@ func (r *Relay) fetch(c *call, d daemonRequest) (reply, error) {
 	if refusal != nil || err != nil {
 		return deref(refusal), err
 	}
+	if rep := bounded(field{"jobId", req.JobID, store.MaxJobIDBytes}, field{"leaseId", req.LeaseID, store.MaxLeaseIDBytes}); rep != nil {
+		r.decide(c, "refuse-too-long")
+		return *rep, nil
+	}
 	c.job = req.JobID
 	taken, err := r.store.TakePayload(c.ctx, store.HolderInput{JobID: req.JobID, RunnerID: who.runnerID, LeaseID: req.LeaseID})
 	if err != nil {
@@ -38,6 +42,10 @@ func (r *Relay) result(c *call, d daemonRequest) (reply, error) {
 	who, refusal, err := r.authDaemon(c, d, &req)
 	if refusal != nil || err != nil {
 		return deref(refusal), err
+	}
+	if rep := bounded(field{"jobId", req.JobID, store.MaxJobIDBytes}, field{"leaseId", req.LeaseID, store.MaxLeaseIDBytes}); rep != nil {
+		r.decide(c, "refuse-too-long")
+		return *rep, nil
 	}
 	c.job = req.JobID
 	// The ceiling on the way back too: a rail that guarded only the inbound
@@ -78,6 +86,10 @@ func (r *Relay) release(c *call, d daemonRequest) (reply, error) {
 	who, refusal, err := r.authDaemon(c, d, &req)
 	if refusal != nil || err != nil {
 		return deref(refusal), err
+	}
+	if rep := boundedRefs("leases", req.Leases); rep != nil {
+		r.decide(c, "refuse-too-long")
+		return *rep, nil
 	}
 	released, err := r.store.ReleaseLeases(c.ctx, store.ReleaseInput{
 		RunnerID: who.runnerID,

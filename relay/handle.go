@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/byorelay/byorelay/projection"
 	"github.com/byorelay/byorelay/protocol"
@@ -52,10 +53,22 @@ var serverError = fail(http.StatusInternalServerError, protocol.CodeServerError,
 	"the relay could not answer this request; try again shortly")
 
 // contended answers a request whose store operation lost to other replicas
-// too often: nothing changed, so it is a 503 the client retries (clients
-// retry 5xx), not a 500 that reads as a bug.
-var contended = fail(http.StatusServiceUnavailable, protocol.CodeServerError,
-	"the relay is busy with this job; try again shortly")
+// too often: nothing changed and a retry can succeed, so it is a 503 the
+// client retries (clients retry 5xx), not a 500 that reads as a bug. The
+// words name what was contended: a pairing is not a job, and a daemon's
+// own heartbeat or claim is not "this job" either.
+func contended(endpoint string) reply {
+	what := "the relay is busy right now"
+	switch endpoint {
+	case "pair":
+		what = "the relay is busy with other pairings"
+	case "enqueue", "payload", "cancel", "fetch", "result":
+		what = "the relay is busy with this job"
+	}
+	return fail(http.StatusServiceUnavailable, protocol.CodeServerError, what+"; try again shortly")
+}
+
+var notUTF8 = fail(http.StatusBadRequest, protocol.CodeBadRequest, "the request body is not valid UTF-8")
 
 // call is one request in flight: what the logs name it by. Handlers fill
 // in site, runner and job as they learn them.
@@ -109,7 +122,7 @@ func (r *Relay) Handle(ctx context.Context, req Request) Response {
 	case errors.Is(err, store.ErrContention):
 		r.log.LogAttrs(ctx, slog.LevelWarn, "store contention", c.attrs([]slog.Attr{slog.String("error", err.Error())})...)
 		r.metrics.Conflict(c.endpoint)
-		rep = contended
+		rep = contended(c.endpoint)
 	case err != nil:
 		r.log.LogAttrs(ctx, slog.LevelError, "request failed", c.attrs([]slog.Attr{slog.String("error", err.Error())})...)
 		rep = serverError
@@ -162,6 +175,16 @@ func (r *Relay) dispatch(c *call, req Request, header http.Header) (reply, error
 		}
 		if refusal := protocol.CheckVersion(raw, query); refusal != nil {
 			return reply{status: http.StatusBadRequest, code: refusal.Error, body: *refusal}, nil
+		}
+		// The reference reads a body as text, turning each invalid
+		// sequence into U+FFFD, so a string the sender never wrote could
+		// be stored, signed-over or compared (a runnerId that no longer
+		// matches its signer reads as somebody else's). No conforming
+		// peer sends anything but UTF-8; refusing it outright, before
+		// authentication, is an intended difference (the reference
+		// answers 401 when the signer hashed the bytes it sent).
+		if !utf8.Valid(raw) {
+			return notUTF8, nil
 		}
 	}
 

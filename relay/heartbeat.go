@@ -17,6 +17,14 @@ func (r *Relay) heartbeat(c *call, d daemonRequest) (reply, error) {
 	if refusal != nil || err != nil {
 		return deref(refusal), err
 	}
+	if rep := boundedRefs("activeLeases", req.ActiveLeases); rep != nil {
+		r.decide(c, "refuse-too-long")
+		return *rep, nil
+	}
+	if rep := boundedDescription(req.Capabilities, req.Withheld); rep != nil {
+		r.decide(c, "refuse-too-long")
+		return *rep, nil
+	}
 
 	// The floor is checked here because the heartbeat is where the version
 	// is (a claim carries none), and a daemon beats every few seconds, so a

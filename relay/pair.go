@@ -59,6 +59,10 @@ func (r *Relay) pairStart(c *call, req protocol.PairStartRequest) (reply, error)
 		r.decide(c, "refuse-identity-incoherent")
 		return identityIncoherent, nil
 	}
+	if rep := boundedDescription(req.Capabilities, nil); rep != nil {
+		r.decide(c, "refuse-too-long")
+		return *rep, nil
+	}
 	pending := store.PendingPairing{
 		DeviceCode:   store.NewDeviceCode(),
 		UserCode:     store.NewUserCode(),
@@ -94,6 +98,10 @@ func (r *Relay) pairPoll(c *call, p *projection.Projection, req protocol.PairPol
 	if r.cfg.Pairing == nil {
 		r.decide(c, "refuse-device-code-unsupported")
 		return deviceCodeUnsupported, nil
+	}
+	if rep := bounded(field{"deviceCode", req.DeviceCode, store.MaxDeviceCodeBytes}); rep != nil {
+		r.decide(c, "refuse-too-long")
+		return *rep, nil
 	}
 	pending, found, err := r.cfg.Pairing.PairingByDeviceCode(c.ctx, req.DeviceCode)
 	if err != nil {

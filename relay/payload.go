@@ -19,6 +19,10 @@ func (r *Relay) payload(c *call, s siteRequest) (reply, error) {
 	if refusal != nil {
 		return *refusal, nil
 	}
+	if rep := bounded(field{"jobId", req.JobID, store.MaxJobIDBytes}); rep != nil {
+		r.decide(c, "refuse-too-long")
+		return *rep, nil
+	}
 	c.job = req.JobID
 	// Before acceptance: the point of a relay-memory rail is that the
 	// oversized thing is never held.
@@ -49,6 +53,10 @@ func (r *Relay) cancel(c *call, s siteRequest) (reply, error) {
 		func() string { return req.SiteID })
 	if refusal != nil {
 		return *refusal, nil
+	}
+	if rep := bounded(field{"jobId", req.JobID, store.MaxJobIDBytes}); rep != nil {
+		r.decide(c, "refuse-too-long")
+		return *rep, nil
 	}
 	c.job = req.JobID
 	cancelled, err := r.store.Cancel(c.ctx, siteID, req.JobID)

@@ -132,6 +132,25 @@ func TestDifferentialAgainstTheReference(t *testing.T) {
 		fixed("pair: no consent", pairFix("dave", w.alice.Public())),
 		fixed("pair: unapproved device", pairFix("alice", w.stranger.Public())),
 		fixed("pair: fixture", pairFix("alice", w.alice.Public())),
+		// A leading BOM: the reference reads the body as text, which drops
+		// it, and checks the signature over that text.
+		fixed("pair: fixture behind a BOM", func() relay.Request {
+			r := pairFix("alice", w.alice.Public())()
+			r.Body = append([]byte("\xef\xbb\xbf"), r.Body...)
+			return r
+		}),
+		fixed("a BOM the signer hashed", func() relay.Request {
+			return w.alice.Request(t, "heartbeat", w.now(), append([]byte("\xef\xbb\xbf"), relaytest.Body(t, heartbeatBody(w.alice))...))
+		}),
+		fixed("a BOM the signer did not hash", func() relay.Request {
+			r := w.alice.Request(t, "heartbeat", w.now(), heartbeatBody(w.alice))
+			r.Body = append([]byte("\xef\xbb\xbf"), r.Body...)
+			return r
+		}),
+		fixed("a site body with a BOM the signer hashed", func() relay.Request {
+			return w.site.Request(t, "cancel", w.now(), append([]byte("\xef\xbb\xbf"),
+				relaytest.Body(t, protocol.CancelRequest{ProtocolVersion: "2", SiteID: "site-a", JobID: "job-none"})...))
+		}),
 		fixed("pair: start", unsigned("POST", "/byollm/pair", "", string(relaytest.Body(t, startBody(w.bob))))),
 		{name: "pair: poll pending", req: poll},
 		fixed("pair: poll unknown", unsigned("POST", "/byollm/pair", "", string(relaytest.Body(t, pollBody("a-code-nobody-ever-minted-here"))))),

@@ -24,12 +24,14 @@ func (r *Relay) authSite(c *call, s siteRequest, decode func() error, siteIDOf f
 	// registry, never the device registry, is what keeps a device signature
 	// from ever authenticating as a site.
 	siteID := sig.CallerID
-	c.site = siteID
 	site, found := s.proj.SiteFor(siteID)
 	if !found {
 		r.decide(c, "refuse-site-unregistered")
 		return "", &siteUnregistered
 	}
+	// Named in the logs once it is a registered site, not before: the
+	// header is the caller's to make as long as it likes.
+	c.site = siteID
 
 	// Which keys may sign for this site now (Amendment C): the current one
 	// and, while the retirement window is open by the relay's own clock,
@@ -51,7 +53,7 @@ func (r *Relay) authSite(c *call, s siteRequest, decode func() error, siteIDOf f
 	// authenticated request.
 	failure := protocol.ErrBadSignature
 	for i, key := range acceptable {
-		failure = protocol.VerifySiteRequest(key, c.endpoint, s.raw, sig, now)
+		failure = protocol.VerifySiteRequest(key, c.endpoint, protocol.BodyText(s.raw), sig, now)
 		if failure == nil {
 			if i > 0 {
 				r.decide(c, "accept-retiring-key")

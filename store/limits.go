@@ -39,3 +39,34 @@ const RetryAfterMs = 30_000
 
 // DefaultLeaseMs is the relay's default lease length.
 const DefaultLeaseMs = 60_000
+
+// Bounds on what a caller may name, in bytes of UTF-8. Every identifier a
+// request carries becomes part of an item key or is stored, and DynamoDB
+// refuses a partition key over 2,048 bytes (a sort key over 1,024) and an
+// item over 400 KB, answering a request that reached it with an error that
+// would surface as a 500. The reference, in memory, has no such limits;
+// these are chosen far above anything a real peer sends (job ids and owners
+// are UUIDs, runner ids runner_<uuid>, device codes 43 characters) and so
+// that the longest composite key, the queue partition
+// Q#<site>\0<owner>\0<kind>\0private, stays under 2,048 bytes with room to
+// spare: 2 + 256 + 1 + 1,024 + 1 + a kind + 1 + 7. The relay refuses an
+// identifier over its bound before any store call.
+const (
+	MaxRunnerIDBytes   = 256
+	MaxSiteIDBytes     = 256
+	MaxJobIDBytes      = 1024
+	MaxOwnerBytes      = 1024
+	MaxLeaseIDBytes    = 256
+	MaxDeviceCodeBytes = 256
+	MaxPurposeBytes    = 1024
+	// MaxLeaseRefs bounds the grants one heartbeat renews or one release
+	// returns: each is a store read and a write, and a list of thousands
+	// of made-up ones would keep a function busy past its timeout. A
+	// daemon holds as many as it runs at once, a handful.
+	MaxLeaseRefs = 256
+	// MaxCapabilityBytes bounds what a device's self-description costs to
+	// store (its capabilities and withheld kinds as JSON), in presence and
+	// in a pending pairing, well under the 400 KB item: a matrix with a few
+	// hundred known models is tens of kilobytes.
+	MaxCapabilityBytes = 128 << 10
+)
