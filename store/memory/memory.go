@@ -49,6 +49,9 @@ type Store struct {
 
 	// pairings is every stored pending pairing, in insertion order.
 	pairings []store.PendingPairing
+
+	// streams is the live-stream frame log (stream.go), made on first use.
+	streams map[streamKey]*memStream
 }
 
 type jobKey struct{ siteID, jobID string }
