@@ -77,9 +77,10 @@ LAMBDA_GOFLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w"
 FN    ?= claim
 EVENT ?= events/$(FN).json
 
-## validate: cfn-lint on template.yaml (it applies the SAM transform)
+## validate: cfn-lint on template.yaml (it applies the SAM transform), as it stands (edge off) and with the edge options on
 validate:
 	cfn-lint template.yaml
+	$(GO) test -count=1 -run '^TestTemplateWithTheEdgeOnPassesCfnLint$$' .
 
 ## build-lambdas: every function as deployed (linux/arm64, static) into bin/lambda/<fn>/bootstrap
 build-lambdas:
