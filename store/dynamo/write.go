@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/byorelay/byorelay/store"
 )
@@ -76,6 +77,12 @@ func (s *Store) commit(ctx context.Context, w jobWrite) (outcome, int, error) {
 			lastErr = err
 			if ctx.Err() != nil {
 				return 0, 0, err
+			}
+			if refusedOutright(err) {
+				// Nothing was written and the same request would be
+				// refused again: an error, not contention, so no caller
+				// is told to retry what cannot succeed.
+				return 0, 0, fmt.Errorf("write %q: %w", w.pk, err)
 			}
 		}
 		ambiguous = true
@@ -214,4 +221,21 @@ func newWID() string { return store.NewLeaseID() }
 func isCanceled(err error) bool {
 	var tce *types.TransactionCanceledException
 	return errors.As(err, &tce)
+}
+
+// refusedOutright reports a request DynamoDB rejected as invalid (a key
+// over its size limit, an item over 400 KB, a string that is not UTF-8):
+// nothing was written, and retrying the same request cannot change that.
+func refusedOutright(err error) bool {
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		for _, r := range tce.CancellationReasons {
+			if aws.ToString(r.Code) == "ValidationError" {
+				return true
+			}
+		}
+		return false
+	}
+	var api smithy.APIError
+	return errors.As(err, &api) && api.ErrorCode() == "ValidationException"
 }

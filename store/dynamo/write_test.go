@@ -1,6 +1,8 @@
 package dynamo
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/byorelay/byorelay/protocol"
@@ -34,5 +36,20 @@ func TestALostAcknowledgementIsNotMistakenForALostRace(t *testing.T) {
 	}
 	if e.f.counts[lostAck] != 1 || e.f.counts[throttled] != 1 {
 		t.Fatalf("faults injected %v, want one lost acknowledgement and one throttled read", e.f.counts)
+	}
+}
+
+// A key past DynamoDB's size limit is refused outright, and retrying cannot
+// change that: it is an error for the caller (a 500, a bug to fix), never
+// the contention that tells a client to try again. The relay bounds every
+// identifier before it gets here (relay/bounds.go); this is the store's own
+// answer when something slips past.
+func TestAnOversizedKeyIsAnErrorNotContention(t *testing.T) {
+	e := newFaultEnv(t)
+	id := strings.Repeat("j", 3000)
+	st := protocol.JobStub{ID: id, Kind: "llm.generate", Owner: "alice", Site: "K", Audience: "private", SizeClass: "small", DeadlineAt: 4_102_444_800_000}
+	_, err := e.s.Enqueue(e.ctx, store.EnqueueInput{ID: id, SiteID: "site", Stub: st})
+	if err == nil || errors.Is(err, store.ErrContention) {
+		t.Fatalf("enqueue with a 3,000-byte job id: %v, want an error that is not contention", err)
 	}
 }
