@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/lambdafn"
+	"github.com/byorelay/byorelay/localtest/lambdadev"
 )
 
 // ColdStart is every function's deployed size and its init duration under
@@ -65,7 +66,7 @@ func measureColdStart(ctx context.Context, repoRoot, ddbEndpoint string, runs in
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	rie, err := lambdafn.InstallRIE(ctx, filepath.Join(repoRoot, ".cache", "bin"))
+	rie, err := lambdadev.InstallRIE(ctx, filepath.Join(repoRoot, ".cache", "bin"))
 	if err != nil {
 		return nil, err
 	}
@@ -114,10 +115,10 @@ func measureColdStart(ctx context.Context, repoRoot, ddbEndpoint string, runs in
 }
 
 // build makes one bootstrap exactly as it deploys; the baseline with the
-// same flags lambdafn.BuildBootstrap uses.
+// same flags lambdadev.BuildBootstrap uses.
 func build(ctx context.Context, repoRoot, name, outDir, goarch string) (string, error) {
 	if name != helloName {
-		return lambdafn.BuildBootstrap(ctx, repoRoot, name, outDir, goarch)
+		return lambdadev.BuildBootstrap(ctx, repoRoot, name, outDir, goarch)
 	}
 	out := filepath.Join(outDir, "hello", "bootstrap")
 	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, "./bench/hello")
@@ -175,7 +176,7 @@ var (
 // first invoke) and reads both init figures.
 func initDuration(ctx context.Context, rie, bootstrap string, env []string, event []byte) (phase, report float64, err error) {
 	logs := &syncBuffer{}
-	em, err := lambdafn.StartEmulator(ctx, rie, bootstrap, env, logs)
+	em, err := lambdadev.StartEmulator(ctx, rie, bootstrap, env, logs)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -7,9 +7,10 @@
 //
 // functions/<name>/main.go calls Start with its name and nothing else; all
 // the logic is here, testable without Lambda, and the local server
-// (localtest/apiserver) runs the very same handlers in-process. `byorelay
-// invoke` runs the built bootstraps under the runtime interface emulator
-// (StartEmulator).
+// (localtest/apiserver) runs the very same handlers in-process. Developer
+// tooling (the runtime interface emulator, `byorelay invoke`, the demo
+// world) lives in localtest/lambdadev and localtest/demo: every function
+// links this package, so nothing only a developer needs belongs here.
 //
 // # One router, many functions
 //

@@ -19,8 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
-	"github.com/byorelay/byorelay/lambdafn/demo"
 	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/relay"
 	"github.com/byorelay/byorelay/relay/relaytest"

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/byorelay/byorelay/controlplane"
-	"github.com/byorelay/byorelay/lambdafn/demo"
+	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/relay"
 	"github.com/byorelay/byorelay/relay/relaytest"
 	"github.com/byorelay/byorelay/store"

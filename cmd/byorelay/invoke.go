@@ -15,8 +15,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/byorelay/byorelay/lambdafn"
-	"github.com/byorelay/byorelay/lambdafn/demo"
 	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/demo"
+	"github.com/byorelay/byorelay/localtest/lambdadev"
 )
 
 const invokeUsage = `usage: byorelay invoke [flags] FN EVENT
@@ -98,7 +99,7 @@ func invoke(ctx context.Context, fn lambdafn.Function, raw []byte, opts invokeOp
 	}
 	defer stop()
 
-	event, err := lambdafn.PrepareEvent(fn, raw, world, time.Now())
+	event, err := lambdadev.PrepareEvent(fn, raw, world, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -110,17 +111,17 @@ func invoke(ctx context.Context, fn lambdafn.Function, raw []byte, opts invokeOp
 	if bin == "" {
 		// Built for this machine's architecture: the deployed arm64 binary
 		// cannot run on an amd64 host.
-		if bin, err = lambdafn.BuildBootstrap(ctx, root, fn.Name, filepath.Join(root, ".cache", "invoke"), ""); err != nil {
+		if bin, err = lambdadev.BuildBootstrap(ctx, root, fn.Name, filepath.Join(root, ".cache", "invoke"), ""); err != nil {
 			return nil, err
 		}
 	}
 	emu := opts.rie
 	if emu == "" {
-		if emu, err = lambdafn.InstallRIE(ctx, filepath.Join(root, ".cache", "bin")); err != nil {
+		if emu, err = lambdadev.InstallRIE(ctx, filepath.Join(root, ".cache", "bin")); err != nil {
 			return nil, err
 		}
 	}
-	e, err := lambdafn.StartEmulator(ctx, emu, bin, append(env, "AWS_LAMBDA_FUNCTION_NAME=byorelay-"+fn.Name), opts.logs)
+	e, err := lambdadev.StartEmulator(ctx, emu, bin, append(env, "AWS_LAMBDA_FUNCTION_NAME=byorelay-"+fn.Name), opts.logs)
 	if err != nil {
 		return nil, err
 	}
@@ -176,5 +177,5 @@ func invokeInProcess(ctx context.Context, fn lambdafn.Function, env []string, ev
 	if err != nil {
 		return nil, err
 	}
-	return lambdafn.InvokeInProcess(ctx, st, fn, event)
+	return lambdadev.InvokeInProcess(ctx, st, fn, event)
 }

@@ -21,9 +21,9 @@ import (
 	"github.com/byorelay/byorelay/controlplane"
 	"github.com/byorelay/byorelay/controlplane/grants"
 	"github.com/byorelay/byorelay/lambdafn"
-	"github.com/byorelay/byorelay/lambdafn/demo"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/apiserver"
+	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/dynamo"
 )
@@ -172,7 +172,7 @@ func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger) (_ *lo
 	}
 	ls.url = "http://" + ls.listener.Addr().String()
 
-	// The demo keys are shared with `byorelay invoke` (lambdafn/demo), so
+	// The demo keys are shared with `byorelay invoke` (localtest/demo), so
 	// a sample event it re-signs is accepted here too.
 	if ls.demoDir = opts.demoDir; ls.demoDir == "" {
 		if ls.demoDir, err = demo.Dir(); err != nil {

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/byorelay/byorelay/lambdafn/demo"
+	"github.com/byorelay/byorelay/localtest/demo"
 )
 
 // siteEnvFile is where serve writes the demo site's environment, beside the

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/byorelay/byorelay/lambdafn/demo"
 	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/relay"
 	"github.com/byorelay/byorelay/relay/relaytest"

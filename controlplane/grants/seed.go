@@ -48,7 +48,7 @@ func ParseSeed(text string) ([]byte, error) {
 // LoadOrCreateSeedFile reads the seed at path, or writes a new one there
 // (owner-only) when there is none: the local stack's key, kept in its
 // git-ignored demo directory so daemons paired yesterday still verify
-// today's grants. As lambdafn/demo does, the new file is written aside and
+// today's grants. As localtest/demo does, the new file is written aside and
 // linked into place, so two processes starting at once agree on one key.
 func LoadOrCreateSeedFile(path string) ([]byte, error) {
 	if seed, err := readSeedFile(path); !errors.Is(err, fs.ErrNotExist) {

@@ -1,4 +1,4 @@
-package lambdafn
+package lambdadev
 
 import (
 	"context"
@@ -8,14 +8,15 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/byorelay/byorelay/lambdafn/demo"
+	"github.com/byorelay/byorelay/lambdafn"
+	"github.com/byorelay/byorelay/localtest/demo"
 )
 
 // PrepareEvent makes a sample event for f sendable at now: an HTTP event
 // gets the demo's values and fresh signatures (demo.World.Prepare); a
 // schedule payload goes as it is.
-func PrepareEvent(f Function, raw []byte, w *demo.World, now time.Time) ([]byte, error) {
-	if f.Kind != KindHTTP {
+func PrepareEvent(f lambdafn.Function, raw []byte, w *demo.World, now time.Time) ([]byte, error) {
+	if f.Kind != lambdafn.KindHTTP {
 		if !json.Valid(raw) {
 			return nil, fmt.Errorf("%s: event is not JSON", f.Name)
 		}
@@ -34,8 +35,8 @@ func PrepareEvent(f Function, raw []byte, w *demo.World, now time.Time) ([]byte,
 // InvokeInProcess runs one event through f's handler in this process, on
 // st: what `byorelay invoke -in-process` does where the emulator cannot
 // run. The answer is the JSON the function would have returned.
-func InvokeInProcess(ctx context.Context, st *Stack, f Function, event []byte) ([]byte, error) {
-	if f.Kind == KindSchedule {
+func InvokeInProcess(ctx context.Context, st *lambdafn.Stack, f lambdafn.Function, event []byte) ([]byte, error) {
+	if f.Kind == lambdafn.KindSchedule {
 		var ev json.RawMessage = event
 		rep, err := st.SweepHandler()(ctx, ev)
 		if err != nil {

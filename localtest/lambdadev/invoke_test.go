@@ -1,4 +1,4 @@
-package lambdafn
+package lambdadev
 
 import (
 	"bytes"
@@ -13,8 +13,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/byorelay/byorelay/lambdafn/demo"
+	"github.com/byorelay/byorelay/lambdafn"
 	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/demo"
 )
 
 // invokeStep is one sample event and what its function must answer, in an
@@ -28,22 +29,22 @@ type invokeStep struct {
 }
 
 var invokeSteps = []invokeStep{
-	{fn: Pair, status: 200, body: `"runnerId":"runner-demo"`},
-	{fn: Enqueue, status: 200, body: `{"jobId":"demo-job-1","state":"queued"}`},
-	{fn: Pending, status: 200, body: `{"jobs":[]`},
-	{fn: Claim, status: 200, body: `"id":"demo-job-1"`},
-	{fn: Payload, status: 200, body: `{"jobId":"demo-job-1","state":"ready"}`},
+	{fn: lambdafn.Pair, status: 200, body: `"runnerId":"runner-demo"`},
+	{fn: lambdafn.Enqueue, status: 200, body: `{"jobId":"demo-job-1","state":"queued"}`},
+	{fn: lambdafn.Pending, status: 200, body: `{"jobs":[]`},
+	{fn: lambdafn.Claim, status: 200, body: `"id":"demo-job-1"`},
+	{fn: lambdafn.Payload, status: 200, body: `{"jobId":"demo-job-1","state":"ready"}`},
 	// The sample names a lease that is not the one the claim granted: the
 	// runner held the job under another lease.
-	{fn: Fetch, status: 403, body: `"error":"forbidden"`},
-	{fn: Heartbeat, status: 200, body: `"lost":[`},
-	{fn: Result, status: 403, body: `"error":"forbidden"`},
-	{fn: Release, status: 200, body: `{"released":[]}`},
-	{fn: Cancel, status: 200, body: `{"cancelled":true}`},
-	{fn: Results, status: 200, body: `{"jobs":[]}`},
-	{fn: CatchAll, status: 404, body: `{"error":"not-found"}`},
-	{fn: Admin, status: 200, body: `"siteId":"demo-site"`},
-	{fn: Sweeper},
+	{fn: lambdafn.Fetch, status: 403, body: `"error":"forbidden"`},
+	{fn: lambdafn.Heartbeat, status: 200, body: `"lost":[`},
+	{fn: lambdafn.Result, status: 403, body: `"error":"forbidden"`},
+	{fn: lambdafn.Release, status: 200, body: `{"released":[]}`},
+	{fn: lambdafn.Cancel, status: 200, body: `{"cancelled":true}`},
+	{fn: lambdafn.Results, status: 200, body: `{"jobs":[]}`},
+	{fn: lambdafn.CatchAll, status: 404, body: `{"error":"not-found"}`},
+	{fn: lambdafn.Admin, status: 200, body: `"siteId":"demo-site"`},
+	{fn: lambdafn.Sweeper},
 }
 
 // Every sample event in events/ through the real bootstrap, built for this
@@ -56,7 +57,7 @@ func TestEverySampleEventInvokesThroughTheEmulator(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	root, err := filepath.Abs("..")
+	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,11 +82,11 @@ func TestEverySampleEventInvokesThroughTheEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if len(invokeSteps) != len(Functions()) {
-		t.Fatalf("%d steps for %d functions: every function's event must be invoked", len(invokeSteps), len(Functions()))
+	if len(invokeSteps) != len(lambdafn.Functions()) {
+		t.Fatalf("%d steps for %d functions: every function's event must be invoked", len(invokeSteps), len(lambdafn.Functions()))
 	}
 	for _, step := range invokeSteps {
-		f, err := Lookup(step.fn)
+		f, err := lambdafn.Lookup(step.fn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,8 +115,8 @@ func TestEverySampleEventInvokesThroughTheEmulator(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", f.Name, err, logs.String())
 		}
-		if f.Kind == KindSchedule {
-			var rep SweepReport
+		if f.Kind == lambdafn.KindSchedule {
+			var rep lambdafn.SweepReport
 			if err := json.Unmarshal(answer, &rep); err != nil || rep.Trigger != "schedule" {
 				t.Errorf("%s: answer %s, want a sweep report for the schedule trigger", f.Name, answer)
 			}
@@ -128,7 +129,7 @@ func TestEverySampleEventInvokesThroughTheEmulator(t *testing.T) {
 		if resp.StatusCode != step.status || !strings.Contains(resp.Body, step.body) {
 			t.Errorf("%s: %d %s\nwant %d with %s\nlogs:\n%s", f.Name, resp.StatusCode, resp.Body, step.status, step.body, logs.String())
 		}
-		if f.Name == Claim && !strings.Contains(logs.String(), `"JobsGranted":1`) {
+		if f.Name == lambdafn.Claim && !strings.Contains(logs.String(), `"JobsGranted":1`) {
 			t.Errorf("claim: no EMF record of the grant in the function's output:\n%s", logs.String())
 		}
 	}

@@ -1,4 +1,4 @@
-package lambdafn
+package lambdadev
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 	"runtime"
 	"syscall"
 	"time"
+
+	"github.com/byorelay/byorelay/lambdafn"
 )
 
 // RIEModule is the Lambda runtime interface emulator, pinned: the same
@@ -41,7 +43,7 @@ func InstallRIE(ctx context.Context, binDir string) (string, error) {
 // for goarch: arm64 to deploy, the host's architecture to run under the
 // emulator here (an arm64 binary does not run on an amd64 machine).
 func BuildBootstrap(ctx context.Context, repoRoot, name, outDir, goarch string) (string, error) {
-	if _, err := Lookup(name); err != nil {
+	if _, err := lambdafn.Lookup(name); err != nil {
 		return "", err
 	}
 	if goarch == "" {
@@ -74,7 +76,7 @@ func BuildAll(ctx context.Context, repoRoot, outDir, goarch string) (map[string]
 		return nil, fmt.Errorf("build functions: %w\n%s", err, b)
 	}
 	paths := map[string]string{}
-	for _, f := range Functions() {
+	for _, f := range lambdafn.Functions() {
 		dir := filepath.Join(outDir, f.Name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
