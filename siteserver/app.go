@@ -89,7 +89,7 @@ func (s *Server) Enqueue(ctx context.Context, in EnqueueInput) (sitestore.Job, e
 	if err != nil {
 		return sitestore.Job{}, err
 	}
-	return s.store.Create(ctx, sitestore.CreateInput{
+	j, err := s.store.Create(ctx, sitestore.CreateInput{
 		ID:            id,
 		Kind:          in.Kind,
 		Envelope:      env,
@@ -102,15 +102,16 @@ func (s *Server) Enqueue(ctx context.Context, in EnqueueInput) (sitestore.Job, e
 		TTLMs:         in.TTLMs,
 		DeadlineAt:    in.DeadlineAt,
 	})
+	if errors.Is(err, sitestore.ErrTooLarge) {
+		return sitestore.Job{}, invalid("%v", err)
+	}
+	return j, err
 }
 
 // Job sweeps, then reads: a job past its TTL reads expired even if the
 // scheduled sweep has not run.
 func (s *Server) Job(ctx context.Context, id string) (sitestore.Job, bool, error) {
-	if _, err := s.store.ExpireDue(ctx); err != nil {
-		return sitestore.Job{}, false, err
-	}
-	return s.store.Get(ctx, id)
+	return s.store.Refresh(ctx, id)
 }
 
 // JobResult is what the app reads of a job (DeliveredResult).

@@ -45,7 +45,9 @@ const (
 // DefaultTTLMs is the TTL a job gets when its creator names none (15 min).
 const DefaultTTLMs = 15 * 60_000
 
-// Job is a JobRecord. Times are epoch ms from the store clock; 0 stands for
+// Job is a JobRecord. Envelope is filled by Create, Get and Refresh; what
+// other methods return may leave it empty (a claim has no use for the
+// ciphertext, and a store need not read it). Times are epoch ms from the store clock; 0 stands for
 // the reference's null wherever the field is nullable (ClaimableAt,
 // DeadlineAt, Lease), because no store clock reads 0.
 type Job struct {
@@ -255,6 +257,9 @@ var (
 	// ErrUserCodeTaken is CreatePairing's refusal of a user code a live
 	// pairing already holds; the caller mints another.
 	ErrUserCodeTaken = errors.New("sitestore: user code is held by a live pairing")
+	// ErrTooLarge is Create's refusal of an envelope the store cannot
+	// keep; nothing is stored.
+	ErrTooLarge = errors.New("sitestore: the sealed payload is too large for this store")
 	// ErrContention is an operation that lost to other writers more often
 	// than it retries: nothing changed, the caller may try again.
 	ErrContention = errors.New("sitestore: too much contention, nothing changed; try again")
@@ -281,6 +286,10 @@ type JobStore interface {
 	Create(ctx context.Context, in CreateInput) (Job, error)
 	// Get reads one job; false if absent. It does not sweep.
 	Get(ctx context.Context, jobID string) (Job, bool, error)
+	// Refresh is Get after whatever the clock has made due for this job
+	// (ExpireJob) is written: app.job()'s "sweep, then read", without the
+	// read depending on a sweep having reached the job.
+	Refresh(ctx context.Context, jobID string) (Job, bool, error)
 	// Claim expires what is due first, then grants up to Max jobs that pass
 	// ClaimGuards, oldest ClaimableAt first, each with a fresh lease id,
 	// state claimed and Attempts+1.

@@ -121,6 +121,17 @@ func (s *Store) Get(_ context.Context, id string) (sitestore.Job, bool, error) {
 	return sitestore.CopyJob(j), ok, nil
 }
 
+// Refresh sweeps, then reads, as app.job() does.
+func (s *Store) Refresh(_ context.Context, id string) (sitestore.Job, bool, error) {
+	var changed []string
+	defer func() { s.notify(changed) }()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expireDue(s.now(), &changed)
+	j, ok := s.jobs[id]
+	return sitestore.CopyJob(j), ok, nil
+}
+
 // expireDue is ExpireDue with mu held.
 func (s *Store) expireDue(now int64, changed *[]string) []sitestore.Job {
 	var out []sitestore.Job

@@ -46,6 +46,10 @@ func (m *Meter) Reset() {
 
 func (m *Meter) wrap(api API) API { return &metered{api: api, m: m} }
 
+// Wrap is api with every call counted on m: for another store over the
+// same client interface (the site store) to report capacity the same way.
+func (m *Meter) Wrap(api API) API { return m.wrap(api) }
+
 // metered asks for and counts consumed capacity on every call.
 type metered struct {
 	api API

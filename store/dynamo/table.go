@@ -49,7 +49,12 @@ type cfnKey struct {
 // RoutingTable resource in template.yaml, so tests, local runs and the
 // deployed stack share one definition.
 func tableInput(name string) (*dynamodb.CreateTableInput, error) {
-	props, err := tableProperties(byorelay.Template)
+	return tableInputFrom(byorelay.Template, tableResource, name)
+}
+
+// tableInputFrom is tableInput for the table resource of any template.
+func tableInputFrom(template []byte, resource, name string) (*dynamodb.CreateTableInput, error) {
+	props, err := tableProperties(template, resource)
 	if err != nil {
 		return nil, err
 	}
@@ -79,8 +84,8 @@ func tableInput(name string) (*dynamodb.CreateTableInput, error) {
 }
 
 // ttlAttribute is the TTL attribute the template declares, or "" if none.
-func ttlAttribute() (string, error) {
-	props, err := tableProperties(byorelay.Template)
+func ttlAttribute(template []byte, resource string) (string, error) {
+	props, err := tableProperties(template, resource)
 	if err != nil {
 		return "", err
 	}
@@ -102,14 +107,20 @@ type TableCreator interface {
 // deadlines itself), so a local service that refuses the TTL call is not an
 // error.
 func CreateTable(ctx context.Context, api TableCreator, name string) error {
-	in, err := tableInput(name)
+	return CreateTableFrom(ctx, api, byorelay.Template, tableResource, name)
+}
+
+// CreateTableFrom is CreateTable for the AWS::DynamoDB::Table resource of
+// another template (the site's), so every table has one definition.
+func CreateTableFrom(ctx context.Context, api TableCreator, template []byte, resource, name string) error {
+	in, err := tableInputFrom(template, resource, name)
 	if err != nil {
 		return err
 	}
 	if _, err := api.CreateTable(ctx, in); err != nil {
 		return fmt.Errorf("create table %s: %w", name, err)
 	}
-	attr, err := ttlAttribute()
+	attr, err := ttlAttribute(template, resource)
 	if err != nil || attr == "" {
 		return err
 	}
@@ -127,7 +138,7 @@ func CreateTable(ctx context.Context, api TableCreator, name string) error {
 // It walks yaml.Nodes rather than decoding the whole document, because
 // CloudFormation's short-form tags (!Ref, !Sub, !GetAtt) are opaque to a
 // YAML library and may appear anywhere outside the table.
-func tableProperties(template []byte) (cfnTable, error) {
+func tableProperties(template []byte, tableResource string) (cfnTable, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(template, &doc); err != nil {
 		return cfnTable{}, fmt.Errorf("parse template.yaml: %w", err)

@@ -6,6 +6,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	byorelay "github.com/byorelay/byorelay"
 )
 
 // TestTheTableComesFromTemplateYAML: the table tests create is the one
@@ -29,7 +31,7 @@ func TestTheTableComesFromTemplateYAML(t *testing.T) {
 	if want := []string{"queue", "sitelist", "due"}; !slices.Equal(names, want) {
 		t.Errorf("indexes %v, want %v", names, want)
 	}
-	if attr, err := ttlAttribute(); err != nil || attr != "ttl" {
+	if attr, err := ttlAttribute(byorelay.Template, tableResource); err != nil || attr != "ttl" {
 		t.Errorf("ttl attribute %q, %v", attr, err)
 	}
 }
@@ -62,14 +64,14 @@ Resources:
 Outputs:
   Name:
     Value: !Ref RoutingTable
-`))
+`), tableResource)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if props.BillingMode != "PAY_PER_REQUEST" || len(props.KeySchema) != 1 {
 		t.Errorf("read %+v", props)
 	}
-	if _, err := tableProperties([]byte("Resources: {}\n")); err == nil {
+	if _, err := tableProperties([]byte("Resources: {}\n"), tableResource); err == nil {
 		t.Error("a template without the table was accepted")
 	}
 }

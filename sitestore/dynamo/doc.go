@@ -1,0 +1,54 @@
+// Package dynamo is the site store on DynamoDB: every Lambda instance over
+// one table is a replica, and nothing is lost when one dies.
+//
+// # Items (table SiteTable in site-template.yaml, keys pk and sk)
+//
+//	JOB#<id>    JOB           the job: its record as JSON (doc) without the
+//	                          envelope, a version (ver) and the id of the
+//	                          write that made it (wid), plus index keys
+//	JOB#<id>    ENV           the at-rest envelope, written once at create
+//	                          and read only by Get (fetch)
+//	DEP#<dep>   JOB#<id>      an edge: job <id> depends on <dep>
+//	RUNNER#<id> RUNNER        a runner
+//	PAIR#<hash> PAIR          a pairing, by the hash of its device code
+//	CODE#<code> CODE          which pairing holds a user code, until when
+//
+// # Indexes
+//
+//	claimable  qpk = Q#P#<owner> (private) or Q#T (team), qsk = claimableAt
+//	           zero-padded then id: claim order. Only queued, unblocked jobs.
+//	due        dpk = DUE, dsk = sitestore.DueAt (lease expiry, TTL end,
+//	           deadline); or dpk = UNBLOCK, dsk = completion time, on a job
+//	           completed ok whose dependents have not all been told yet.
+//	group      gpk = HELD#<runner>, gsk = job id: what a runner holds (its
+//	           cancel requests, ClaimedBy); gpk = RUNNERS, gsk =
+//	           <owner>#<id>: every runner.
+//
+// # How a decision is made atomic
+//
+// Every job mutation is one rule from package sitestore applied to the job
+// as read, written back with PutItem conditioned on the version read
+// (ver = :v). A failed condition means another replica wrote first: the job
+// is read again (consistently) and the rule decides again. Claim decides
+// from the claimable index's copy and falls back to that loop on conflict,
+// which plays the part of SKIP LOCKED. A write whose answer was lost is
+// recognised by its write id (wid) on the re-read, so a claim that landed is
+// not mistaken for a lost race.
+//
+// # Dependencies
+//
+// Unblocking is race-free without a trigger or a transaction across jobs:
+// whoever completes a job ok first writes it (with the UNBLOCK marker), then
+// reads its edges and, for each dependent, all of that dependent's
+// dependencies, consistently; whoever creates a dependent first writes it
+// and its edges, then reads its dependencies. Of two writes each followed
+// by a read of the other's item, at least one read sees the other's write,
+// so the last dependency to complete, or the creator, always sees "all ok"
+// and sets claimableAt, under the version condition, once. The marker is
+// cleared when every dependent has been told; a completer that died in
+// between is finished by the sweep.
+//
+// Nothing on a request path scans: claims query two claimable partitions,
+// sweeps query the due index, lists query the group index. Reset (the
+// test-only admin listener's clean slate) is the one scan.
+package dynamo
