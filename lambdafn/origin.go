@@ -8,9 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-
+	"github.com/byorelay/byorelay/lambdafn/paramstore"
 	"github.com/byorelay/byorelay/store"
 )
 
@@ -24,9 +22,10 @@ const PreviousSuffix = "-previous"
 // reading them again: the longest a rotation step waits to be in force.
 const OriginSecretTTL = time.Minute
 
-// ParameterGetter is the one SSM call the origin lock makes.
+// ParameterGetter is the one SSM call the origin lock makes;
+// *paramstore.Client is one.
 type ParameterGetter interface {
-	GetParameters(ctx context.Context, in *ssm.GetParametersInput, opts ...func(*ssm.Options)) (*ssm.GetParametersOutput, error)
+	Get(ctx context.Context, names ...string) ([]paramstore.Parameter, error)
 }
 
 // SSMOriginSecrets is the relay's origin lock as deployed: the edge's
@@ -80,20 +79,17 @@ func (s *SSMOriginSecrets) Secrets(ctx context.Context) ([]string, error) {
 // the previous one is optional (GetParameters lists a missing name as
 // invalid rather than failing).
 func (s *SSMOriginSecrets) read(ctx context.Context) ([]string, error) {
-	out, err := s.api.GetParameters(ctx, &ssm.GetParametersInput{
-		Names:          []string{s.name, s.name + PreviousSuffix},
-		WithDecryption: aws.Bool(true),
-	})
+	found, err := s.api.Get(ctx, s.name, s.name+PreviousSuffix)
 	if err != nil {
 		return nil, fmt.Errorf("lambdafn: read origin secret %s: %w", s.name, err)
 	}
 	var current, previous string
-	for _, p := range out.Parameters {
-		switch aws.ToString(p.Name) {
+	for _, p := range found {
+		switch p.Name {
 		case s.name:
-			current = aws.ToString(p.Value)
+			current = p.Value
 		case s.name + PreviousSuffix:
-			previous = aws.ToString(p.Value)
+			previous = p.Value
 		}
 	}
 	if current == "" {

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/byorelay/byorelay/lambdafn/paramstore"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/relay"
 	"github.com/byorelay/byorelay/store"
@@ -38,19 +39,20 @@ type failingSSM struct {
 	down bool
 }
 
-func (f *failingSSM) GetParameters(ctx context.Context, in *ssm.GetParametersInput, opts ...func(*ssm.Options)) (*ssm.GetParametersOutput, error) {
+func (f *failingSSM) Get(ctx context.Context, names ...string) ([]paramstore.Parameter, error) {
 	if f.down {
 		return nil, errors.New("parameter store unavailable")
 	}
-	return f.real.GetParameters(ctx, in, opts...)
+	return f.real.Get(ctx, names...)
 }
 
 func TestOriginSecretsFollowARotationInParameterStore(t *testing.T) {
 	ctx := context.Background()
-	api := ssm.NewFromConfig(localtest.AWSConfig(localtest.MotoEndpoint(t)))
+	cfg := localtest.AWSConfig(localtest.MotoEndpoint(t))
+	api := ssm.NewFromConfig(cfg)
 	name := "/" + localtest.UniqueName("origin-secret")
 	clock := store.NewManualClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	api2 := &failingSSM{real: api}
+	api2 := &failingSSM{real: paramstore.New(cfg, "")}
 	log := slog.New(slog.DiscardHandler)
 
 	if _, err := NewSSMOriginSecrets(ctx, api2, name, clock, log); err == nil {

@@ -10,15 +10,14 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/byorelay/byorelay/controlplane"
 	"github.com/byorelay/byorelay/controlplane/grants"
+	"github.com/byorelay/byorelay/lambdafn/paramstore"
 	"github.com/byorelay/byorelay/relay"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/dynamo"
@@ -27,8 +26,8 @@ import (
 // Options are what a caller may inject into Open instead of the defaults a
 // Lambda container uses.
 type Options struct {
-	// AWS is the SDK configuration; nil loads the default chain (the
-	// function's role, AWS_REGION, AWS_ENDPOINT_URL_* overrides).
+	// AWS is the SDK configuration; nil reads it from the environment
+	// Lambda sets (awsFromEnv), with AWS_ENDPOINT_URL_<SERVICE> overrides.
 	AWS *aws.Config
 	// Clock is the store's and the relay's clock; nil is the host clock.
 	Clock store.Clock
@@ -63,7 +62,7 @@ type Stack struct {
 
 // Open builds a Stack from env.
 func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
-	cfg, err := awsConfig(ctx, opts.AWS)
+	cfg, endpoint, err := awsConfig(opts.AWS)
 	if err != nil {
 		return nil, err
 	}
@@ -86,13 +85,13 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 	st.Metrics = NewEMF(out, env.MetricsNamespace, os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), clock)
 
 	if env.ChurnTopicARN != "" {
-		st.churn = NewChurnPublisher(sns.NewFromConfig(cfg), env.ChurnTopicARN, log)
+		st.churn = NewChurnPublisher(sns.NewFromConfig(cfg, func(o *sns.Options) { o.BaseEndpoint = endpoint("sns", o.BaseEndpoint) }), env.ChurnTopicARN, log)
 	}
 	if env.WakeupGroup != "" {
-		st.waker = NewWaker(scheduler.NewFromConfig(cfg), env.WakeupGroup, env.SweeperARN, env.WakeupRoleARN, clock)
+		st.waker = NewWaker(scheduler.NewFromConfig(cfg, func(o *scheduler.Options) { o.BaseEndpoint = endpoint("scheduler", o.BaseEndpoint) }), env.WakeupGroup, env.SweeperARN, env.WakeupRoleARN, clock)
 	}
 
-	db := dynamodb.NewFromConfig(cfg)
+	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = endpoint("dynamodb", o.BaseEndpoint) })
 	dcfg := dynamo.Config{
 		DB:    db,
 		Table: env.TableName,
@@ -103,7 +102,10 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		},
 	}
 	if env.BucketName != "" {
-		dcfg.S3 = s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = env.S3PathStyle })
+		dcfg.S3 = s3.NewFromConfig(cfg, func(o *s3.Options) {
+			o.UsePathStyle = env.S3PathStyle
+			o.BaseEndpoint = endpoint("s3", o.BaseEndpoint)
+		})
 		dcfg.Bucket = env.BucketName
 	}
 	st.Store, err = dynamo.New(dcfg)
@@ -113,7 +115,11 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 	// The projection lives in the same table: one more table would be one
 	// more thing a deployment can get half right.
 	st.Control = controlplane.NewStore(controlplane.NewDynamoStorage(db, env.TableName))
-	author, err := grantAuthor(ctx, cfg, env, opts, clock)
+	var params *paramstore.Client
+	if env.GrantKeyParameter != "" || env.OriginSecretParameter != "" {
+		params = paramstore.New(cfg, aws.ToString(endpoint("ssm", nil)))
+	}
+	author, err := grantAuthor(ctx, params, env, opts, clock)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +138,7 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		Metrics:         st.Metrics,
 	}
 	if env.OriginSecretParameter != "" {
-		lock, err := NewSSMOriginSecrets(ctx, ssm.NewFromConfig(cfg), env.OriginSecretParameter, clock, log)
+		lock, err := NewSSMOriginSecrets(ctx, params, env.OriginSecretParameter, clock, log)
 		if err != nil {
 			return nil, err
 		}
@@ -161,29 +167,45 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 // parameter the environment names, or nil (direct mode). Read once, at
 // start: a claim must not wait on SSM, and a container that cannot read
 // its key must fail to start rather than pair devices without one.
-func grantAuthor(ctx context.Context, cfg aws.Config, env Env, opts Options, clock store.Clock) (*grants.Author, error) {
+func grantAuthor(ctx context.Context, params *paramstore.Client, env Env, opts Options, clock store.Clock) (*grants.Author, error) {
 	if opts.Grants != nil {
 		return opts.Grants, nil
 	}
 	if env.GrantKeyParameter == "" {
 		return nil, nil
 	}
-	seed, err := grants.SeedFromSSM(ctx, ssm.NewFromConfig(cfg), env.GrantKeyParameter)
+	found, err := params.Get(ctx, env.GrantKeyParameter)
+	if err != nil {
+		return nil, fmt.Errorf("lambdafn: read grant key: %w", err)
+	}
+	if len(found) != 1 {
+		return nil, fmt.Errorf("lambdafn: grant key parameter %s does not exist", env.GrantKeyParameter)
+	}
+	seed, err := grants.SeedFromParameter(found[0].Name, found[0].Type, found[0].Value)
 	if err != nil {
 		return nil, fmt.Errorf("lambdafn: %w", err)
 	}
 	return grants.New(seed, grants.Options{Clock: clock})
 }
 
-func awsConfig(ctx context.Context, given *aws.Config) (aws.Config, error) {
+// awsConfig is the given configuration, or the environment's; endpoint
+// answers a service's endpoint override: the environment's
+// AWS_ENDPOINT_URL_<SERVICE> when the configuration came from there, else
+// what the client already had.
+func awsConfig(given *aws.Config) (cfg aws.Config, endpoint func(service string, had *string) *string, err error) {
 	if given != nil {
-		return *given, nil
+		return *given, func(_ string, had *string) *string { return had }, nil
 	}
-	cfg, err := config.LoadDefaultConfig(ctx)
+	cfg, err = awsFromEnv(os.Getenv)
 	if err != nil {
-		return aws.Config{}, fmt.Errorf("lambdafn: aws config: %w", err)
+		return aws.Config{}, nil, err
 	}
-	return cfg, nil
+	return cfg, func(service string, had *string) *string {
+		if ep := endpointFor(os.Getenv, service); ep != nil {
+			return ep
+		}
+		return had
+	}, nil
 }
 
 // onChurn logs and counts a churn report, then publishes it to SNS when a

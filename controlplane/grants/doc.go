@@ -41,7 +41,7 @@
 // reference (not-consented, not-a-member) are the relay's to enforce.
 //
 // The key is the one secret byorelay holds. It enters as a 32-byte seed
-// (base64) from an SSM SecureString parameter when deployed (SeedFromSSM),
+// (base64) from an SSM SecureString parameter when deployed (SeedFromParameter),
 // or from a git-ignored file locally (LoadOrCreateSeedFile); it is never
 // logged (protocol.Keys redacts itself) and never written anywhere else.
 package grants

@@ -2,17 +2,11 @@ package grants_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/byorelay/byorelay/controlplane/grants"
 )
@@ -65,46 +59,26 @@ func TestTheLocalSeedFileIsMadeOnceOwnerOnlyAndReused(t *testing.T) {
 	}
 }
 
-type fakeSSM struct {
-	param *types.Parameter
-	err   error
-	asked *ssm.GetParameterInput
-}
-
-func (f *fakeSSM) GetParameter(_ context.Context, in *ssm.GetParameterInput, _ ...func(*ssm.Options)) (*ssm.GetParameterOutput, error) {
-	f.asked = in
-	if f.err != nil {
-		return nil, f.err
-	}
-	return &ssm.GetParameterOutput{Parameter: f.param}, nil
-}
-
-func TestTheSeedIsReadDecryptedFromASecureStringParameter(t *testing.T) {
+func TestTheSeedIsReadFromASecureStringParameter(t *testing.T) {
 	seed, _ := grants.NewSeed()
-	api := &fakeSSM{param: &types.Parameter{Type: types.ParameterTypeSecureString, Value: aws.String(grants.EncodeSeed(seed))}}
-	got, err := grants.SeedFromSSM(context.Background(), api, "/byorelay/grant-key")
+	got, err := grants.SeedFromParameter("/byorelay/grant-key", "SecureString", grants.EncodeSeed(seed))
 	if err != nil || !bytes.Equal(got, seed) {
-		t.Fatalf("SeedFromSSM = %x, %v", got, err)
-	}
-	if aws.ToString(api.asked.Name) != "/byorelay/grant-key" || !aws.ToBool(api.asked.WithDecryption) {
-		t.Fatalf("asked %+v, want the named parameter, decrypted", api.asked)
+		t.Fatalf("SeedFromParameter = %x, %v", got, err)
 	}
 }
 
-func TestTheSeedIsRefusedFromAPlainParameterOrAFailedRead(t *testing.T) {
+func TestTheSeedIsRefusedFromAPlainParameterOrABadValue(t *testing.T) {
 	seed, _ := grants.NewSeed()
 	tests := []struct {
-		name string
-		api  *fakeSSM
+		name, paramType, value string
 	}{
-		{"a plain String parameter", &fakeSSM{param: &types.Parameter{Type: types.ParameterTypeString, Value: aws.String(grants.EncodeSeed(seed))}}},
-		{"a parameter with no value", &fakeSSM{param: &types.Parameter{Type: types.ParameterTypeSecureString}}},
-		{"a value that is not a seed", &fakeSSM{param: &types.Parameter{Type: types.ParameterTypeSecureString, Value: aws.String("c2hvcnQ=")}}},
-		{"a failed read", &fakeSSM{err: errors.New("AccessDenied")}},
+		{"a plain String parameter", "String", grants.EncodeSeed(seed)},
+		{"a parameter with no value", "SecureString", ""},
+		{"a value that is not a seed", "SecureString", "c2hvcnQ="},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := grants.SeedFromSSM(context.Background(), tt.api, "/p"); err == nil {
+			if _, err := grants.SeedFromParameter("/p", tt.paramType, tt.value); err == nil {
 				t.Fatal("accepted")
 			}
 		})
