@@ -192,7 +192,8 @@ func TestTheDeploymentAuditPassesElevenOfElevenBehindTheEdge(t *testing.T) {
 		filepath.Join(modules, "@byollm", "conformance", "dist", "audit-cli.js"),
 		"https://"+host, "/byollm", originAddr)
 	cmd.Env = append(os.Environ(),
-		"NODE_OPTIONS="+strings.TrimSpace(os.Getenv("NODE_OPTIONS")+" --require "+hook),
+		// Quoted: node splits NODE_OPTIONS on spaces outside double quotes.
+		"NODE_OPTIONS="+strings.TrimSpace(os.Getenv("NODE_OPTIONS")+` --require "`+hook+`"`),
 		"NODE_EXTRA_CA_CERTS="+caFile,
 		"BYORELAY_AUDIT_HOST="+host,
 		"BYORELAY_AUDIT_ADDRESS="+edgeAddr,
