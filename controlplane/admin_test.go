@@ -366,3 +366,32 @@ func TestImportReplacesTheProjectionAndRefusesIdentitiesThatDoNotVerify(t *testi
 		t.Fatal("a refused import changed the projection")
 	}
 }
+
+func TestDenyingAUserCodeDropsItAndApprovesNobody(t *testing.T) {
+	r := newRig(t)
+	ctx := t.Context()
+	device := newKeys(t)
+	code := r.pending(t, device, "stranger's laptop")
+	before := r.version(t)
+
+	denied, err := r.admin.DenyPairing(ctx, code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if denied.Fingerprint != device.KeyID() || denied.Label != "stranger's laptop" {
+		t.Fatalf("denied %+v", denied)
+	}
+	if _, err := r.admin.PendingPairing(ctx, code); err == nil {
+		t.Fatal("a denied code still resolves")
+	}
+	_, _, err = r.admin.ApprovePairing(ctx, code, "alice", "")
+	refusal(t, err, http.StatusNotFound)
+	_, err = r.admin.DenyPairing(ctx, code)
+	refusal(t, err, http.StatusNotFound)
+	if r.version(t) != before {
+		t.Fatal("denying a pairing changed the projection")
+	}
+	if _, ok := r.projection(t).DeviceByIdentity(device.Public().Identity); ok {
+		t.Fatal("a denied device is in the projection")
+	}
+}

@@ -32,6 +32,11 @@ type ApproveRequest struct {
 	RunnerID string `json:"runnerId,omitempty"`
 }
 
+// DenyRequest is POST /admin/pairings/deny.
+type DenyRequest struct {
+	UserCode string `json:"userCode"`
+}
+
 // ConsentRequest is POST /admin/consents (add) and
 // /admin/consents/{pause,resume,revoke}.
 type ConsentRequest struct {
@@ -107,6 +112,14 @@ func (r ApproveRequest) Validate() error {
 	}
 	if r.Owner == "" {
 		return &protocol.DecodeError{Path: "owner", Problem: "must not be empty"}
+	}
+	return nil
+}
+
+// Validate implements protocol.Validator.
+func (r DenyRequest) Validate() error {
+	if r.UserCode == "" {
+		return &protocol.DecodeError{Path: "userCode", Problem: "must not be empty"}
 	}
 	return nil
 }

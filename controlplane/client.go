@@ -17,8 +17,9 @@ import (
 // Client calls the admin API. The CLI uses it, and so can tests that drive
 // a running stack.
 type Client struct {
-	base string
-	http *http.Client
+	base  string
+	http  *http.Client
+	token string
 }
 
 // NewClient returns a client for the server at endpoint (its base URL; a
@@ -30,6 +31,14 @@ func NewClient(endpoint string, httpClient *http.Client) *Client {
 		httpClient = http.DefaultClient
 	}
 	return &Client{base: base, http: httpClient}
+}
+
+// WithToken returns a copy of c that sends token as a bearer credential,
+// as the local stack's admin API requires (see LocalGuard).
+func (c *Client) WithToken(token string) *Client {
+	copied := *c
+	copied.token = token
+	return &copied
 }
 
 // ConsentAction names a consent change.
@@ -98,6 +107,12 @@ func (c *Client) Approve(ctx context.Context, req ApproveRequest) (DeviceRespons
 	return out, c.call(ctx, http.MethodPost, "/pairings/approve", req, &out)
 }
 
+// Deny refuses a pending pairing: its code stops resolving.
+func (c *Client) Deny(ctx context.Context, req DenyRequest) (Pairing, error) {
+	var out Pairing
+	return out, c.call(ctx, http.MethodPost, "/pairings/deny", req, &out)
+}
+
 // RevokeDevice revokes a device by runner id.
 func (c *Client) RevokeDevice(ctx context.Context, runnerID string) (DeviceResponse, error) {
 	var out DeviceResponse
@@ -160,6 +175,9 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte) (*htt
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -30,6 +30,11 @@ func (a *Admin) PendingPairing(ctx context.Context, userCode string) (Pairing, e
 	if err != nil {
 		return Pairing{}, err
 	}
+	return shown(p)
+}
+
+// shown is a pending pairing as a person sees it.
+func shown(p store.PendingPairing) (Pairing, error) {
 	fingerprint, err := protocol.KeyID(p.Device.Identity)
 	if err != nil {
 		return Pairing{}, invalid("the pending device key is not a key: %v", err)
@@ -60,6 +65,28 @@ func (a *Admin) pending(ctx context.Context, userCode string) (store.PendingPair
 		return store.PendingPairing{}, notFound("no pending pairing has user code %q (unknown or expired)", userCode)
 	}
 	return p, nil
+}
+
+// DenyPairing refuses the pending pairing a user code names: the code is
+// dropped, so it can be neither approved nor polled again. The daemon's
+// next poll reads "expired", not "denied": the reference relay never
+// answers "denied", and a daemon that sees the same words from both relays
+// tells its person the same thing (ask again). Nothing in the projection
+// changes; a denied machine may ask to pair again.
+func (a *Admin) DenyPairing(ctx context.Context, userCode string) (Pairing, error) {
+	p, err := a.pending(ctx, userCode)
+	if err != nil {
+		return Pairing{}, err
+	}
+	denied, err := shown(p)
+	if err != nil {
+		return Pairing{}, err
+	}
+	if err := a.pairings.DropPairing(ctx, p.DeviceCode); err != nil {
+		return Pairing{}, err
+	}
+	a.log.InfoContext(ctx, "pairing denied", "device", denied.Fingerprint, "label", denied.Label)
+	return denied, nil
 }
 
 // Approval is what approving a pairing wrote.

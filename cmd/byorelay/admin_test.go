@@ -9,9 +9,12 @@ import (
 	"testing"
 
 	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/controlplane/admincli"
+	"github.com/byorelay/byorelay/localtest/demo"
 )
 
 func TestByorelayAdminTalksToTheAdminAPI(t *testing.T) {
+	t.Setenv(demo.EnvDir, t.TempDir())
 	s := controlplane.NewStore(controlplane.NewMemoryStorage())
 	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: s, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	srv := httptest.NewServer(controlplane.AdminHandler(admin))
@@ -30,5 +33,34 @@ func TestByorelayAdminTalksToTheAdminAPI(t *testing.T) {
 	}
 	if code := run(t.Context(), []string{"admin"}, &stdout, &stderr); code != 2 {
 		t.Fatalf("bare admin: exit %d, want 2 (usage)", code)
+	}
+}
+
+// With nothing in the environment, `byorelay admin` finds the running
+// local stack and its per-run token through the env file serve writes.
+func TestByorelayAdminFindsTheRunningStackThroughItsEnvFile(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(demo.EnvDir, dir)
+	t.Setenv(admincli.EnvEndpoint, "")
+	t.Setenv(controlplane.EnvAdminToken, "")
+	s := controlplane.NewStore(controlplane.NewMemoryStorage())
+	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: s, Logger: slog.New(slog.DiscardHandler)})
+	token, err := controlplane.NewAdminToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(controlplane.LocalGuard(controlplane.GuardConfig{Token: token}, controlplane.AdminHandler(admin)))
+	defer srv.Close()
+
+	var stdout, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"admin", "export"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), admincli.EnvEndpoint) {
+		t.Fatalf("with no stack running: exit %d: %s", code, stderr.String())
+	}
+	if _, err := writeStackEnv(dir, stackEnv{URL: srv.URL, AdminToken: token}); err != nil {
+		t.Fatal(err)
+	}
+	stderr.Reset()
+	if code := run(t.Context(), []string{"admin", "export"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("export through stack.env: exit %d: %s", code, stderr.String())
 	}
 }

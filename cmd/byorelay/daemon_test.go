@@ -54,7 +54,11 @@ func TestTheDaemonPairsOnceKeepsItsStateAndStopsCleanly(t *testing.T) {
 	exit := make(chan int, 1)
 	go func() { exit <- runDaemon(ctx, args, &stdout, &stderr) }()
 	code := stdout.waitFor(t, regexp.MustCompile(`approve the code (\S+) at`))[1]
-	if _, err := controlplane.NewClient(url, nil).Approve(ctx, controlplane.ApproveRequest{UserCode: code, Owner: "demo-user"}); err != nil {
+	stack, _, err := readStackEnv(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := controlplane.NewClient(url, nil).WithToken(stack.AdminToken).Approve(ctx, controlplane.ApproveRequest{UserCode: code, Owner: "demo-user"}); err != nil {
 		t.Fatal(err)
 	}
 	stdout.waitFor(t, regexp.MustCompile(`paired: runner \S+, owner demo-user, serving 1 site`))

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/byorelay/byorelay/client/daemon"
@@ -27,6 +28,8 @@ type demoOptions struct {
 	timeout   time.Duration
 	backend   backendFlags
 	pairAsWho string
+	device    bool
+	token     string
 }
 
 // runDemo is `byorelay demo`: against a running local stack, a Go site and
@@ -36,11 +39,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o demoOptions
 	fs := flag.NewFlagSet("byorelay demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.relay, "relay", "http://127.0.0.1:8787", "the relay (the local stack that 'byorelay serve' / 'make run' started)")
+	fs.StringVar(&o.relay, "relay", "", "the relay (default: the local stack 'make run' started, found through\nthe stack.env it writes in the demo dir)")
 	fs.StringVar(&o.demoDir, "demo-dir", "", "where 'byorelay serve' keeps the demo site's keys\n(default $"+demo.EnvDir+", else .cache/demo in the repository)")
 	fs.IntVar(&o.jobs, "jobs", 3, "how many jobs the site publishes")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "give up if the jobs have not all come back by then")
 	fs.StringVar(&o.pairAsWho, "owner", demo.Owner, "the person the demo device is approved for (they consented to the demo site)")
+	fs.BoolVar(&o.device, "device", true, "pair and run a Go device too; --device=false only publishes and collects,\nfor a device of the owner that is already running (a real byollm daemon)")
 	o.backend.register(fs)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: byorelay demo [flags]\n\nA Go site and a Go daemon complete real jobs through the local stack, step\nby step. Start the stack first: make run (or byorelay serve).\n\n")
@@ -56,13 +60,55 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "byorelay demo: --jobs must be at least 1")
 		return 2
 	}
+	if err := findStack(&o); err != nil {
+		fmt.Fprintf(stderr, "byorelay demo: %v\n", err)
+		return 1
+	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	if err := demoSteps(ctx, o, stdout); err != nil {
 		fmt.Fprintf(stderr, "\nbyorelay demo: %v\n", err)
+		// The clients' errors do not all wrap the dial error, so its words
+		// are checked too.
+		if errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error(), "connection refused") {
+			fmt.Fprintf(stderr, "nothing answers at %s: start the stack first with 'make run' in another terminal,\n"+
+				"or name where it runs: make demo DEMO_FLAGS='--relay http://127.0.0.1:PORT'\n", o.relay)
+		}
 		return 1
 	}
 	return 0
+}
+
+// findStack fills in the relay and the admin token from the env file a
+// running stack wrote in the demo dir, so `make demo` finds a stack started
+// on any port. An explicit --relay wins; the token still comes from the
+// file when it names the same stack, else from $BYORELAY_ADMIN_TOKEN.
+func findStack(o *demoOptions) error {
+	if o.demoDir == "" {
+		dir, err := demo.Dir()
+		if err != nil {
+			return err
+		}
+		o.demoDir = dir
+	}
+	stack, found, err := readStackEnv(o.demoDir)
+	if err != nil {
+		return err
+	}
+	given := strings.TrimRight(o.relay, "/")
+	switch {
+	case given == "" && found:
+		o.relay = stack.URL
+	case given == "":
+		o.relay = "http://127.0.0.1:8787"
+	default:
+		o.relay = given
+	}
+	o.token = os.Getenv(controlplane.EnvAdminToken)
+	if found && stack.URL == o.relay {
+		o.token = stack.AdminToken
+	}
+	return nil
 }
 
 // narrator prints from several goroutines without interleaving lines.
@@ -92,12 +138,6 @@ func demoSteps(ctx context.Context, o demoOptions, out io.Writer) error {
 
 	// 1. The site.
 	dir := o.demoDir
-	if dir == "" {
-		var err error
-		if dir, err = demo.Dir(); err != nil {
-			return err
-		}
-	}
 	// Read, never made here: keys made now would be a site the running
 	// stack has never heard of.
 	if _, err := os.Stat(filepath.Join(dir, "site-keys.json")); err != nil {
@@ -113,6 +153,9 @@ func demoSteps(ctx context.Context, o demoOptions, out io.Writer) error {
 	}
 	n.say("1. The site %q (key %s) is loaded from %s.", demo.SiteID, world.Site.KeyID(), dir)
 	n.say("   The relay knows only its public key; the private key stays with the site.\n")
+	if !o.device {
+		return publishAndCollect(ctx, n, o, shop, nil)
+	}
 
 	// 2. The device, paired the way a person pairs one.
 	backend, err := o.backend.build()
@@ -130,16 +173,23 @@ func demoSteps(ctx context.Context, o demoOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	admin := controlplane.NewClient(relayURL, nil)
+	admin := controlplane.NewClient(relayURL, nil).WithToken(o.token)
 	n.say("2. A new device makes its own keys (fingerprint %s) and asks the relay to pair.", deviceKeys.KeyID())
-	pairing, err := dev.Pair(ctx, "byorelay demo", func(code daemon.PairCode) {
+	pairCtx, stopPairing := context.WithCancel(ctx)
+	defer stopPairing()
+	var approveErr error
+	pairing, err := dev.Pair(pairCtx, "byorelay demo", func(code daemon.PairCode) {
 		n.say("   The relay answers with a user code: %s", code.UserCode)
 		n.say("   A person would approve it at %s;", code.VerificationURL)
 		n.say("   the demo approves it for %q through the control plane's admin API.", o.pairAsWho)
-		if _, err := admin.Approve(ctx, controlplane.ApproveRequest{UserCode: code.UserCode, Owner: o.pairAsWho}); err != nil {
-			n.say("   approval failed: %v", err)
+		if _, approveErr = admin.Approve(ctx, controlplane.ApproveRequest{UserCode: code.UserCode, Owner: o.pairAsWho}); approveErr != nil {
+			// Polling on would only wait out the code.
+			stopPairing()
 		}
 	})
+	if approveErr != nil {
+		return fmt.Errorf("approving the device through %s/admin: %w", relayURL, approveErr)
+	}
 	if err != nil {
 		return fmt.Errorf("pairing: %w", err)
 	}
@@ -149,6 +199,27 @@ func demoSteps(ctx context.Context, o demoOptions, out io.Writer) error {
 	}
 	n.say("   It pinned the site's key %s: from now on it opens work only if that key signed it.\n", world.Site.KeyID())
 
+	runCtx, stopDevice := context.WithCancel(ctx)
+	var ran chan error // set once the device runs
+	defer func() {
+		stopDevice()
+		if ran != nil {
+			<-ran
+		}
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = dev.Shutdown(shutdown)
+	}()
+	return publishAndCollect(ctx, n, o, shop, func() <-chan error {
+		ran = make(chan error, 1)
+		go func() { ran <- dev.Run(runCtx) }()
+		return ran
+	})
+}
+
+// publishAndCollect publishes the jobs, starts the device (when the demo
+// runs one) and pumps the site until every result is back.
+func publishAndCollect(ctx context.Context, n *narrator, o demoOptions, shop *site.Client, startDevice func() <-chan error) error {
 	// 3. The jobs.
 	n.say("3. The site publishes %d job(s). The relay sees each stub only (id, kind, owner, size,", o.jobs)
 	n.say("   deadline); the prompt stays at the site, sealed to the site's own key.")
@@ -167,16 +238,12 @@ func demoSteps(ctx context.Context, o demoOptions, out io.Writer) error {
 	}
 	n.say("\n4. The exchange, as it happens:")
 
-	runCtx, stopDevice := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() { ran <- dev.Run(runCtx) }()
-	defer func() {
-		stopDevice()
-		<-ran
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = dev.Shutdown(shutdown)
-	}()
+	var ran <-chan error // nil without a device of ours: never ready
+	if startDevice != nil {
+		ran = startDevice()
+	} else {
+		n.say("   (no device of the demo's own: waiting for a device of %s, such as a running byollm, to claim them)", o.pairAsWho)
+	}
 
 	var results []site.Result
 	for len(results) < len(want) {

@@ -39,8 +39,16 @@ func demoStack(t *testing.T, dir string) string {
 	mux := http.NewServeMux()
 	mux.Handle(controlplane.AdminPrefix+"/", controlplane.AdminHandler(admin))
 	mux.Handle("/", relaytest.Handler(r))
-	srv := httptest.NewServer(mux)
+	token, err := controlplane.NewAdminToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(controlplane.LocalGuard(controlplane.GuardConfig{Token: token}, mux))
 	t.Cleanup(srv.Close)
+	// As serve does: the demo finds the stack and its token here.
+	if _, err := writeStackEnv(dir, stackEnv{URL: srv.URL, AdminToken: token}); err != nil {
+		t.Fatal(err)
+	}
 	return srv.URL
 }
 
@@ -48,13 +56,15 @@ func TestTheDemoPairsADeviceAndFinishesEveryJob(t *testing.T) {
 	dir := t.TempDir()
 	url := demoStack(t, dir)
 	var stdout, stderr bytes.Buffer
-	code := runDemo(t.Context(), []string{"--relay", url, "--demo-dir", dir, "--jobs", "2", "--timeout", "20s"}, &stdout, &stderr)
+	// No --relay: the demo finds the stack through the env file serve writes.
+	code := runDemo(t.Context(), []string{"--demo-dir", dir, "--jobs", "2", "--timeout", "20s"}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
 	out := stdout.String()
 	t.Log(out)
 	for _, want := range []string{
+		"through the relay at " + url,
 		"The relay answers with a user code",
 		"Approved: the device is runner",
 		"It pinned the site's key",
@@ -75,6 +85,18 @@ func TestTheDemoSaysToStartTheStackFirst(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := runDemo(t.Context(), []string{"--relay", "http://127.0.0.1:1", "--demo-dir", t.TempDir()}, &stdout, &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), "make run") {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+func TestTheDemoSaysHowToFindAStackThatIsNotThere(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := demo.Load(dir); err != nil { // keys as a stack left them
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := runDemo(t.Context(), []string{"--relay", "http://127.0.0.1:1", "--demo-dir", dir, "--timeout", "10s"}, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "make run") || !strings.Contains(stderr.String(), "DEMO_FLAGS='--relay") {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
 	}
 }

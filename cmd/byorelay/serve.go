@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -45,13 +46,14 @@ type serveOptions struct {
 	quiet       bool
 	verbose     bool
 	grants      bool
+	exposeAdmin bool
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	var o serveOptions
 	fs := flag.NewFlagSet("byorelay serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.host, "host", "127.0.0.1", "address to listen on (loopback: the local admin API checks no credentials)")
+	fs.StringVar(&o.host, "host", "127.0.0.1", "address to listen on; anything but loopback needs --expose-admin")
 	fs.IntVar(&o.port, "port", 8787, "port for every function (0 picks a free one)")
 	fs.StringVar(&o.ddbEndpoint, "ddb-endpoint", "", "use this DynamoDB endpoint instead of starting DynamoDB Local\n(also $"+localtest.EnvDynamoEndpoint+")")
 	fs.StringVar(&o.table, "table", "byorelay-local", "routing table name; created if missing")
@@ -62,6 +64,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.DurationVar(&o.awaiting, "awaiting", time.Duration(store.AwaitingPayloadMs)*time.Millisecond, "how long a site has to seal a claimed job before it is requeued\n(AWAITING_PAYLOAD_MS when deployed)")
 	fs.BoolVar(&o.quiet, "quiet", false, "log only warnings and errors")
 	fs.BoolVar(&o.verbose, "v", false, "also log every routed request (function, status, time)")
+	fs.BoolVar(&o.exposeAdmin, "expose-admin", false, "allow a non-loopback --host: the admin API (guarded by the per-run token,\nsent in clear over plain HTTP) is then reachable from the network too")
 	fs.BoolVar(&o.grants, "grants", false, "author grants with a control-plane key kept in the demo dir: daemons paired\nfrom now on run in relayed mode (a grant on every job, roster members' jobs too)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: byorelay serve [flags]\n\nThe local stack: DynamoDB Local and every function of template.yaml on one\nport, routed as API Gateway routes them, with a demo projection.\n\n")
@@ -78,6 +81,10 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	}
 	if o.lease < time.Millisecond || o.awaiting < time.Millisecond {
 		return o, errors.New("--lease and --awaiting must be at least 1ms")
+	}
+	if !isLoopbackHost(o.host) && !o.exposeAdmin {
+		return o, fmt.Errorf("--host %s would serve the admin API (approve devices, change consents) to the network with the relay;\n"+
+			"keep the default --host 127.0.0.1, or pass --expose-admin to serve both there (the admin token travels in clear over HTTP)", o.host)
 	}
 	return o, nil
 }
@@ -104,7 +111,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if opts.ddbEndpoint == "" {
 		fmt.Fprintln(stdout, "starting DynamoDB Local (in memory)…")
 	}
-	ls, err := startLocal(ctx, opts, log)
+	ls, err := startLocal(ctx, opts, log, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "byorelay serve: %v\n", err)
 		return 1
@@ -130,9 +137,12 @@ type localStack struct {
 	demoDir     string
 	demo        *demo.World
 	siteEnv     string
-	grantKey    string // the control-plane key file; "" in direct mode
-	imported    bool   // the demo projection was imported (the table had none)
-	version     int64  // the projection's version at start
+	stackEnv    string   // the file `byorelay demo` and `admin` read to find this stack
+	adminToken  string   // the admin API's bearer token for this run
+	hosts       []string // Host headers the admin API answers to; nil: any
+	grantKey    string   // the control-plane key file; "" in direct mode
+	imported    bool     // the demo projection was imported (the table had none)
+	version     int64    // the projection's version at start
 	debug       bool
 
 	listener   net.Listener
@@ -146,7 +156,7 @@ type localStack struct {
 // startLocal brings the stack up: DynamoDB (started or given), the table,
 // the demo keys and projection, the functions, the sweeper's schedule, the
 // listener. On error everything already started is stopped again.
-func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger) (_ *localStack, err error) {
+func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger, progress io.Writer) (_ *localStack, err error) {
 	ls := &localStack{table: opts.table, debug: opts.debug, stopDynamo: func() {}}
 	defer func() {
 		if err != nil {
@@ -154,23 +164,29 @@ func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger) (_ *lo
 		}
 	}()
 
+	// Listen first: a taken port must fail at once, not after DynamoDB
+	// Local took its time to start, nor after the banner named the URL.
+	if ls.listener, err = net.Listen("tcp", net.JoinHostPort(opts.host, strconv.Itoa(opts.port))); err != nil {
+		return nil, fmt.Errorf("%w (another `make run`? pick another port: make run RUN_FLAGS='--port 8788')", err)
+	}
+	ls.url, ls.hosts = usableURL(ls.listener.Addr().(*net.TCPAddr))
+	if opts.exposeAdmin {
+		ls.hosts = nil // any Host: other machines name this one as they like
+	}
+	if ls.adminToken, err = controlplane.NewAdminToken(); err != nil {
+		return nil, err
+	}
+
 	ls.ddbEndpoint = opts.ddbEndpoint
 	if ls.ddbEndpoint == "" {
-		if ls.ddbEndpoint, ls.stopDynamo, err = localtest.StartDynamo(); err != nil {
-			return nil, fmt.Errorf("DynamoDB Local: %w (run `make deps`, or pass --ddb-endpoint)", err)
+		if ls.ddbEndpoint, ls.stopDynamo, err = localtest.StartDynamoWithProgress(progress); err != nil {
+			return nil, fmt.Errorf("DynamoDB Local: %w", err)
 		}
 	}
 	cfg := localtest.AWSConfig(ls.ddbEndpoint)
 	if err := ensureTable(ctx, dynamodb.NewFromConfig(cfg), opts.table); err != nil {
 		return nil, err
 	}
-
-	// Listen before anything prints a URL: a taken port must fail here,
-	// not after the banner told somebody to use it.
-	if ls.listener, err = net.Listen("tcp", net.JoinHostPort(opts.host, strconv.Itoa(opts.port))); err != nil {
-		return nil, err
-	}
-	ls.url = "http://" + ls.listener.Addr().String()
 
 	// The demo keys are shared with `byorelay invoke` (localtest/demo), so
 	// a sample event it re-signs is accepted here too.
@@ -185,14 +201,17 @@ func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger) (_ *lo
 	if ls.siteEnv, err = writeSiteEnv(ls.demoDir, ls.demo, ls.url, time.Now()); err != nil {
 		return nil, fmt.Errorf("demo site env: %w", err)
 	}
+	if ls.stackEnv, err = writeStackEnv(ls.demoDir, stackEnv{URL: ls.url, AdminToken: ls.adminToken}); err != nil {
+		return nil, fmt.Errorf("stack env: %w", err)
+	}
 
 	env := lambdafn.Env{
 		TableName: opts.table,
 		Debug:     opts.debug,
 		// Device-code pairing is off without a verification URL (501). Here
-		// a person approves with the admin CLI; the URL names the admin
-		// API route that shows a pending code.
-		VerificationURL:   ls.url + controlplane.AdminPrefix + "/pairings",
+		// it is the operator console, so the URL the daemon prints opens a
+		// page where the code is approved.
+		VerificationURL:   ls.url + controlplane.ConsolePath,
 		MetricsNamespace:  "byorelay",
 		LeaseMs:           opts.lease.Milliseconds(),
 		AwaitingPayloadMs: opts.awaiting.Milliseconds(),
@@ -224,7 +243,8 @@ func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger) (_ *lo
 	ls.stopSweep, ls.sweepDone = stopSweep, make(chan struct{})
 	go sweepEvery(sweepCtx, st, opts.sweepEvery, log, ls.sweepDone)
 
-	ls.srv = &http.Server{Handler: server, ReadHeaderTimeout: 10 * time.Second}
+	guarded := controlplane.LocalGuard(controlplane.GuardConfig{Token: ls.adminToken, Hosts: ls.hosts}, server)
+	ls.srv = &http.Server{Handler: guarded, ReadHeaderTimeout: 10 * time.Second}
 	ls.served = make(chan error, 1)
 	go func() { ls.served <- ls.srv.Serve(ls.listener) }()
 	return ls, nil
@@ -301,6 +321,10 @@ func (ls *localStack) close() {
 	if ls.stopDynamo != nil {
 		ls.stopDynamo()
 	}
+	if ls.stackEnv != "" {
+		// A stack that is gone must not be found by the demo.
+		removeStackEnv(ls.demoDir, ls.url)
+	}
 }
 
 // printBanner says what is running and how to point a daemon, a site and
@@ -319,6 +343,10 @@ func (ls *localStack) printBanner(w io.Writer) {
 	if ls.debug {
 		debug = fmt.Sprintf("  debug page     %s/debug?site=%s\n", ls.url, demo.SiteID)
 	}
+	exposed := ""
+	if ls.hosts == nil {
+		exposed = "  (listening beyond loopback with --expose-admin: the admin API is reachable from the\n   network, guarded by the token only, which travels in clear over HTTP)\n"
+	}
 	fmt.Fprintf(w, `
 byorelay local stack: every function of template.yaml on one port, routed as
 API Gateway routes them, over DynamoDB.
@@ -326,9 +354,14 @@ API Gateway routes them, over DynamoDB.
   relay          %[1]s
   daemon plane   %[1]s/byollm/{pair,claim,fetch,heartbeat,result,release}
   site plane     %[1]s/relay/site/{enqueue,payload,cancel,pending,results}
-  admin API      %[2]s   (no credentials locally; IAM-authorised when deployed)
-%[3]s  DynamoDB       %[4]s   table %[5]s
+  admin API      %[2]s   (bearer token below; IAM-authorised when deployed)
+  admin console  %[1]s%[15]s#token=%[14]s
+%[17]s%[3]s  DynamoDB       %[4]s   table %[5]s
   grants         %[13]s
+
+Admin token for this run (also in %[16]s, which 'make demo' and
+'byorelay admin' read; a new one every run):
+  export BYORELAY_ADMIN_URL=%[2]s BYORELAY_ADMIN_TOKEN=%[14]s
 
 Demo (%[6]s):
   site id        %[7]s
@@ -338,12 +371,15 @@ Demo (%[6]s):
   keys           %[11]s   (site: site-keys.json, site.env; device: device-keys.json)
                  secret, made on first run and reused; never commit them
 
+Watch a Go site and a Go daemon finish jobs: make demo   (in another terminal)
+
 Point a byollm daemon at it (it pairs as a new device of %[9]s):
-  BYOLLM_HOME=%[11]s/daemon localtest/js/node_modules/.bin/byollm connect %[1]s
-and approve the code it prints:
-  export BYORELAY_ADMIN_URL=%[2]s
+  localtest/js/node_modules/.bin/byollm connect %[1]s
+open the URL it prints (the admin console), enter the code, check the
+fingerprint and approve it for %[9]s; or from a terminal:
   go run ./cmd/byorelay admin pairing XXXX-XXXX               # who is asking
   go run ./cmd/byorelay admin approve XXXX-XXXX --owner %[9]s
+README.md ("A real byollm daemon") goes on to a model and a job.
 
 Point a site at it (@byollm/server's cloud lane):
   relayOrigin %[1]s, siteId %[7]s, and the site keys from
@@ -352,5 +388,37 @@ Point a site at it (@byollm/server's cloud lane):
 Requests over 6 MB of Lambda event are refused with API Gateway's 413.
 Ctrl-C stops everything; the routing state goes with DynamoDB Local, the keys stay.
 `, ls.url, admin, debug, ls.ddbEndpoint, ls.table, projection,
-		demo.SiteID, ls.demo.Site.KeyID(), demo.Owner, demo.RunnerID, ls.demoDir, ls.siteEnv, mode)
+		demo.SiteID, ls.demo.Site.KeyID(), demo.Owner, demo.RunnerID, ls.demoDir, ls.siteEnv, mode,
+		ls.adminToken, controlplane.ConsolePath, ls.stackEnv, exposed)
+}
+
+// isLoopbackHost reports whether a --host value keeps the stack on this
+// machine.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// usableURL is the URL to print for a listener, and the Host headers the
+// admin API should answer to. A listener on every interface (0.0.0.0, ::)
+// is reached from this machine at loopback: http://[::]:8787 is not a
+// URL a daemon or a browser can use.
+func usableURL(addr *net.TCPAddr) (url string, hosts []string) {
+	port := strconv.Itoa(addr.Port)
+	ip := addr.IP
+	if ip.IsUnspecified() {
+		// Both 0.0.0.0 and a dual-stack :: accept IPv4 loopback.
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	hostport := net.JoinHostPort(ip.String(), port)
+	hosts = []string{hostport}
+	if ip.IsLoopback() {
+		// The names this machine knows itself by on loopback, and nothing
+		// else: a foreign name resolved to 127.0.0.1 is DNS rebinding.
+		hosts = []string{"127.0.0.1:" + port, "localhost:" + port, "[::1]:" + port}
+	}
+	return "http://" + hostport, hosts
 }

@@ -42,6 +42,8 @@ func TestRunDispatchesAndRefusesMisuse(t *testing.T) {
 		{"serve with no sweep interval", []string{"serve", "--sweep-every=0s"}, 2},
 		{"serve with no lease", []string{"serve", "--lease=0s"}, 2},
 		{"serve with no awaiting window", []string{"serve", "--awaiting=0s"}, 2},
+		{"serve on every interface without saying the admin API goes too", []string{"serve", "--host", "0.0.0.0"}, 2},
+		{"serve on a LAN address without saying the admin API goes too", []string{"serve", "--host", "192.168.1.20"}, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -56,11 +58,11 @@ func TestRunDispatchesAndRefusesMisuse(t *testing.T) {
 func TestServeBringsUpTheStackWithTheDemoWorld(t *testing.T) {
 	ctx := context.Background()
 	opts := testServeOptions(t)
-	ls, err := startLocal(ctx, opts, slog.New(slog.DiscardHandler))
+	ls, err := startLocal(ctx, opts, slog.New(slog.DiscardHandler), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ls.close()
+	t.Cleanup(ls.close) // close is idempotent; the test closes it early too
 	if !ls.imported {
 		t.Fatal("a new table did not get the demo projection")
 	}
@@ -77,6 +79,8 @@ func TestServeBringsUpTheStackWithTheDemoWorld(t *testing.T) {
 		"byollm connect " + ls.url,
 		"admin approve XXXX-XXXX --owner " + demo.Owner,
 		"BYORELAY_ADMIN_URL=" + ls.url + "/admin",
+		"BYORELAY_ADMIN_TOKEN=" + ls.adminToken,
+		"admin console  " + ls.url + "/admin/pairings#token=" + ls.adminToken,
 		opts.demoDir,
 	} {
 		if !strings.Contains(banner.String(), want) {
@@ -105,22 +109,66 @@ func TestServeBringsUpTheStackWithTheDemoWorld(t *testing.T) {
 		t.Fatalf("claim: %d %s", code, body)
 	}
 
-	// The admin API is served on the same port.
-	resp, err := http.Get(ls.url + "/admin/fixture")
-	if err != nil {
-		t.Fatal(err)
+	// The admin API is served on the same port, to the token only.
+	adminGet := func(token string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, ls.url+"/admin/fixture", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
 	}
-	fixture, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(fixture), `"siteId":"demo-site"`) {
-		t.Fatalf("admin fixture: %d %s", resp.StatusCode, fixture)
+	if code, body := adminGet(""); code != http.StatusUnauthorized {
+		t.Fatalf("admin fixture without the token: %d %s", code, body)
+	}
+	if code, body := adminGet("not-the-token"); code != http.StatusUnauthorized {
+		t.Fatalf("admin fixture with a wrong token: %d %s", code, body)
+	}
+	if code, body := adminGet(ls.adminToken); code != 200 || !strings.Contains(body, `"siteId":"demo-site"`) {
+		t.Fatalf("admin fixture: %d %s", code, body)
+	}
+
+	// The env file the demo and the admin CLI read names this stack.
+	env, found, err := readStackEnv(opts.demoDir)
+	if err != nil || !found || env.URL != ls.url || env.AdminToken != ls.adminToken {
+		t.Fatalf("stack.env: %+v %v %v", env, found, err)
+	}
+	if info, err := os.Stat(filepath.Join(opts.demoDir, stackEnvFile)); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("stack.env must be owner-only: %v %v", info, err)
+	}
+	ls.close()
+	if _, found, _ := readStackEnv(opts.demoDir); found {
+		t.Fatal("a stopped stack left its env file for the demo to find")
+	}
+}
+
+func TestUsableURLsNeverNameTheUnspecifiedAddress(t *testing.T) {
+	for _, tc := range []struct {
+		listen string
+		want   string
+	}{
+		{"0.0.0.0", "http://127.0.0.1:8787"},
+		{"::", "http://127.0.0.1:8787"},
+		{"127.0.0.1", "http://127.0.0.1:8787"},
+		{"::1", "http://[::1]:8787"},
+		{"192.168.1.20", "http://192.168.1.20:8787"},
+	} {
+		got, hosts := usableURL(&net.TCPAddr{IP: net.ParseIP(tc.listen), Port: 8787})
+		if got != tc.want || len(hosts) == 0 {
+			t.Errorf("listening on %s: %s %v, want %s", tc.listen, got, hosts, tc.want)
+		}
 	}
 }
 
 func TestServeKeepsTheDemoKeysSecretAndReusesThem(t *testing.T) {
 	ctx := context.Background()
 	opts := testServeOptions(t)
-	first, err := startLocal(ctx, opts, slog.New(slog.DiscardHandler))
+	first, err := startLocal(ctx, opts, slog.New(slog.DiscardHandler), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +210,7 @@ func TestServeKeepsTheDemoKeysSecretAndReusesThem(t *testing.T) {
 
 	// A restart over the same table and directory keeps both: a daemon
 	// paired on the first run still knows the site, and its approval stands.
-	second, err := startLocal(ctx, opts, slog.New(slog.DiscardHandler))
+	second, err := startLocal(ctx, opts, slog.New(slog.DiscardHandler), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

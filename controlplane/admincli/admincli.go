@@ -32,6 +32,7 @@ commands:
   pairing USERCODE              show a pending pairing: label, platform, key fingerprint
   approve USERCODE --owner O [--runner R]
                                 approve a pending pairing (runner id minted when not given)
+  deny USERCODE                 refuse a pending pairing: its code stops resolving
   revoke-device RUNNER          revoke a device: its next request is refused
   consent add|pause|resume|revoke --owner O --site S
   roster set ID --owner O [--members a,b,...]
@@ -43,12 +44,14 @@ flags (before or after the command):
                    default credentials (always on for a non-loopback endpoint)
   --region R       the region to sign for (default: from the endpoint's host name,
                    else the AWS configuration)
+  --token T        the local stack's admin token (default $BYORELAY_ADMIN_TOKEN;
+                   'byorelay serve' prints it); deployments use SigV4 instead
 `
 
 // Run runs `byorelay admin args...` and returns the exit code: 0 done,
 // 1 failed (the API refused or could not be reached), 2 misused.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	g := &globals{endpoint: os.Getenv(EnvEndpoint)}
+	g := &globals{endpoint: os.Getenv(EnvEndpoint), token: os.Getenv(controlplane.EnvAdminToken)}
 	top := flag.NewFlagSet("byorelay admin", flag.ContinueOnError)
 	top.SetOutput(io.Discard)
 	g.register(top)
@@ -156,6 +159,11 @@ func parseCommand(g *globals, args []string) (command, error) {
 			return nil, errors.New("approve needs --owner")
 		}
 		return approve(controlplane.ApproveRequest{UserCode: pos[0], Owner: owner, RunnerID: runner}), nil
+	case "deny":
+		if err := need(1, "deny USERCODE"); err != nil {
+			return nil, err
+		}
+		return deny(pos[0]), nil
 	case "revoke-device":
 		if err := need(1, "revoke-device RUNNER"); err != nil {
 			return nil, err
@@ -281,6 +289,16 @@ func showPairing(code string) command {
 func approve(req controlplane.ApproveRequest) command {
 	return func(ctx context.Context, c *controlplane.Client, stdout io.Writer) error {
 		res, err := c.Approve(ctx, req)
+		if err != nil {
+			return err
+		}
+		return printJSON(stdout, res)
+	}
+}
+
+func deny(code string) command {
+	return func(ctx context.Context, c *controlplane.Client, stdout io.Writer) error {
+		res, err := c.Deny(ctx, controlplane.DenyRequest{UserCode: code})
 		if err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ type globals struct {
 	endpoint string
 	sigv4    bool
 	region   string
+	token    string
 }
 
 // register adds the global flags to fs, defaulting to what is already
@@ -28,12 +29,13 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.endpoint, "endpoint", g.endpoint, "")
 	fs.BoolVar(&g.sigv4, "sigv4", g.sigv4, "")
 	fs.StringVar(&g.region, "region", g.region, "")
+	fs.StringVar(&g.token, "token", g.token, "")
 }
 
 // client builds the API client. A deployment's admin route is
 // IAM-authorised, so anything that is not loopback is signed: an unsigned
 // request there is refused anyway, and a loopback endpoint is the local
-// stack, which checks nothing.
+// stack, which checks its per-run bearer token instead.
 func (g *globals) client(ctx context.Context) (*controlplane.Client, error) {
 	if g.endpoint == "" {
 		return nil, errors.New("no endpoint: give --endpoint or set " + EnvEndpoint)
@@ -43,7 +45,7 @@ func (g *globals) client(ctx context.Context) (*controlplane.Client, error) {
 		return nil, fmt.Errorf("endpoint %q is not an http(s) URL", g.endpoint)
 	}
 	if !g.sigv4 && isLoopback(u.Hostname()) {
-		return controlplane.NewClient(g.endpoint, nil), nil
+		return controlplane.NewClient(g.endpoint, nil).WithToken(g.token), nil
 	}
 	region := g.region
 	if region == "" {

@@ -1,0 +1,219 @@
+"use strict";
+// The operator console. It holds no data of its own: every read and every
+// change is an admin API call carrying the token as a bearer header, which
+// is what the local stack's guard checks (never a cookie, so no other page
+// can make this browser act for the operator).
+(function () {
+  const $ = (id) => document.getElementById(id);
+  const tokenKey = "byorelay-admin-token";
+  let token = "";
+  let current = null; // the pending pairing on screen
+
+  function say(el, text, ok) {
+    el.textContent = text;
+    el.className = "status " + (ok ? "ok" : "err");
+  }
+
+  async function api(method, path, body) {
+    const init = { method, credentials: "omit", cache: "no-store", headers: { Authorization: "Bearer " + token } };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const resp = await fetch("/admin" + path, init);
+    const text = await resp.text();
+    let data;
+    try { data = JSON.parse(text); } catch (e) { data = { message: text }; }
+    if (!resp.ok) {
+      const err = new Error(data.message || text || String(resp.status));
+      err.status = resp.status;
+      throw err;
+    }
+    return data;
+  }
+
+  // The key id the daemon prints: BYOLLM- and 24 Crockford base32 digits
+  // of SHA-256 over the raw identity key, in groups of four.
+  async function keyID(identityB64) {
+    const std = identityB64.replace(/-/g, "+").replace(/_/g, "/");
+    const raw = Uint8Array.from(atob(std + "===".slice((std.length + 3) % 4)), (c) => c.charCodeAt(0));
+    const sum = new Uint8Array(await crypto.subtle.digest("SHA-256", raw));
+    const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+    let bits = 0, value = 0, out = "";
+    for (const b of sum.slice(0, 15)) {
+      value = (value << 8) | b;
+      bits += 8;
+      while (bits >= 5) {
+        out += alphabet[(value >>> (bits - 5)) & 31];
+        bits -= 5;
+      }
+    }
+    return "BYOLLM-" + out.match(/.{4}/g).join("-");
+  }
+
+  function cell(row, text) {
+    const td = document.createElement("td");
+    td.textContent = text;
+    row.appendChild(td);
+    return td;
+  }
+
+  function button(td, label, danger, action) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = label;
+    b.className = danger ? "danger small" : "small";
+    b.addEventListener("click", action);
+    td.appendChild(b);
+    td.appendChild(document.createTextNode(" "));
+  }
+
+  async function refresh() {
+    const status = $("projection-status");
+    let f;
+    try {
+      f = await api("GET", "/fixture");
+    } catch (e) {
+      say($("auth-status"), e.status === 401 ? "the token was refused" : e.message, false);
+      return;
+    }
+    say($("auth-status"), "token accepted", true);
+    status.textContent = "";
+    const devices = $("devices");
+    devices.replaceChildren();
+    for (const d of f.devices) {
+      const row = devices.insertRow();
+      cell(row, d.runnerId);
+      cell(row, d.owner);
+      const kid = cell(row, "");
+      kid.appendChild(document.createElement("code")).textContent = await keyID(d.device.identity);
+      cell(row, d.revoked ? "revoked" : "approved");
+      const act = cell(row, "");
+      if (!d.revoked) {
+        button(act, "Revoke", true, async () => {
+          if (!confirm("Revoke " + d.runnerId + "? Its next request is refused.")) return;
+          await change(() => api("POST", "/devices/" + encodeURIComponent(d.runnerId) + "/revoke"), "revoked " + d.runnerId);
+        });
+      }
+    }
+    if (f.devices.length === 0) cell(devices.insertRow(), "no devices yet").colSpan = 5;
+
+    const revoked = new Set(f.revoked.map((r) => r.owner + "\u0000" + r.siteId));
+    const consents = $("consents");
+    consents.replaceChildren();
+    const owners = new Set();
+    for (const c of f.consents) {
+      owners.add(c.owner);
+      const row = consents.insertRow();
+      cell(row, c.owner);
+      cell(row, c.siteId);
+      const isRevoked = revoked.has(c.owner + "\u0000" + c.siteId);
+      cell(row, isRevoked ? "revoked" : c.paused ? "paused" : "active");
+      const act = cell(row, "");
+      const body = { owner: c.owner, siteId: c.siteId };
+      if (!isRevoked) {
+        const verb = c.paused ? "resume" : "pause";
+        button(act, c.paused ? "Resume" : "Pause", false, () => change(() => api("POST", "/consents/" + verb, body), verb + "d " + c.owner + " → " + c.siteId));
+        button(act, "Revoke", true, () => change(() => api("POST", "/consents/revoke", body), "revoked " + c.owner + " → " + c.siteId));
+      }
+    }
+    if (f.consents.length === 0) cell(consents.insertRow(), "no consents yet").colSpan = 4;
+    for (const d of f.devices) owners.add(d.owner);
+    const list = $("owners");
+    list.replaceChildren();
+    for (const o of owners) list.appendChild(document.createElement("option")).value = o;
+    if ($("owner").value === "" && owners.size > 0) $("owner").value = [...owners][0];
+  }
+
+  async function change(call, done) {
+    const status = $("projection-status");
+    try {
+      await call();
+      say(status, done, true);
+    } catch (e) {
+      say(status, e.message, false);
+    }
+    await refresh();
+  }
+
+  async function lookup() {
+    const code = $("code").value.trim().toUpperCase();
+    const status = $("code-status");
+    $("pairing").hidden = true;
+    $("pairing-status").textContent = "";
+    current = null;
+    if (code === "") {
+      say(status, "enter the code the device shows", false);
+      return;
+    }
+    try {
+      const p = await api("GET", "/pairings/" + encodeURIComponent(code));
+      current = p;
+      $("p-code").textContent = p.userCode;
+      $("p-label").textContent = p.label || "(no label)";
+      $("p-platform").textContent = p.platform || "(not given)";
+      $("p-fingerprint").textContent = p.fingerprint;
+      $("p-capabilities").textContent = p.capabilities.map((c) => c.kind).join(", ") || "(nothing advertised)";
+      $("p-expires").textContent = new Date(p.expiresAt).toLocaleTimeString();
+      $("pairing").hidden = false;
+      say(status, "pending", true);
+    } catch (e) {
+      say(status, e.status === 404 ? "no pending pairing has this code (unknown, expired or already decided)" : e.message, false);
+    }
+  }
+
+  async function decide(approve) {
+    if (current === null) return;
+    const status = $("pairing-status");
+    try {
+      if (approve) {
+        const owner = $("owner").value.trim();
+        if (owner === "") {
+          say(status, "name the owner this device runs for", false);
+          return;
+        }
+        const d = await api("POST", "/pairings/approve", { userCode: current.userCode, owner });
+        say(status, "approved: " + current.userCode + " is runner " + d.device.runnerId + " of " + owner + "; the device finishes pairing on its next poll", true);
+      } else {
+        await api("POST", "/pairings/deny", { userCode: current.userCode });
+        say(status, "denied: " + current.userCode + " no longer resolves; the device reports it expired", true);
+      }
+      $("pairing").hidden = true;
+      $("code-status").textContent = "";
+      current = null;
+    } catch (e) {
+      say(status, e.message, false);
+    }
+    await refresh();
+  }
+
+  function start() {
+    // A token in the fragment (the link serve prints) never reaches a
+    // server or a log; keep it, then take it out of the address bar.
+    const m = location.hash.match(/token=([A-Za-z0-9_-]+)/);
+    if (m) {
+      localStorage.setItem(tokenKey, m[1]);
+      history.replaceState(null, "", location.pathname + location.search);
+    }
+    token = localStorage.getItem(tokenKey) || "";
+    $("token").value = token;
+    const code = new URLSearchParams(location.search).get("code");
+    if (code) $("code").value = code;
+
+    $("token-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      token = $("token").value.trim();
+      localStorage.setItem(tokenKey, token);
+      refresh();
+    });
+    $("code-form").addEventListener("submit", (e) => { e.preventDefault(); lookup(); });
+    $("decide-form").addEventListener("submit", (e) => { e.preventDefault(); decide(true); });
+    $("deny").addEventListener("click", () => decide(false));
+    $("refresh").addEventListener("click", refresh);
+    if (token !== "") {
+      refresh();
+      if (code) lookup();
+    }
+  }
+  start();
+})();
