@@ -212,6 +212,12 @@ func (r *Relay) dispatch(c *call, req Request, header http.Header) (reply, error
 		}
 	}
 
+	// The live-stream lane, a proposed extension under its own prefix
+	// (stream_plane.go), before the daemon plane's last-segment dispatch.
+	if strings.HasPrefix(path, StreamPrefix) {
+		return r.streamPlane(c, raw, header, query)
+	}
+
 	// The daemon plane: anything under the base path, dispatched on the last
 	// segment alone (so /byollm/anything/claim is claim, as in the
 	// reference).

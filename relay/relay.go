@@ -172,6 +172,9 @@ type Config struct {
 	AuthorGrant        GrantAuthor
 	// Satisfiable is asked at enqueue when set; nil refuses nothing.
 	Satisfiable Satisfiable
+	// Streams tunes the live-stream attach (docs/streaming.md); the lane
+	// is served when Store also implements store.StreamLog.
+	Streams StreamOptions
 	// UpdateOffer is a daemon version offered in heartbeats; "" offers
 	// nothing. DaemonFloor is the oldest daemon served; "" refuses nobody.
 	UpdateOffer string

@@ -1,0 +1,212 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/stream/seal"
+)
+
+// maxStreamBody bounds a stream-lane body: one sealed frame and a few ids.
+const maxStreamBody = 64 * 1024
+
+// streamPlane checks what every protocol path checks (size, version, UTF-8)
+// and dispatches on the exact path.
+func (r *Relay) streamPlane(c *call, raw []byte, header http.Header, query url.Values) (reply, error) {
+	if rep := streamPrecheck(raw, query); rep != nil {
+		return *rep, nil
+	}
+	p, err := r.cfg.Projection.Projection(c.ctx)
+	if err != nil {
+		return reply{}, err
+	}
+	switch c.path {
+	case StreamAppendPath:
+		return r.streamAppend(c, daemonRequest{raw: raw, header: header, proj: p})
+	case StreamAttachPath:
+		return r.streamPoll(c, siteRequest{raw: raw, header: header, query: query, proj: p})
+	}
+	return bare(http.StatusNotFound, protocol.CodeNotFound), nil
+}
+
+func streamPrecheck(raw []byte, query url.Values) *reply {
+	if len(raw) > maxStreamBody {
+		rep := fail(http.StatusBadRequest, protocol.CodeBadRequest, "a stream request is at most 64 KiB")
+		return &rep
+	}
+	if refusal := protocol.CheckVersion(raw, query); refusal != nil {
+		return &reply{status: http.StatusBadRequest, code: refusal.Error, body: *refusal}
+	}
+	if !utf8.Valid(raw) {
+		return &notUTF8
+	}
+	return nil
+}
+
+// sseHeaders are rindle's STREAM_SSE_HEADERS.
+var sseHeaders = map[string]string{
+	"Content-Type":      "text/event-stream; charset=utf-8",
+	"Cache-Control":     "no-cache, no-transform",
+	"Connection":        "keep-alive",
+	"X-Accel-Buffering": "no",
+}
+
+// StreamHandler serves POST /byorelay/stream/attach as Server-Sent Events
+// when the caller accepts text/event-stream (a Lambda function URL in
+// RESPONSE_STREAM mode, the local API server), and every other request
+// through Handle, buffered. The attach is authorised exactly as the
+// long-poll is, before anything about the job is read; a refusal is the
+// ordinary JSON error body. Last-Event-ID, when present, takes precedence
+// over the body's from (rindle: the URL holds where the reader joined, the
+// header where it got to).
+func (r *Relay) StreamHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
+		raw, err := io.ReadAll(io.LimitReader(hr.Body, MaxBodyBytes+1))
+		if err != nil {
+			http.Error(w, "unreadable body", http.StatusBadRequest)
+			return
+		}
+		if hr.URL.Path != StreamAttachPath || hr.Method != http.MethodPost || !acceptsSSE(hr.Header) {
+			resp := r.Handle(hr.Context(), Request{Method: hr.Method, Path: hr.URL.Path, RawQuery: hr.URL.RawQuery, Header: hr.Header, Body: raw})
+			writeResponse(w, resp)
+			return
+		}
+		r.serveSSE(w, hr, raw)
+	})
+}
+
+func acceptsSSE(h http.Header) bool {
+	for _, v := range h.Values("Accept") {
+		if bytes.Contains([]byte(v), []byte("text/event-stream")) {
+			return true
+		}
+	}
+	return false
+}
+
+func writeResponse(w http.ResponseWriter, resp Response) {
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	w.WriteHeader(resp.Status)
+	_, _ = w.Write(resp.Body)
+}
+
+func (r *Relay) serveSSE(w http.ResponseWriter, hr *http.Request, raw []byte) {
+	header := canonicalHeader(hr.Header)
+	c := &call{ctx: hr.Context(), requestID: requestID(hr.Context(), header), method: hr.Method, path: hr.URL.Path, endpoint: "attach"}
+	refuse := func(rep reply) {
+		resp, err := encode(rep)
+		if err != nil {
+			resp, _ = encode(serverError)
+		}
+		writeResponse(w, resp)
+	}
+	if _, ok := r.streamLog(); !ok {
+		refuse(streamsOff)
+		return
+	}
+	query := hr.URL.Query()
+	if rep := streamPrecheck(raw, query); rep != nil {
+		refuse(*rep)
+		return
+	}
+	p, err := r.cfg.Projection.Projection(c.ctx)
+	if err != nil {
+		refuse(serverError)
+		return
+	}
+	req, refusal := r.authAttach(c, siteRequest{raw: raw, header: header, query: query, proj: p})
+	if refusal != nil {
+		refuse(*refusal)
+		return
+	}
+	if id := hr.Header.Get("Last-Event-ID"); id != "" {
+		// parseInt semantics: non-numeric or negative reads as 0.
+		if n, err := strconv.ParseInt(id, 10, 64); err == nil && n > 0 {
+			req.From = n
+		} else {
+			req.From = 0
+		}
+	}
+	for k, v := range sseHeaders {
+		w.Header().Set(k, v)
+	}
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	var mu sync.Mutex
+	write := func(b []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return nil
+	}
+	_ = write(nil)
+
+	ctx, cancel := context.WithTimeout(c.ctx, r.streamOpts().SSEWindow)
+	defer cancel() // runs before pinger.Wait, so the pinger stops
+	// rindle's keep-alive comment, so proxies keep a quiet stream open.
+	// Waited for before returning: nothing may write after the handler.
+	var pinger sync.WaitGroup
+	pinger.Add(1)
+	defer pinger.Wait()
+	go func() {
+		defer pinger.Done()
+		t := time.NewTicker(15 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if write([]byte(": ping\n\n")) != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	err = r.follow(ctx, req, func(e seal.Event) error { return write(sseEvent(e)) }, false)
+	if err != nil && ctx.Err() == nil {
+		r.decide(c, "stream-attach-failed", slogError(err))
+	}
+	// The window closing ends the body without a terminal: EventSource
+	// reconnects with Last-Event-ID, which is the point.
+}
+
+// sseEvent is one SSE event: id is the reader's resume point after it
+// (a sealed chunk's end offset; a clear frame's rindle resume point).
+func sseEvent(e seal.Event) []byte {
+	data, _ := json.Marshal(e)
+	var b bytes.Buffer
+	id, has := int64(0), false
+	switch {
+	case e.Sealed != nil && e.Sealed.Kind == seal.KindChunk:
+		id, has = e.Sealed.Seq, true
+	case e.Clear != nil:
+		id, has = e.Clear.ResumePoint()
+	}
+	if has {
+		b.WriteString("id: " + strconv.FormatInt(id, 10) + "\n")
+	}
+	b.WriteString("data: ")
+	b.Write(data)
+	b.WriteString("\n\n")
+	return b.Bytes()
+}

@@ -1,0 +1,229 @@
+package relay_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/relay"
+	"github.com/byorelay/byorelay/relay/relaytest"
+	"github.com/byorelay/byorelay/store"
+	"github.com/byorelay/byorelay/stream"
+	"github.com/byorelay/byorelay/stream/seal"
+)
+
+// streamWorld is a world whose daemon holds a running job and whose site
+// and daemon have derived that lease's stream keys.
+type streamWorld struct {
+	*world
+	job     protocol.ClaimedStub
+	sealer  *seal.Sealer
+	siteKey seal.Key
+}
+
+func newStreamWorld(t *testing.T, f storeFactory) *streamWorld {
+	w := newWorld(t, f, func(c *relay.Config) {
+		c.Streams = relay.StreamOptions{LongPollWait: 300 * time.Millisecond, PollEvery: 20 * time.Millisecond, LivenessEvery: 50 * time.Millisecond}
+	})
+	w.enqueue(w.site, "job-1", "alice")
+	job := w.claim(w.daemon, 1)[0]
+	w.seal(w.site, "job-1", w.daemon.Public())
+	expectStatus(t, w.daemonCall(w.daemon, "fetch", protocol.FetchRequest{ProtocolVersion: "2", RunnerID: w.daemon.RunnerID, JobID: "job-1", LeaseID: job.Lease.ID}), 200)
+	ctx := seal.Context{JobID: "job-1", LeaseID: job.Lease.ID, DeviceKeyID: w.daemon.Keys.KeyID(), SiteKeyID: w.site.KeyID()}
+	dk, err := seal.DeviceKey(w.daemon.Keys, w.site.Public(), ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := seal.SiteKey(w.site.Keys, w.daemon.Public(), ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &streamWorld{world: w, job: job, sealer: seal.NewSealer(dk), siteKey: sk}
+}
+
+func (w *streamWorld) appendReq(f seal.Frame) relay.Request {
+	req := relaytest.SignedDaemonRequest(w.t, w.daemon.Keys, w.daemon.RunnerID, "append", w.now(),
+		relay.AppendFrameRequest{ProtocolVersion: "2", JobID: "job-1", LeaseID: w.job.Lease.ID, Frame: f})
+	req.Path = relay.StreamAppendPath
+	return req
+}
+
+func (w *streamWorld) push(text string) seal.Frame {
+	w.t.Helper()
+	f, err := w.sealer.Chunk(text)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	expectStatus(w.t, w.do(w.appendReq(f)), 200)
+	return f
+}
+
+func (w *streamWorld) attachReq(s *relaytest.Site, jobID string, from int64) relay.Request {
+	req := relaytest.SignedSiteRequest(w.t, s.Keys, s.SiteID, "attach", w.now(),
+		relay.AttachRequest{ProtocolVersion: "2", SiteID: s.SiteID, JobID: jobID, From: from})
+	req.Path = relay.StreamAttachPath
+	return req
+}
+
+// poll long-polls once from the offset the reader holds, as a fresh
+// subscription (a Reader, like rindle's conform, is per attach), and feeds
+// it every event.
+func (w *streamWorld) poll(held string, from int64) (*seal.Reader, relay.AttachResponse) {
+	w.t.Helper()
+	var reasons []string
+	reader := seal.NewReader(w.siteKey, "job-1", from, held, func(r string) { reasons = append(reasons, r) })
+	defer func() {
+		if len(reasons) > 0 {
+			w.t.Logf("violations: %q", reasons)
+		}
+	}()
+	resp := w.do(w.attachReq(w.site, "job-1", from))
+	expectStatus(w.t, resp, 200)
+	var raw struct {
+		Events []json.RawMessage `json:"events"`
+		Done   bool              `json:"done"`
+	}
+	if err := json.Unmarshal(resp.Body, &raw); err != nil {
+		w.t.Fatal(err)
+	}
+	for _, e := range raw.Events {
+		reader.Feed(e)
+	}
+	return reader, decode[relay.AttachResponse](w.t, resp)
+}
+
+func TestAStreamIsAppendedUnderTheLeaseAndReadBackByTheSite(t *testing.T) {
+	eachStore(t, func(t *testing.T, f storeFactory) {
+		w := newStreamWorld(t, f)
+		first := w.push("Hello")
+		w.push(", wörld")
+		reader, got := w.poll("", 0)
+		if got.Done || reader.Text() != "Hello, wörld" {
+			t.Fatalf("first poll: done %v, text %q", got.Done, reader.Text())
+		}
+
+		// A retry after a lost acknowledgement is answered, not appended.
+		expect(t, w.do(w.appendReq(first)), 200, `{"seq":12,"n":2,"duplicate":true}`)
+		// A frame from the future is refused and changes nothing.
+		skipped := first
+		skipped.N, skipped.From, skipped.Seq = 5, 40, 45
+		expect(t, w.do(w.appendReq(skipped)), 409, errBody(protocol.CodeBadRequest, "that frame is not the stream's next one"))
+
+		w.push("!")
+		end, err := w.sealer.End(stream.StatusComplete, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect(t, w.do(w.appendReq(end)), 200, `{"seq":13,"n":4}`)
+
+		// The seal waits for the stored result.
+		reader, got = w.poll(reader.Text(), 12)
+		if got.Done {
+			t.Fatalf("the stream ended before the result was stored: %+v", got)
+		}
+		env := w.daemon.SealResult(t, "job-1", `{"outcome":"ok"}`, w.site.Public(), w.deadline())
+		expectStatus(t, w.daemonCall(w.daemon, "result", protocol.ResultRequest{ProtocolVersion: "2", RunnerID: w.daemon.RunnerID, JobID: "job-1", LeaseID: w.job.Lease.ID, Disposition: "ok", Envelope: env}), 200)
+		reader, got = w.poll(reader.Text(), 13)
+		term, ok := reader.Terminal()
+		if !got.Done || !ok || term.Type != stream.TypeEnd || term.Status != stream.StatusComplete || reader.Text() != "Hello, wörld!" {
+			t.Fatalf("after the result: done %v, terminal %+v, text %q", got.Done, term, reader.Text())
+		}
+		// A late reader from 0 gets the whole text and the seal.
+		reader, _ = w.poll("", 0)
+		if term, _ := reader.Terminal(); term.Type != stream.TypeEnd || reader.Text() != "Hello, wörld!" {
+			t.Fatalf("late reader: terminal %+v, text %q", term, reader.Text())
+		}
+	})
+}
+
+func TestAttachSaysAbsentForAnotherSitesJobAndRefusesAnUnsignedReader(t *testing.T) {
+	eachStore(t, func(t *testing.T, f storeFactory) {
+		w := newStreamWorld(t, f)
+		w.push("secret")
+		other := relaytest.NewSite(t, "site-b")
+		w.project(w.base().Site(other).Consent("alice", "site-a"))
+		// Authorised as site-b, asking for site-a's job: the same answer
+		// as a job that does not exist.
+		expect(t, w.do(w.attachReq(other, "job-1", 0)), 200, `{"events":[{"type":"absent"}],"done":true}`)
+		expect(t, w.do(w.attachReq(w.site, "no-such-job", 0)), 200, `{"events":[{"type":"absent"}],"done":true}`)
+		unsigned := w.attachReq(w.site, "job-1", 0)
+		unsigned.Header = http.Header{}
+		expect(t, w.do(unsigned), 401, errBody(protocol.CodeUnauthorized, "this request is not signed"))
+	})
+}
+
+func TestADaemonWhoseLeaseLapsedIsRefusedAndItsStreamEndsStale(t *testing.T) {
+	eachStore(t, func(t *testing.T, f storeFactory) {
+		w := newStreamWorld(t, f)
+		w.push("half an ans")
+		w.advance(w.cfg.LeaseMs + 60_001)
+		f2, err := w.sealer.Chunk("wer")
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect(t, w.do(w.appendReq(f2)), 403, errBody(protocol.CodeForbidden, "that lease is no longer current"))
+		if _, err := w.store.(store.StreamLog).SweepStreams(w.ctx); err != nil {
+			t.Fatal(err)
+		}
+		reader, got := w.poll("", 0)
+		term, _ := reader.Terminal()
+		if !got.Done || term.Type != stream.TypeStale || reader.Text() != "half an ans" {
+			t.Fatalf("done %v, terminal %+v, text %q", got.Done, term, reader.Text())
+		}
+	})
+}
+
+// The SSE transport delivers frames as they are appended: the reader sees
+// the first text while the daemon is still producing.
+func TestAttachOverSSEDeliversFramesAsTheyArrive(t *testing.T) {
+	eachStore(t, func(t *testing.T, f storeFactory) {
+		w := newStreamWorld(t, f)
+		srv := httptest.NewServer(w.relay.StreamHandler())
+		defer srv.Close()
+		req := w.attachReq(w.site, "job-1", 0)
+		hr, err := http.NewRequest(http.MethodPost, srv.URL+req.Path, bytes.NewReader(req.Body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hr.Header = req.Header.Clone()
+		hr.Header.Set("Accept", "text/event-stream")
+		resp, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" {
+			t.Fatalf("status %d, content-type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		reader := seal.NewReader(w.siteKey, "job-1", 0, "", nil)
+		lines := bufio.NewScanner(resp.Body)
+		next := func() string {
+			for lines.Scan() {
+				if data, ok := strings.CutPrefix(lines.Text(), "data: "); ok {
+					reader.Feed([]byte(data))
+					return data
+				}
+			}
+			t.Fatalf("stream ended: %v", lines.Err())
+			return ""
+		}
+		w.push("one ")
+		for !strings.Contains(next(), `"sealed"`) {
+		}
+		if reader.Text() != "one " {
+			t.Fatalf("after the first frame: %q", reader.Text())
+		}
+		w.push("two")
+		for !strings.Contains(next(), `"sealed"`) {
+		}
+		if reader.Text() != "one two" {
+			t.Fatalf("after the second frame: %q", reader.Text())
+		}
+	})
+}
