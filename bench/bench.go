@@ -78,7 +78,7 @@ func DefaultConfig() Config {
 		Depths: []int{100, 10_000, 100_000}, DepthJobs: 200, DepthLimit: 45 * time.Second,
 		Targets:     []string{TargetMemory, TargetDynamo, TargetReference},
 		JobDeadline: 15 * time.Second,
-		ColdStart:   true, ColdStartRuns: 3,
+		ColdStart:   true, ColdStartRuns: 20,
 	}
 }
 

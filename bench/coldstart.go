@@ -22,11 +22,14 @@ import (
 
 // ColdStart is every function's deployed size and its init duration under
 // the Lambda runtime interface emulator, beside a hello-world function
-// built the same way in the same run.
+// built the same way in the same run: for each function, Runs pairs of
+// cold starts, hello-world and the function back to back (which goes first
+// alternates), so a change in the machine's load lands on both halves of a
+// pair; the verdict is the median of the per-pair ratios.
 type ColdStart struct {
 	// Note says what was measured on which architecture.
 	Note      string         `json:"note"`
-	Runs      int            `json:"runsPerFunction"`
+	Runs      int            `json:"pairsPerFunction"`
 	Functions []FunctionCost `json:"functions"`
 	// Error is why the measurement did not complete (a function that does
 	// not build); the rest of the report stands.
@@ -51,6 +54,12 @@ type FunctionCost struct {
 	InitMs       []float64 `json:"initMs"`
 	InitMedianMs float64   `json:"initMedianMs"`
 	ReportInitMs []float64 `json:"reportInitMs"`
+	// HelloInitMs are the hello-world cold starts paired with InitMs, and
+	// InitRatios each pair's function / hello-world; InitRatioMedian their
+	// median (the hello-world row has none).
+	HelloInitMs     []float64 `json:"helloInitMs,omitempty"`
+	InitRatios      []float64 `json:"initRatios,omitempty"`
+	InitRatioMedian float64   `json:"initRatioMedian,omitempty"`
 }
 
 // helloName is the baseline's row.
@@ -58,8 +67,8 @@ const helloName = "hello-world (baseline)"
 
 // measureColdStart builds every function twice (arm64 for size, the host's
 // architecture to run under the emulator, since an arm64 binary does not
-// run here) and starts each under the emulator runs times, one cold start
-// per emulator.
+// run here) and starts each under the emulator runs times, each paired
+// with a hello-world start, one cold start per emulator.
 func measureColdStart(ctx context.Context, repoRoot, ddbEndpoint string, runs int, progress io.Writer) (*ColdStart, error) {
 	dir, err := os.MkdirTemp("", "byorelay-bench-cold-")
 	if err != nil {
@@ -84,42 +93,82 @@ func measureColdStart(ctx context.Context, repoRoot, ddbEndpoint string, runs in
 		"AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local",
 		"AWS_ENDPOINT_URL_DYNAMODB=" + ddbEndpoint, "METRICS_NAMESPACE=byorelay",
 	}
+	arm, err := buildAll(ctx, repoRoot, filepath.Join(dir, "arm64"), "arm64")
+	if err != nil {
+		return nil, err
+	}
+	boot, err := buildAll(ctx, repoRoot, filepath.Join(dir, runtime.GOARCH), runtime.GOARCH)
+	if err != nil {
+		return nil, err
+	}
 	for _, name := range names {
-		if progress != nil {
-			fmt.Fprintf(progress, "  cold start: %s\n", name)
-		}
 		fc := FunctionCost{Name: name}
-		arm, err := build(ctx, repoRoot, name, filepath.Join(dir, "arm64"), "arm64")
-		if err != nil {
+		if fc.Arm64Bytes, fc.Arm64ZipBytes, err = sizes(arm[name]); err != nil {
 			return nil, err
 		}
-		host, err := build(ctx, repoRoot, name, filepath.Join(dir, runtime.GOARCH), runtime.GOARCH)
-		if err != nil {
-			return nil, err
-		}
-		if fc.Arm64Bytes, fc.Arm64ZipBytes, err = sizes(arm); err != nil {
-			return nil, err
-		}
-		for range runs {
-			phase, report, err := initDuration(ctx, rie, host, env, eventFor(name))
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", name, err)
-			}
-			fc.InitMs = append(fc.InitMs, phase)
-			fc.ReportInitMs = append(fc.ReportInitMs, report)
-		}
-		fc.InitMedianMs = median(fc.InitMs)
 		cs.Functions = append(cs.Functions, fc)
 	}
+	hello := &cs.Functions[0]
+	cold := func(name string) (phase, report float64, err error) {
+		phase, report, err = initDuration(ctx, rie, boot[name], env, eventFor(name))
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s: %w", name, err)
+		}
+		return phase, report, nil
+	}
+	started := time.Now()
+	total := (len(names) - 1) * runs
+	done := 0
+	for i := 1; i < len(cs.Functions); i++ {
+		fc := &cs.Functions[i]
+		for r := range runs {
+			var fp, fr, hp, hr float64
+			var err error
+			// Alternate who goes first: a start warms the page cache and the
+			// scheduler for the one after it.
+			if r%2 == 0 {
+				if hp, hr, err = cold(helloName); err == nil {
+					fp, fr, err = cold(fc.Name)
+				}
+			} else {
+				if fp, fr, err = cold(fc.Name); err == nil {
+					hp, hr, err = cold(helloName)
+				}
+			}
+			if err != nil {
+				return nil, err
+			}
+			fc.InitMs, fc.ReportInitMs = append(fc.InitMs, fp), append(fc.ReportInitMs, fr)
+			fc.HelloInitMs = append(fc.HelloInitMs, hp)
+			fc.InitRatios = append(fc.InitRatios, ratio(fp, hp))
+			hello.InitMs, hello.ReportInitMs = append(hello.InitMs, hp), append(hello.ReportInitMs, hr)
+			done++
+			if progress != nil && done%10 == 0 {
+				left := time.Duration(float64(time.Since(started)) / float64(done) * float64(total-done)).Round(time.Second)
+				fmt.Fprintf(progress, "  cold start: %d/%d pairs, %s ×%.2f so far, about %s left\n", done, total, fc.Name, median(fc.InitRatios), left)
+			}
+		}
+		fc.InitMedianMs = median(fc.InitMs)
+		fc.InitRatioMedian = median(fc.InitRatios)
+	}
+	hello.InitMedianMs = median(hello.InitMs)
 	return cs, nil
 }
 
-// build makes one bootstrap exactly as it deploys; the baseline with the
-// same flags lambdadev.BuildBootstrap uses.
-func build(ctx context.Context, repoRoot, name, outDir, goarch string) (string, error) {
-	if name != helloName {
-		return lambdadev.BuildBootstrap(ctx, repoRoot, name, outDir, goarch)
+// buildAll makes every function's bootstrap exactly as it deploys, and the
+// baseline with the same flags lambdadev.BuildAll uses.
+func buildAll(ctx context.Context, repoRoot, outDir, goarch string) (map[string]string, error) {
+	paths, err := lambdadev.BuildAll(ctx, repoRoot, outDir, goarch)
+	if err != nil {
+		return nil, err
 	}
+	if paths[helloName], err = buildHello(ctx, repoRoot, outDir, goarch); err != nil {
+		return nil, err
+	}
+	return paths, nil
+}
+
+func buildHello(ctx context.Context, repoRoot, outDir, goarch string) (string, error) {
 	out := filepath.Join(outDir, "hello", "bootstrap")
 	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, "./bench/hello")
 	cmd.Dir = repoRoot
@@ -224,4 +273,15 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// quantile is the q-th quantile of xs (nearest rank).
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := int(q*float64(len(s)-1) + 0.5)
+	return s[i]
 }

@@ -55,8 +55,8 @@ func (r *Report) Markdown() string {
 		fmt.Fprintf(&b, "\n### Function size and init duration\n\nNot measured: %s\n", cs.Error)
 	}
 	if cs := r.ColdStart; cs != nil && cs.Error == "" {
-		fmt.Fprintf(&b, "\n### Function size and init duration\n\n%s; %d cold starts each, median.\n\n", cs.Note, cs.Runs)
-		b.WriteString("| function | arm64 bytes | arm64 zipped | × hello size | init median ms | × hello init | init runs ms |\n|---|---:|---:|---:|---:|---:|---|\n")
+		fmt.Fprintf(&b, "\n### Function size and init duration\n\n%s; %d interleaved pairs (hello-world, function) per function; × hello init is the median of the per-pair ratios.\n\n", cs.Note, cs.Runs)
+		b.WriteString("| function | arm64 bytes | arm64 zipped | × hello size | init median ms | paired hello median ms | × hello init (median of pairs) | pair ratios p25–p75 |\n|---|---:|---:|---:|---:|---:|---:|---|\n")
 		var hello FunctionCost
 		for _, f := range cs.Functions {
 			if f.Name == helloName {
@@ -64,13 +64,14 @@ func (r *Report) Markdown() string {
 			}
 		}
 		for _, f := range cs.Functions {
-			runs := make([]string, len(f.InitMs))
-			for i, x := range f.InitMs {
-				runs[i] = fmt.Sprintf("%.1f", x)
+			paired, times, spread := "–", "1.00", "–"
+			if len(f.InitRatios) > 0 {
+				paired = fmt.Sprintf("%.1f", median(f.HelloInitMs))
+				times = fmt.Sprintf("%.2f", f.InitRatioMedian)
+				spread = fmt.Sprintf("%.2f–%.2f", quantile(f.InitRatios, 0.25), quantile(f.InitRatios, 0.75))
 			}
-			fmt.Fprintf(&b, "| %s | %d | %d | %.2f | %.1f | %.2f | %s |\n", f.Name, f.Arm64Bytes, f.Arm64ZipBytes,
-				ratio(float64(f.Arm64Bytes), float64(hello.Arm64Bytes)), f.InitMedianMs, ratio(f.InitMedianMs, hello.InitMedianMs),
-				strings.Join(runs, ", "))
+			fmt.Fprintf(&b, "| %s | %d | %d | %.2f | %.1f | %s | %s | %s |\n", f.Name, f.Arm64Bytes, f.Arm64ZipBytes,
+				ratio(float64(f.Arm64Bytes), float64(hello.Arm64Bytes)), f.InitMedianMs, paired, times, spread)
 		}
 	}
 	for _, n := range names {

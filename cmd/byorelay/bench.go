@@ -35,7 +35,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	targets := fs.String("targets", strings.Join(cfg.Targets, ","), "targets: memory, dynamodb, reference")
 	fs.DurationVar(&cfg.JobDeadline, "job-deadline", cfg.JobDeadline, "each job's deadline from enqueue (done jobs stay in results until then)")
 	fs.BoolVar(&cfg.ColdStart, "coldstart", cfg.ColdStart, "build every function and measure size and init under the emulator")
-	fs.IntVar(&cfg.ColdStartRuns, "coldstart-runs", cfg.ColdStartRuns, "cold starts per function")
+	fs.IntVar(&cfg.ColdStartRuns, "coldstart-runs", cfg.ColdStartRuns, "interleaved cold-start pairs (hello-world, function) per function")
 	fs.StringVar(&cfg.DynamoEndpoint, "ddb-endpoint", os.Getenv(localtest.EnvDynamoEndpoint), "use this DynamoDB endpoint instead of starting DynamoDB Local")
 	out := fs.String("out", ".cache/bench/bench.json", "the JSON report; the Markdown tables go beside it (.md)")
 	fs.Usage = func() {
