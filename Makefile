@@ -79,7 +79,7 @@ EVENT ?= events/$(FN).json
 
 ## validate: cfn-lint on template.yaml (it applies the SAM transform), as it stands (edge off) and with the edge options on
 validate:
-	cfn-lint template.yaml
+	cfn-lint template.yaml site-template.yaml
 	$(GO) test -count=1 -run '^TestTemplateWithTheEdgeOnPassesCfnLint$$' .
 
 ## build-lambdas: every function as deployed (linux/arm64, static) into bin/lambda/<fn>/bootstrap

@@ -38,8 +38,16 @@ func TestEveryFunctionHasItsDirectoryEventAndTemplateResource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != len(Functions()) {
-		t.Errorf("functions/ has %d directories, the registry %d", len(entries), len(Functions()))
+	// functions/site* are the site stack's (site-template.yaml, sitefn's
+	// registry), not the relay's.
+	relayDirs := 0
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "site") {
+			relayDirs++
+		}
+	}
+	if relayDirs != len(Functions()) {
+		t.Errorf("functions/ has %d relay directories, the registry %d", relayDirs, len(Functions()))
 	}
 }
 

@@ -2,6 +2,7 @@ package siteconformance
 
 import (
 	"context"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -12,9 +13,12 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/apiserver"
 	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/sitefn"
 	"github.com/byorelay/byorelay/siteserver"
 	"github.com/byorelay/byorelay/sitestore"
+	sitedynamo "github.com/byorelay/byorelay/sitestore/dynamo"
 	"github.com/byorelay/byorelay/sitestore/memory"
 )
 
@@ -82,4 +86,36 @@ func TestCertifyPasses32of32OnTheMemoryStore(t *testing.T) {
 	admin := httptest.NewServer(siteserver.NewAdmin(srv, st, clock))
 	defer admin.Close()
 	certify(t, "byorelay siteserver (memory store)", daemonPlane.URL, admin.URL)
+}
+
+func TestMain(m *testing.M) { localtest.Main(m) }
+
+// TestCertifyPasses32of32OnDynamoDBThroughTheLocalAPIServer is the
+// deployed shape run locally: the site functions' handlers (sitefn) over a
+// DynamoDB Local table, routed by the local API server from
+// site-template.yaml as API Gateway would, the kit's daemons speaking HTTP
+// to it. The admin listener is a second loopback server over the same
+// store and clock.
+func TestCertifyPasses32of32OnDynamoDBThroughTheLocalAPIServer(t *testing.T) {
+	ctx := context.Background()
+	db := localtest.DynamoClient(t)
+	table := localtest.UniqueName("site")
+	if err := sitedynamo.CreateTable(ctx, db, table); err != nil {
+		t.Fatal(err)
+	}
+	clock := sitestore.NewOffsetClock(nil)
+	st, err := sitefn.Open(ctx, sitefn.Env{TableName: table, VerificationURL: "http://127.0.0.1/pair", LeaseMs: leaseMs},
+		sitefn.Options{DB: db, Keys: newSiteKeys(t), Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := apiserver.ForSiteStack(st, apiserver.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gateway := httptest.NewServer(api)
+	defer gateway.Close()
+	admin := httptest.NewServer(siteserver.NewAdmin(st.Server, st.Store, clock))
+	defer admin.Close()
+	certify(t, "byorelay site functions (DynamoDB Local, local API server)", gateway.URL, admin.URL)
 }

@@ -1,0 +1,7 @@
+// Command siteclaim is the site stack's claim function (site-template.yaml);
+// sitefn holds its wiring.
+package main
+
+import "github.com/byorelay/byorelay/sitefn"
+
+func main() { sitefn.Start(sitefn.Claim) }

@@ -1,0 +1,7 @@
+// Command siterelease is the site stack's release function (site-template.yaml);
+// sitefn holds its wiring.
+package main
+
+import "github.com/byorelay/byorelay/sitefn"
+
+func main() { sitefn.Start(sitefn.Release) }

@@ -1,0 +1,278 @@
+// Package sitefn is what a deployed site function needs, and nothing a
+// developer tool needs: the registry of the site stack's functions
+// (site-template.yaml), configuration from the environment, one Stack per
+// container, and the API Gateway and scheduler handlers over siteserver.
+// functions/site*/main.go call Start and nothing else.
+package sitefn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/byorelay/byorelay/lambdafn"
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/siteserver"
+	sitedynamo "github.com/byorelay/byorelay/sitestore/dynamo"
+	"github.com/byorelay/byorelay/store"
+	storedynamo "github.com/byorelay/byorelay/store/dynamo"
+)
+
+// Kind is how a function is invoked.
+type Kind string
+
+const (
+	KindHTTP     Kind = "http"
+	KindSchedule Kind = "schedule"
+)
+
+// Function is one deployed site function.
+type Function struct {
+	// Name is the directory under functions/.
+	Name string
+	// LogicalID is its resource in site-template.yaml.
+	LogicalID string
+	Kind      Kind
+	// Route is the HTTP API route key, "" for the sweeper.
+	Route string
+}
+
+// Function names: functions/site<endpoint>.
+const (
+	Pair      = "sitepair"
+	Claim     = "siteclaim"
+	Heartbeat = "siteheartbeat"
+	Fetch     = "sitefetch"
+	Result    = "siteresult"
+	Release   = "siterelease"
+	App       = "siteapp"
+	Sweeper   = "sitesweeper"
+)
+
+// Functions lists the site stack: one function per daemon endpoint (POST
+// only: the reference answers any other verb 405, and API Gateway's own 404
+// for it is no worse), the app API, and the sweeper.
+func Functions() []Function {
+	fns := []Function{}
+	for _, ep := range []string{"pair", "claim", "heartbeat", "fetch", "result", "release"} {
+		name := "site" + ep
+		fns = append(fns, Function{Name: name, LogicalID: logicalID(name), Kind: KindHTTP, Route: "POST /byollm/" + ep})
+	}
+	fns = append(fns,
+		Function{Name: App, LogicalID: logicalID(App), Kind: KindHTTP, Route: "ANY /app/{proxy+}"},
+		Function{Name: Sweeper, LogicalID: logicalID(Sweeper), Kind: KindSchedule},
+	)
+	return fns
+}
+
+// logicalID is "Site" + the endpoint, capitalised, + "Function": what the
+// Makefile's build-%Function rule lower-cases back to the directory.
+func logicalID(name string) string {
+	rest := strings.TrimPrefix(name, "site")
+	return "Site" + strings.ToUpper(rest[:1]) + rest[1:] + "Function"
+}
+
+// Lookup finds a function by name.
+func Lookup(name string) (Function, error) {
+	for _, f := range Functions() {
+		if f.Name == name {
+			return f, nil
+		}
+	}
+	return Function{}, fmt.Errorf("sitefn: no function %q", name)
+}
+
+// Env is a site function's configuration (set by site-template.yaml).
+type Env struct {
+	// TableName is the site table (TABLE_NAME), required.
+	TableName string
+	// SiteKeysParameter names the SSM SecureString holding the site's
+	// StoredKeys JSON (SITE_KEYS_PARAMETER). Every function reads the same
+	// keys: daemons pin one identity.
+	SiteKeysParameter string
+	// VerificationURL is the page where a user types the code
+	// (VERIFICATION_URL), required.
+	VerificationURL string
+	LeaseMs         int64 // LEASE_MS; 0 is the default
+	PairingTTLMs    int64 // PAIRING_TTL_MS; 0 is the default
+}
+
+// LoadEnv reads Env through getenv.
+func LoadEnv(getenv func(string) string) (Env, error) {
+	e := Env{TableName: getenv("TABLE_NAME"), SiteKeysParameter: getenv("SITE_KEYS_PARAMETER"), VerificationURL: getenv("VERIFICATION_URL")}
+	if e.TableName == "" {
+		return Env{}, errors.New("sitefn: TABLE_NAME is required")
+	}
+	for name, dst := range map[string]*int64{"LEASE_MS": &e.LeaseMs, "PAIRING_TTL_MS": &e.PairingTTLMs} {
+		if v := getenv(name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 {
+				return Env{}, fmt.Errorf("sitefn: %s=%q is not a positive integer", name, v)
+			}
+			*dst = n
+		}
+	}
+	return e, nil
+}
+
+// Options are what a Stack takes besides Env: in a container they come
+// from the AWS SDK; tests and the local stack pass their own.
+type Options struct {
+	// DB is the DynamoDB client; nil builds one from the environment.
+	DB storedynamo.API
+	// Keys are the site's keys; nil reads them from SiteKeysParameter.
+	Keys *protocol.Keys
+	// Clock is the store's one clock; nil is the host's.
+	Clock  store.Clock
+	Logger *slog.Logger
+	// Meter counts DynamoDB capacity (the benchmark).
+	Meter *storedynamo.Meter
+}
+
+// Stack is one container's wiring: the DynamoDB store and the server.
+type Stack struct {
+	Store  *sitedynamo.Store
+	Server *siteserver.Server
+}
+
+// Open builds a Stack.
+func Open(ctx context.Context, env Env, o Options) (*Stack, error) {
+	if o.DB == nil || o.Keys == nil {
+		cfg, err := config.LoadDefaultConfig(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("sitefn: AWS config: %w", err)
+		}
+		if o.DB == nil {
+			o.DB = dynamodb.NewFromConfig(cfg)
+		}
+		if o.Keys == nil {
+			if env.SiteKeysParameter == "" {
+				return nil, errors.New("sitefn: SITE_KEYS_PARAMETER is required (the site's keys are supplied, never generated per container)")
+			}
+			keys, err := keysFromSSM(ctx, ssm.NewFromConfig(cfg), env.SiteKeysParameter)
+			if err != nil {
+				return nil, err
+			}
+			o.Keys = keys
+		}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	st, err := sitedynamo.New(sitedynamo.Config{DB: o.DB, Table: env.TableName, Clock: o.Clock, Meter: o.Meter})
+	if err != nil {
+		return nil, err
+	}
+	srv, err := siteserver.New(siteserver.Config{Store: st, Keys: o.Keys, VerificationURL: env.VerificationURL,
+		LeaseMs: env.LeaseMs, PairingTTLMs: env.PairingTTLMs, Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return &Stack{Store: st, Server: srv}, nil
+}
+
+// keysFromSSM reads the site's StoredKeys JSON from a SecureString.
+func keysFromSSM(ctx context.Context, api interface {
+	GetParameter(context.Context, *ssm.GetParameterInput, ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
+}, name string) (*protocol.Keys, error) {
+	out, err := api.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name), WithDecryption: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("sitefn: site keys %s: %w", name, err)
+	}
+	return ParseKeys([]byte(aws.ToString(out.Parameter.Value)))
+}
+
+// ParseKeys reads a StoredKeys JSON document (what @byollm/server's keygen
+// writes).
+func ParseKeys(raw []byte) (*protocol.Keys, error) {
+	var sk protocol.StoredKeys
+	if err := json.Unmarshal(raw, &sk); err != nil {
+		return nil, fmt.Errorf("sitefn: site keys: %w", err)
+	}
+	return sk.Keys()
+}
+
+// Handler is an API Gateway HTTP API (v2) handler.
+type Handler func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
+
+// Handler is the named HTTP function's handler. The event becomes a
+// request with the body bytes as sent (signatures cover them), by the same
+// translation the relay's functions use.
+func (st *Stack) Handler(name string) (Handler, error) {
+	f, err := Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if f.Kind != KindHTTP {
+		return nil, fmt.Errorf("sitefn: %s is not an HTTP function", name)
+	}
+	handle := st.Server.Handle
+	if name == App {
+		handle = st.Server.HandleApp
+	}
+	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		req, err := lambdafn.FromAPIGateway(ev)
+		if err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		resp := handle(ctx, siteserver.Request{Method: req.Method, Path: req.Path, Header: req.Header, Body: req.Body})
+		out := events.APIGatewayV2HTTPResponse{StatusCode: resp.Status, Body: string(resp.Body), Headers: map[string]string{}}
+		for k, vs := range resp.Header {
+			out.Headers[strings.ToLower(k)] = strings.Join(vs, ", ")
+		}
+		return out, nil
+	}, nil
+}
+
+// SweepHandler is the scheduled sweeper: everything due, complete.
+func (st *Stack) SweepHandler() func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := st.Server.Sweep(ctx)
+		return err
+	}
+}
+
+// Start runs the named function in a Lambda container.
+func Start(name string) {
+	if err := start(name); err != nil {
+		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("init failed", slog.String("function", name), slog.String("problem", err.Error()))
+		os.Exit(1)
+	}
+}
+
+func start(name string) error {
+	f, err := Lookup(name)
+	if err != nil {
+		return err
+	}
+	env, err := LoadEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	st, err := Open(context.Background(), env, Options{})
+	if err != nil {
+		return err
+	}
+	if f.Kind == KindSchedule {
+		lambda.Start(st.SweepHandler())
+		return nil
+	}
+	h, err := st.Handler(name)
+	if err != nil {
+		return err
+	}
+	lambda.Start(h)
+	return nil
+}
