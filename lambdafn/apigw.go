@@ -62,6 +62,7 @@ func FromAPIGateway(ev events.APIGatewayV2HTTPRequest) (relay.Request, error) {
 		RawQuery: ev.RawQueryString,
 		Header:   header,
 		Body:     body,
+		SourceIP: ev.RequestContext.HTTP.SourceIP,
 	}, nil
 }
 

@@ -81,6 +81,7 @@ type call struct {
 	site      string
 	runner    string
 	job       string
+	sourceIP  string
 }
 
 func (c *call) attrs(extra []slog.Attr) []slog.Attr {
@@ -113,6 +114,7 @@ func (r *Relay) Handle(ctx context.Context, req Request) Response {
 		method:    req.Method,
 		path:      req.Path,
 		endpoint:  req.Path[strings.LastIndex(req.Path, "/")+1:],
+		sourceIP:  req.SourceIP,
 	}
 	rep, admitted, err := r.checkOrigin(c, header)
 	if admitted {

@@ -21,6 +21,7 @@ var (
 	// this relay cannot do it.
 	deviceCodeUnsupported = fail(http.StatusNotImplemented, protocol.CodeBadRequest, "this relay does not offer device-code pairing")
 	pairingBusy           = fail(http.StatusTooManyRequests, protocol.CodeRateLimited, store.PairingBusyMessage)
+	pairingThrottled      = fail(http.StatusTooManyRequests, protocol.CodeRateLimited, "too many pairings have been started from here — try again in a minute")
 	noConsent             = fail(http.StatusForbidden, protocol.CodeForbidden, "no consent record for this user")
 	deviceNotApproved     = fail(http.StatusForbidden, protocol.CodeForbidden, "this device has not been approved by its owner")
 	deviceOtherOwner      = fail(http.StatusForbidden, protocol.CodeForbidden, "this device belongs to another owner")
@@ -48,6 +49,42 @@ func (r *Relay) pair(c *call, d daemonRequest) (reply, error) {
 	return r.pairFixture(c, d.proj, fixture)
 }
 
+// The pairing throttle (token buckets in the store, so every replica drains
+// the same ones). Anybody can start a pairing, and the ceiling of
+// store.MaxOutstandingPairings live codes is the reference's rule; without
+// a throttle one source fills it in a second and shuts pairing for
+// everybody for ten minutes. Per source address: a burst of 20 (an office
+// behind one NAT pairing its machines), then one every 30 s, so one source
+// holds at most 40 of the 500 codes at any instant. Per key: a burst of 5,
+// then one a minute; a restarted pairing replaces its own code, so this
+// only stops one machine spinning. Polls are not throttled here: a poll
+// writes nothing and fills nothing, and API Gateway's route throttle
+// bounds what a poll flood costs (template.yaml).
+const (
+	pairSourceBurst    = 20
+	pairSourceRefillMs = 30_000
+	pairKeyBurst       = 5
+	pairKeyRefillMs    = 60_000
+)
+
+// pairStartAllowed takes a token from the source's bucket, then the key's;
+// a source already throttled does not spend the key's.
+func (r *Relay) pairStartAllowed(c *call, device protocol.PublicIdentity) (bool, error) {
+	if c.sourceIP != "" {
+		ok, err := r.cfg.Pairing.TakeToken(c.ctx, "pair-source:"+c.sourceIP, pairSourceBurst, pairSourceRefillMs)
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	// The identity key was checked against its signature already, so it is
+	// a real key and its id is short.
+	keyID, err := protocol.KeyID(device.Identity)
+	if err != nil {
+		return false, err
+	}
+	return r.cfg.Pairing.TakeToken(c.ctx, "pair-key:"+keyID, pairKeyBurst, pairKeyRefillMs)
+}
+
 // pairStart mints a code and remembers the keys it stands for. Nothing is
 // decided here: approval is a human in the control plane.
 func (r *Relay) pairStart(c *call, req protocol.PairStartRequest) (reply, error) {
@@ -62,6 +99,14 @@ func (r *Relay) pairStart(c *call, req protocol.PairStartRequest) (reply, error)
 	if rep := boundedDescription(req.Capabilities, nil); rep != nil {
 		r.decide(c, "refuse-too-long")
 		return *rep, nil
+	}
+	allowed, err := r.pairStartAllowed(c, req.Device)
+	if err != nil {
+		return reply{}, err
+	}
+	if !allowed {
+		r.decide(c, "refuse-pairing-throttled")
+		return pairingThrottled, nil
 	}
 	pending := store.PendingPairing{
 		DeviceCode:   store.NewDeviceCode(),

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/byorelay/byorelay/protocol"
@@ -187,5 +188,69 @@ func TestPairingAtCapacityIsRateLimited(t *testing.T) {
 		// The cap cannot latch: ten minutes later the old codes are gone.
 		w.advance(600_000)
 		expectStatus(t, pairPost(t, w, startBody(third)), 200)
+	})
+}
+
+// pairFrom is a pair start for d sent from the address source.
+func pairFrom(t *testing.T, w *world, source string, d *relaytest.Daemon) relay.Response {
+	t.Helper()
+	req := get("POST", "/byollm/pair", "", relaytest.Body(t, startBody(d)))
+	req.SourceIP = source
+	return w.do(req)
+}
+
+var throttledBody = errBody("rate-limited", "too many pairings have been started from here — try again in a minute")
+
+// A flood of pair starts from one address is throttled long before it
+// reaches the ceiling of 500 live codes, so everybody else can still pair;
+// the ceiling itself still holds against many addresses.
+func TestAPairingFloodFromOneSourceIsThrottledBeforeItFillsTheCeiling(t *testing.T) {
+	eachStore(t, func(t *testing.T, f storeFactory) {
+		w := newWorld(t, f)
+		accepted := 0
+		for i := range store.MaxOutstandingPairings + 100 {
+			resp := pairFrom(t, w, "203.0.113.7", relaytest.NewDaemon(t, "r", "o"))
+			switch {
+			case resp.Status == 200:
+				accepted++
+			case string(resp.Body) != throttledBody || resp.Status != 429:
+				t.Fatalf("start %d: %d %s", i, resp.Status, resp.Body)
+			}
+		}
+		if accepted != 20 {
+			t.Fatalf("one source started %d pairings at once, want its burst of 20", accepted)
+		}
+		// Somebody else is not shut out.
+		expectStatus(t, pairFrom(t, w, "198.51.100.1", relaytest.NewDaemon(t, "r", "o")), 200)
+		// The flooding source gets one more every 30 s, no sooner.
+		w.advance(29_999)
+		expect(t, pairFrom(t, w, "203.0.113.7", relaytest.NewDaemon(t, "r", "o")), 429, throttledBody)
+		w.advance(1)
+		expectStatus(t, pairFrom(t, w, "203.0.113.7", relaytest.NewDaemon(t, "r", "o")), 200)
+	})
+}
+
+func TestOneKeyRestartingPairingIsThrottledFromAnyAddress(t *testing.T) {
+	eachStore(t, func(t *testing.T, f storeFactory) {
+		w := newWorld(t, f)
+		d := relaytest.NewDaemon(t, "r", "o")
+		for i := range 5 {
+			expectStatus(t, pairFrom(t, w, "192.0.2."+strconv.Itoa(i), d), 200)
+		}
+		expect(t, pairFrom(t, w, "192.0.2.99", d), 429, throttledBody)
+		w.advance(60_000)
+		expectStatus(t, pairFrom(t, w, "192.0.2.99", d), 200)
+	})
+}
+
+func TestTheCeilingStillHoldsAgainstManySources(t *testing.T) {
+	eachStore(t, func(t *testing.T, f storeFactory) {
+		w := newWorld(t, f)
+		small := f.new(t, store.Options{Clock: w.clock, PairingCapacity: 30})
+		w.rebuild(func(c *relay.Config) { c.Pairing = small })
+		for i := range 30 {
+			expectStatus(t, pairFrom(t, w, "192.0.2."+strconv.Itoa(i), relaytest.NewDaemon(t, "r", "o")), 200)
+		}
+		expect(t, pairFrom(t, w, "192.0.2.200", relaytest.NewDaemon(t, "r", "o")), 429, errBody("rate-limited", store.PairingBusyMessage))
 	})
 }

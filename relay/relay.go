@@ -34,6 +34,11 @@ type Request struct {
 	RawQuery string
 	Header   http.Header
 	Body     []byte
+	// SourceIP is the address the request came from, as the front end saw
+	// it (API Gateway's requestContext.http.sourceIp), never a header a
+	// client could set. "" when the front end does not say: then pairing
+	// is throttled per key only.
+	SourceIP string
 }
 
 // Response is what to send back. Header always carries content-type.

@@ -75,6 +75,14 @@ type PairingCodes interface {
 	// DropPairing deletes a pairing after it succeeded, so a code is single
 	// use. Dropping an unknown code is not an error.
 	DropPairing(ctx context.Context, deviceCode string) error
+	// TakeToken takes one token from the named bucket (Bucket.Take: at most
+	// burst, one more every refillMs, by the store's clock): false, with
+	// nothing taken, when it is empty. The relay throttles pairing with it,
+	// per source address and per key, so one source cannot fill the
+	// pairing ceiling for everybody; the buckets are shared by every
+	// replica like the codes are. A bucket left alone refills, so an
+	// implementation may forget one that has been full for a while.
+	TakeToken(ctx context.Context, bucket string, burst, refillMs int64) (bool, error)
 }
 
 // humanAlphabet is Crockford's base32 minus I, L, O and U: letters that

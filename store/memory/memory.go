@@ -49,6 +49,10 @@ type Store struct {
 
 	// pairings is every stored pending pairing, in insertion order.
 	pairings []store.PendingPairing
+	// buckets are the pairing throttle's token buckets, made on first use.
+	// Never pruned: one per source address and key that asked to pair,
+	// which a process that lives for a test or a local run can afford.
+	buckets map[string]store.Bucket
 
 	// streams is the live-stream frame log (stream.go), made on first use.
 	streams map[streamKey]*memStream

@@ -84,6 +84,7 @@ func Run(t *testing.T, h Harness) {
 		{"churn", churnCases},
 		{"presence", presenceCases},
 		{"pairing", pairingCases},
+		{"throttle", throttleCases},
 		{"clock", clockCases},
 		{"concurrency", concurrencyCases},
 	}
