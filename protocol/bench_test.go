@@ -145,3 +145,17 @@ func BenchmarkResultPathParsedOnce6MiB(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEncodeClaimResponse is the common case: a small answer of
+// nested structs, the relay's most frequent encode.
+func BenchmarkEncodeClaimResponse(b *testing.B) {
+	stub := ClaimedStub{ID: "job_1", Kind: "llm.generate", Owner: "owner-1", Site: "BYOLLM-SITE", Audience: "aud",
+		SizeClass: "s", DeadlineAt: 1800003600000, Lease: Lease{ID: "lease_1", ExpiresAt: 1800000030000}}
+	resp := ClaimResponse{Jobs: []ClaimedStub{stub, stub}, LeaseMs: 30000}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := MarshalJS(resp); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -242,7 +242,7 @@ func bindStruct(v reflect.Value, n node, path string) error {
 	if n.kind != kindObject {
 		return wrongType(path, "object", n)
 	}
-	fields := wireFields(v.Type())
+	fields := infoFor(v.Type()).fields
 	seen := make([]bool, len(fields))
 	for _, m := range n.members {
 		idx := -1

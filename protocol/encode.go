@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -24,7 +25,9 @@ import (
 // rest sorted, since a Go map has no insertion order; use Record when the
 // order matters).
 func MarshalJS(v any) ([]byte, error) {
-	return appendJS(nil, reflect.ValueOf(v))
+	// Most answers are a few hundred bytes: one allocation up front rather
+	// than append's doubling from nothing.
+	return appendJS(make([]byte, 0, 512), reflect.ValueOf(v))
 }
 
 // Encode is MarshalJS for wire bodies.
@@ -59,17 +62,44 @@ var (
 	marshalerType  = reflect.TypeFor[json.Marshaler]()
 )
 
+// typeInfo is what appendJS needs to know about a type, worked out once per
+// type rather than on every value: reflection over interfaces and struct
+// tags was most of the cost of encoding a small answer.
+type typeInfo struct {
+	appender  bool // implements jsAppender
+	marshaler bool // implements json.Marshaler
+	fields    []wireField
+}
+
+var typeInfos sync.Map // reflect.Type -> *typeInfo
+
+func infoFor(t reflect.Type) *typeInfo {
+	if ti, ok := typeInfos.Load(t); ok {
+		return ti.(*typeInfo)
+	}
+	ti := &typeInfo{appender: t.Implements(jsAppenderType), marshaler: t.Implements(marshalerType)}
+	if t.Kind() == reflect.Struct {
+		ti.fields = wireFields(t)
+		for i := range ti.fields {
+			ti.fields[i].key = append(appendJSString(nil, ti.fields[i].name), ':')
+		}
+	}
+	actual, _ := typeInfos.LoadOrStore(t, ti)
+	return actual.(*typeInfo)
+}
+
 func appendJS(buf []byte, v reflect.Value) ([]byte, error) {
 	if !v.IsValid() {
 		return append(buf, "null"...), nil
 	}
-	if v.Type().Implements(jsAppenderType) {
+	ti := infoFor(v.Type())
+	if ti.appender {
 		if v.Kind() == reflect.Pointer && v.IsNil() {
 			return append(buf, "null"...), nil
 		}
 		return v.Interface().(jsAppender).appendJS(buf)
 	}
-	if v.Type().Implements(marshalerType) {
+	if ti.marshaler {
 		if v.Kind() == reflect.Pointer && v.IsNil() {
 			return append(buf, "null"...), nil
 		}
@@ -124,7 +154,7 @@ func appendJS(buf []byte, v reflect.Value) ([]byte, error) {
 	case reflect.Map:
 		return appendJSMap(buf, v)
 	case reflect.Struct:
-		return appendJSStruct(buf, v)
+		return appendJSStruct(buf, v, ti.fields)
 	}
 	return nil, fmt.Errorf("protocol: cannot encode %s", v.Type())
 }
@@ -166,10 +196,10 @@ func appendJSMap(buf []byte, v reflect.Value) ([]byte, error) {
 	return append(buf, '}'), nil
 }
 
-func appendJSStruct(buf []byte, v reflect.Value) ([]byte, error) {
+func appendJSStruct(buf []byte, v reflect.Value, fields []wireField) ([]byte, error) {
 	buf = append(buf, '{')
 	first := true
-	for _, f := range wireFields(v.Type()) {
+	for _, f := range fields {
 		fv := v.Field(f.index)
 		if f.omitEmpty && isEmptyValue(fv) {
 			continue
@@ -181,8 +211,7 @@ func appendJSStruct(buf []byte, v reflect.Value) ([]byte, error) {
 			buf = append(buf, ',')
 		}
 		first = false
-		buf = appendJSString(buf, f.name)
-		buf = append(buf, ':')
+		buf = append(buf, f.key...)
 		var err error
 		if buf, err = appendJS(buf, fv); err != nil {
 			return nil, err
@@ -218,6 +247,8 @@ type wireField struct {
 	// hasDefault: absent on input is legal (a zod default), but the field
 	// is always written on output.
 	hasDefault bool
+	// key is the name encoded, with its colon (set by infoFor).
+	key []byte
 }
 
 func (f wireField) optional() bool { return f.omitEmpty || f.omitZero || f.hasDefault }
