@@ -65,4 +65,3 @@ func findChromium() (string, error) {
 	}
 	return "", errors.New("none of " + strings.Join(chromiumPaths, ", ") + " found")
 }
-
