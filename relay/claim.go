@@ -46,6 +46,7 @@ func (r *Relay) claim(c *call, d daemonRequest) (reply, error) {
 		Kinds:    kinds,
 		Max:      int(req.Max),
 		LeaseMs:  r.leaseMs,
+		Streams:  streamsOptIn(d.header),
 	})
 	if err != nil {
 		return reply{}, err

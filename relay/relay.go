@@ -265,5 +265,8 @@ func (r *Relay) Sweep(ctx context.Context) (store.SweepResult, error) {
 		return store.SweepResult{}, err
 	}
 	r.noteSweep(ctx, "scheduled", res)
+	if err := r.sweepStreams(ctx); err != nil {
+		return res, err
+	}
 	return res, nil
 }

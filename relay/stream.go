@@ -28,6 +28,20 @@ const (
 	StreamAttachPath = StreamPrefix + "attach"
 )
 
+// StreamsHeader is how a daemon opts in to live streams: a header on its
+// claim request, which a 0.1.1 daemon never sends, so it is never offered
+// a stub with streaming set; the claim body and response stay byte for
+// byte v2. Unsigned, like every header outside the signature: flipping it
+// on the way can only send a streaming job to a device that does not
+// stream (its reader ends stale and reads the sealed result) or hold one
+// back from a device that does.
+const (
+	StreamsHeader   = "Byorelay-Streams"
+	StreamsVersion1 = "v1"
+)
+
+func streamsOptIn(h http.Header) bool { return h.Get(StreamsHeader) == StreamsVersion1 }
+
 // AppendFrameRequest is a daemon appending one sealed frame under its grant.
 type AppendFrameRequest struct {
 	ProtocolVersion string     `json:"protocolVersion"`
@@ -325,4 +339,23 @@ func (r *Relay) follow(ctx context.Context, req AttachRequest, emit func(seal.Ev
 		case <-t.C:
 		}
 	}
+}
+
+// sweepStreams is the scheduled sweep's stream half: streams whose lease
+// lapsed are marked interrupted, so their readers end stale instead of
+// waiting on a tail that will never move (rindle's "streaming forever"
+// sweeper).
+func (r *Relay) sweepStreams(ctx context.Context) error {
+	l, ok := r.streamLog()
+	if !ok {
+		return nil
+	}
+	n, err := l.SweepStreams(ctx)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		r.log.LogAttrs(ctx, slog.LevelInfo, "streams interrupted", slog.Int("count", n))
+	}
+	return nil
 }

@@ -227,3 +227,24 @@ func TestAttachOverSSEDeliversFramesAsTheyArrive(t *testing.T) {
 		}
 	})
 }
+
+// A 0.1.1 daemon never sends the opt-in header, so it is never offered a
+// stub with streaming set; the claim's bytes are v2's either way.
+func TestStreamingJobsGoOnlyToDevicesThatOptedIn(t *testing.T) {
+	eachStore(t, func(t *testing.T, f storeFactory) {
+		w := newWorld(t, f)
+		stub := w.site.Stub("live", "alice", w.deadline())
+		stub.Streaming = true
+		expectStatus(t, w.siteCall(w.site, "enqueue", protocol.EnqueueRequest{ProtocolVersion: "2", SiteID: w.site.SiteID, Stub: stub}), 200)
+		if got := w.claim(w.daemon, 1); len(got) != 0 {
+			t.Fatalf("a daemon that did not opt in was offered %+v", got)
+		}
+		req := w.daemon.Request(t, "claim", w.now(), claimBody(w.daemon, 1))
+		req.Header.Set(relay.StreamsHeader, relay.StreamsVersion1)
+		resp := w.do(req)
+		expectStatus(t, resp, 200)
+		if got := decode[protocol.ClaimResponse](t, resp).Jobs; len(got) != 1 || !got[0].Streaming {
+			t.Fatalf("the opted-in daemon got %+v", got)
+		}
+	})
+}

@@ -282,6 +282,11 @@ type ClaimInput struct {
 	Max int
 	// LeaseMs is the lease length from the store's now.
 	LeaseMs int64
+	// Streams: the device opted in to live streams (docs/streaming.md).
+	// A stub with streaming set goes only to such a device, checked last:
+	// a device that does not stream must never run a job whose site is
+	// waiting on its tokens.
+	Streams bool
 }
 
 // HolderInput names one grant held by a runner. Holder-scoped calls carry no

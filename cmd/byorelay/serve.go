@@ -243,7 +243,7 @@ func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger, progre
 	ls.stopSweep, ls.sweepDone = stopSweep, make(chan struct{})
 	go sweepEvery(sweepCtx, st, opts.sweepEvery, log, ls.sweepDone)
 
-	guarded := controlplane.LocalGuard(controlplane.GuardConfig{Token: ls.adminToken, Hosts: ls.hosts}, server)
+	guarded := controlplane.LocalGuard(controlplane.GuardConfig{Token: ls.adminToken, Hosts: ls.hosts}, withStreams(st.Relay, server))
 	ls.srv = &http.Server{Handler: guarded, ReadHeaderTimeout: 10 * time.Second}
 	ls.served = make(chan error, 1)
 	go func() { ls.served <- ls.srv.Serve(ls.listener) }()

@@ -184,7 +184,15 @@ func (s *Store) claimable(c *jobItem, in store.ClaimInput, routes map[store.Rout
 	}
 	// A stub that no longer decodes is left queued for an operator to
 	// see; the rest of the claim goes on.
-	return c.stub()
+	stub, ok := c.stub()
+	if ok && stub.Streaming && !in.Streams {
+		// Live streams go only to devices that opted in. Known limit: a
+		// partition whose head holds more streaming jobs than one bounded
+		// read takes can hide the jobs behind them from a device that
+		// does not stream, until they are claimed.
+		return protocol.JobStub{}, false
+	}
+	return stub, ok
 }
 
 // grant claims one candidate. The candidate came from the queue index,

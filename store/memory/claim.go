@@ -98,6 +98,9 @@ func (s *Store) claim(now int64, in store.ClaimInput) []protocol.ClaimedStub {
 		if job.Stub.Audience == "private" && job.Stub.Owner != in.Owner {
 			continue
 		}
+		if job.Stub.Streaming && !in.Streams {
+			continue
+		}
 
 		leaseID := store.NewLeaseID()
 		job.State = store.StateAwaitingPayload

@@ -11,7 +11,7 @@ import (
 // frame log is an extension (docs/streaming.md); every store that serves
 // streams passes both. h.New must return a store that implements store.StreamLog.
 func RunStreams(t *testing.T, h Harness) {
-	for _, c := range streamCases {
+	for _, c := range append(streamCases, streamClaimCases...) {
 		t.Run(c.name, func(t *testing.T) { c.run(newEnv(t, h)) })
 	}
 }
@@ -199,5 +199,23 @@ var streamCases = []testCase{
 		_, err := e.log().SweepStreams(e.ctx)
 		e.check(err)
 		e.same("after the sweeps", e.frames("a", g.Lease.ID, 0, 0), store.StreamPage{})
+	}},
+}
+
+func streamingStub(id string) protocol.JobStub {
+	s := stub(id, "alice")
+	s.Streaming = true
+	s.SizeClass = "unbounded"
+	return s
+}
+
+var streamClaimCases = []testCase{
+	{"offers a streaming stub only to a device that opted in", func(e *env) {
+		e.enqueue(site, streamingStub("live"))
+		e.enqueue(site, stub("plain", "alice"))
+		e.same("a device that does not stream", ids(e.claim(claimArgs())), []string{"plain"})
+		in := asRunner("runner_2")
+		in.Streams = true
+		e.same("a device that streams", ids(e.claim(in)), []string{"live"})
 	}},
 }
