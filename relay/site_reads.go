@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"errors"
 	"log/slog"
 
 	"github.com/byorelay/byorelay/protocol"
@@ -57,18 +58,73 @@ func (r *Relay) pending(c *call, s siteRequest) (reply, error) {
 	return ok(protocol.SitePendingResponse{Jobs: jobs}), nil
 }
 
-// results lists sealed results for the site to open and verify. A pure
-// read with no acknowledgement: results are listed on every poll until the
-// deadline sweep deletes the job. It does not sweep.
+// results lists sealed results for the site to open and verify. A GET, or
+// any request without a body, is the reference's pure read: results are
+// listed on every poll until the deadline sweep deletes the job. It does not
+// sweep.
+//
+// A POST with a body is byorelay's collect (protocol.CollectRequest): the
+// site names the results and eviction notices it has taken, the relay
+// forgets them, and answers the same list plus the notices still due
+// (protocol.CollectResponse). Without it a site's every poll reads every
+// job it finished until the job's deadline, so one poll grows with
+// everything the site has done; and an evicted job is gone without a word.
 func (r *Relay) results(c *call, s siteRequest) (reply, error) {
+	if len(s.raw) > 0 {
+		return r.collect(c, s)
+	}
 	var q protocol.QueryRequest
 	siteID, refusal := r.authSite(c, s, queryDecoder(s, &q), func() string { return q.SiteID })
 	if refusal != nil {
 		return *refusal, nil
 	}
-	finished, err := r.store.Finished(c.ctx, siteID)
+	jobs, err := r.finished(c, siteID)
 	if err != nil {
 		return reply{}, err
+	}
+	r.decide(c, "results", slog.Int("jobs", len(jobs)))
+	return ok(protocol.SiteResultsResponse{Jobs: jobs}), nil
+}
+
+// collect is results with a body: forget what the site has taken, then list.
+func (r *Relay) collect(c *call, s siteRequest) (reply, error) {
+	var req protocol.CollectRequest
+	siteID, refusal := r.authSite(c, s,
+		func() error {
+			if err := protocol.DecodeStrict(s.raw, &req); err != nil {
+				return err
+			}
+			// The reference reads the site from the query; a body naming
+			// another site than the query is a request that means two things.
+			if q := s.query.Get("siteId"); q != "" && q != req.SiteID {
+				return errors.New("siteId in the query and the body differ")
+			}
+			return nil
+		},
+		func() string { return req.SiteID })
+	if refusal != nil {
+		return *refusal, nil
+	}
+	if err := r.store.Collect(c.ctx, siteID, req.Collected); err != nil {
+		return reply{}, err
+	}
+	jobs, err := r.finished(c, siteID)
+	if err != nil {
+		return reply{}, err
+	}
+	evicted, err := r.store.Evicted(c.ctx, siteID)
+	if err != nil {
+		return reply{}, err
+	}
+	r.decide(c, "collect", slog.Int("collected", len(req.Collected)), slog.Int("jobs", len(jobs)), slog.Int("evicted", len(evicted)))
+	return ok(protocol.CollectResponse{Jobs: jobs, Evicted: evicted}), nil
+}
+
+// finished is the site's uncollected results as the wire lists them.
+func (r *Relay) finished(c *call, siteID string) ([]protocol.SiteResult, error) {
+	finished, err := r.store.Finished(c.ctx, siteID)
+	if err != nil {
+		return nil, err
 	}
 	jobs := make([]protocol.SiteResult, 0, len(finished))
 	for _, job := range finished {
@@ -87,6 +143,5 @@ func (r *Relay) results(c *call, s siteRequest) (reply, error) {
 		}
 		jobs = append(jobs, row)
 	}
-	r.decide(c, "results", slog.Int("jobs", len(jobs)))
-	return ok(protocol.SiteResultsResponse{Jobs: jobs}), nil
+	return jobs, nil
 }

@@ -92,6 +92,9 @@ type Job struct {
 	// RetryAfter maps a runner to the epoch ms before which the job must not
 	// be offered to it again. Other runners get it at once.
 	RetryAfter map[string]int64
+	// Collected is set when the site took this done job's fate (Collect):
+	// it is no longer listed in Finished.
+	Collected bool
 	// Cancelled is a flag, not a state: a cancelled job a device is running
 	// is not finished, the daemon has to be told (CancelRequests) and report.
 	Cancelled bool

@@ -60,10 +60,29 @@ type RoutingStore interface {
 	// no sweep has moved it yet: a site must never be asked to seal for a
 	// claim that has already lapsed (the reference sweeps fully first).
 	Awaiting(ctx context.Context, siteID string) ([]Job, error)
-	// Finished lists the site's done jobs that carry a result. A pure read:
-	// there is no acknowledgement, results are listed on every poll until
-	// the deadline sweep deletes the job.
+	// Finished lists the site's done jobs that carry a result and that the
+	// site has not collected. A pure read: results are listed on every poll
+	// until the deadline sweep deletes the job or the site collects it (a
+	// site that never collects, as every reference site, sees the
+	// reference's behaviour).
 	Finished(ctx context.Context, siteID string) ([]Job, error)
+	// Evicted lists the ids of the site's jobs that a sweep evicted (the
+	// SealAttemptsBeforeEviction-th unsealed expiry) and that the site has
+	// not collected, in no particular order. A notice lasts until the job's
+	// deadline; it is not listed while a job with that id is held again
+	// (the site published it anew, and that job is alive). A byorelay
+	// addition: the reference drops an evicted job without a word, and the
+	// site waits for its deadline.
+	Evicted(ctx context.Context, siteID string) ([]string, error)
+	// Collect is the site saying it has the fates of these jobs (a byorelay
+	// addition, for a site that would otherwise be listed every finished
+	// job on every poll until its deadline). A done job of the site among
+	// jobIDs leaves Finished for good (Collected is set; nothing else
+	// changes, so a device's replayed result is still answered
+	// "duplicate"); an eviction notice among them is dropped. Any other id
+	// (unknown, another site's, not done) is ignored: collecting is
+	// idempotent and nothing a device can observe changes.
+	Collect(ctx context.Context, siteID string, jobIDs []string) error
 
 	// Claim grants queued work to a device, as one operation. It first sweeps
 	// in-line (exactly as SweepInline does, results discarded), then counts
@@ -178,8 +197,9 @@ type RoutingStore interface {
 	//  2. awaiting-payload with AwaitingUntil <= now (the site never sealed):
 	//     churn is noted for (site, job owner); ReofferTo is set to the
 	//     holder if unset; SealAttempts+1 reaching SealAttemptsBeforeEviction
-	//     deletes the job (Removed), otherwise it is stored and the job
-	//     requeued (Requeued).
+	//     deletes the job (Removed) and leaves an eviction notice for the
+	//     site (Evicted), otherwise it is stored and the job requeued
+	//     (Requeued).
 	//  3. ready or running with LeaseExpiresAt <= now: requeued (no
 	//     ReofferTo, no attempt counted).
 	// Requeuing clears ClaimedBy, AwaitingUntil and Payload and keeps

@@ -36,6 +36,21 @@ func (c *Client) post(ctx context.Context, endpoint string, body any, out protoc
 	})
 }
 
+// postResults is byorelay's collect: a POST of body to results with the
+// query a GET would carry, because a reference relay reads the site from
+// the query whatever the method (and answers its plain list).
+func (c *Client) postResults(ctx context.Context, body protocol.CollectRequest, out *protocol.CollectResponse) error {
+	raw, err := protocol.Encode(body)
+	if err != nil {
+		return fmt.Errorf("encode results: %w", err)
+	}
+	u := c.relayURL + "/relay/site/results?siteId=" + url.QueryEscape(c.siteID) +
+		"&protocolVersion=" + url.QueryEscape(protocol.ProtocolVersion)
+	return c.retry(ctx, func() error {
+		return c.do(ctx, http.MethodPost, "results", u, raw, out)
+	})
+}
+
 // get sends a site-plane GET. The version rides in the query, the site id
 // in the query and the signed caller slot (the relay refuses the request
 // unless they agree), and the signature covers the empty body.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
 )
 
 // fakeRelay is a site-plane relay whose answers the test writes, so the
@@ -29,6 +30,12 @@ type fakeRelay struct {
 	payloads map[string]protocol.SealedEnvelope // by job id, as posted
 	enqueued []protocol.JobStub
 	refuse   map[string]fakeRefusal // by endpoint
+	// evicted are listed to a collect (a POST to results), as byorelay does.
+	evicted []string
+	// collected is every id a collect named, in order.
+	collected []string
+	// resultsGate, when set, holds every results answer until it closes.
+	resultsGate chan struct{}
 }
 
 type fakeRefusal struct {
@@ -86,7 +93,21 @@ func (f *fakeRelay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		out = protocol.SitePendingResponse{Jobs: f.pending}
 	case "results":
-		out = protocol.SiteResultsResponse{Jobs: f.results}
+		if gate := f.resultsGate; gate != nil {
+			f.mu.Unlock()
+			<-gate
+			f.mu.Lock()
+		}
+		if r.Method == http.MethodPost {
+			var req protocol.CollectRequest
+			if err := protocol.DecodeStrict(body, &req); err != nil {
+				f.t.Errorf("collect body: %v", err)
+			}
+			f.collected = append(f.collected, req.Collected...)
+			out = protocol.CollectResponse{Jobs: f.results, Evicted: f.evicted}
+		} else {
+			out = protocol.SiteResultsResponse{Jobs: f.results}
+		}
 	}
 	b, _ := protocol.Encode(out)
 	w.Header().Set("Content-Type", "application/json")
@@ -108,28 +129,25 @@ func (f *fakeRelay) payload(jobID string) (protocol.SealedEnvelope, bool) {
 
 var start = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
-
 type setup struct {
 	relay  *fakeRelay
 	site   *site.Client
 	keys   *protocol.Keys
 	device *protocol.Keys
+	clock  *store.ManualClock
 }
 
 func newSetup(t *testing.T) setup {
 	t.Helper()
 	keys, device := mustKeys(t), mustKeys(t)
-	clock := fixedClock{start}
+	clock := store.NewManualClock(start)
 	relay, url := newFakeRelay(t, keys.Public(), clock.Now)
 	c, err := site.New(site.Config{RelayURL: url, SiteID: "shop", Keys: keys, Clock: clock,
 		Sleep: func(context.Context, time.Duration) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return setup{relay: relay, site: c, keys: keys, device: device}
+	return setup{relay: relay, site: c, keys: keys, device: device, clock: clock}
 }
 
 func mustKeys(t *testing.T) *protocol.Keys {

@@ -4,17 +4,61 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/byorelay/byorelay/protocol"
 )
 
-// Report is what one Pump did.
+// Fate is how a published job ended at this site. Every job Publish queued
+// ends in exactly one fate, reported once, in Report.Ended: a site never
+// has to wonder whether a job it is still waiting for is coming.
+type Fate string
+
+const (
+	// FateVerified: a result opened, verified against the device the
+	// payload was sealed to and checked against its disposition
+	// (Ending.Result; also in Report.Results). Its outcome may still be an
+	// error the device reported.
+	FateVerified Fate = "verified"
+	// FateFailed: the relay holds a result this site cannot accept (a
+	// device it never sealed to, a signature that does not open, a
+	// disposition that contradicts the sealed outcome). The job is done at
+	// the relay; nothing more will come.
+	FateFailed Fate = "failed"
+	// FateCancelled: this site cancelled it (Cancel).
+	FateCancelled Fate = "cancelled"
+	// FateExpired: its deadline passed here with no result.
+	FateExpired Fate = "expired"
+	// FateEvicted: the relay dropped it after its third claim went unsealed
+	// (the site was too slow to seal, or refused to). Publishing it again
+	// starts a new job.
+	FateEvicted Fate = "evicted"
+)
+
+// Ending is how one job ended.
+type Ending struct {
+	JobID string
+	Fate  Fate
+	// Reason says why, for every fate but FateVerified.
+	Reason string
+	// Result is set for FateVerified.
+	Result *Result
+}
+
+// Report is what one Pump (or one half of it) did.
 type Report struct {
 	// Sealed are the jobs whose payload was handed to a claiming device.
 	Sealed []string
 	// Results are the results delivered this cycle, each verified and each
-	// delivered once for the life of the job.
+	// delivered once for the life of the job: the FateVerified endings'
+	// results, for a caller that wants only those.
 	Results []Result
+	// Ended are the jobs that ended since the last report, whatever their
+	// fate, each reported exactly once.
+	Ended []Ending
 	// Refused are jobs this site would not seal for, and results it would
 	// not accept. Never silent: each is a device waiting on a payload that
 	// will not come, or an answer somebody else signed.
@@ -52,25 +96,113 @@ type Result struct {
 	Untrusted bool
 }
 
-// Pump is one cycle: seal for every job a device claimed, then collect
-// every finished result. Safe to call as often as wanted and from several
-// goroutines; the caller picks the cadence.
+// Pump is one cycle of both halves, run concurrently: seal for every job a
+// device claimed, and collect every finished job's fate. Safe to call as
+// often as wanted and from several goroutines; the caller picks the
+// cadence. Run pumps the halves on independent loops instead, so a slow
+// half never delays the other.
 //
 // An error means the relay refused this site (signature, registration,
 // version), which will not fix itself; a retryable refusal ends the cycle
 // with Report.Deferred instead.
 func (c *Client) Pump(ctx context.Context) (Report, error) {
+	var seal, collect Report
+	var sealErr, collectErr error
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); seal, sealErr = c.PumpSeals(ctx) }()
+	go func() { defer wg.Done(); collect, collectErr = c.PumpResults(ctx) }()
+	wg.Wait()
+	rep := Report{
+		Sealed:   seal.Sealed,
+		Results:  append(seal.Results, collect.Results...),
+		Ended:    append(seal.Ended, collect.Ended...),
+		Refused:  append(seal.Refused, collect.Refused...),
+		Deferred: strings.Trim(seal.Deferred+"; "+collect.Deferred, "; "),
+	}
+	return rep, errors.Join(sealErr, collectErr)
+}
+
+// PumpSeals is Pump's first half: seal for every job a device claimed.
+func (c *Client) PumpSeals(ctx context.Context) (Report, error) {
 	var rep Report
 	err := c.sealPending(ctx, &rep)
-	if err == nil {
-		err = c.collectResults(ctx, &rep)
+	return c.finish(rep, err)
+}
+
+// PumpResults is Pump's second half: collect results and evictions, end
+// jobs past their deadline, and report every ending.
+func (c *Client) PumpResults(ctx context.Context) (Report, error) {
+	var rep Report
+	err := c.collectResults(ctx, &rep)
+	return c.finish(rep, err)
+}
+
+// finish ends what the clock says is over, hands over every ending not yet
+// reported, and turns a retryable error into Deferred.
+func (c *Client) finish(rep Report, err error) (Report, error) {
+	c.endPastDeadline()
+	c.mu.Lock()
+	rep.Ended = append(rep.Ended, c.outbox...)
+	c.outbox = nil
+	c.mu.Unlock()
+	for _, e := range rep.Ended {
+		if e.Result != nil {
+			rep.Results = append(rep.Results, *e.Result)
+		}
 	}
-	c.forgetPastDeadline()
 	if err != nil && IsRetryable(err) {
 		rep.Deferred = err.Error()
 		return rep, nil
 	}
 	return rep, err
+}
+
+// Run pumps both halves until ctx ends, each on its own loop, every
+// interval, handing each report that did anything to deliver (called from
+// both loops, one at a time). A half whose relay says "later" waits for its
+// next turn. Returns ctx's error, or the first refusal that will not fix
+// itself (after stopping both loops).
+func (c *Client) Run(ctx context.Context, every time.Duration, deliver func(Report)) error {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var deliverMu sync.Mutex
+	errs := make(chan error, 2)
+	loop := func(half func(context.Context) (Report, error)) {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			rep, err := half(ctx)
+			if err != nil && ctx.Err() == nil {
+				errs <- err
+				stop()
+				return
+			}
+			if rep.busy() {
+				deliverMu.Lock()
+				deliver(rep)
+				deliverMu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+				errs <- nil
+				return
+			case <-t.C:
+			}
+		}
+	}
+	go loop(c.PumpSeals)
+	go loop(c.PumpResults)
+	first, second := <-errs, <-errs
+	if err := errors.Join(first, second); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// busy reports whether a report has anything in it.
+func (r Report) busy() bool {
+	return len(r.Sealed) > 0 || len(r.Ended) > 0 || len(r.Refused) > 0 || r.Deferred != ""
 }
 
 func (c *Client) sealPending(ctx context.Context, rep *Report) error {
@@ -125,8 +257,8 @@ func (c *Client) resealFor(claim protocol.SitePendingJob) (*protocol.SealedEnvel
 		// relay a device can run it.
 		return nil, "cancelled here; not sealing it to anybody"
 	}
-	if j.delivered {
-		return nil, "already finished here; not sealing it again"
+	if j.ended != "" {
+		return nil, "already ended here (" + string(j.ended) + "); not sealing it again"
 	}
 	device := *claim.Device
 	// The relay's word for which key the device holds is checked before
@@ -166,46 +298,94 @@ func (c *Client) resealFor(claim protocol.SitePendingJob) (*protocol.SealedEnvel
 }
 
 func (c *Client) collectResults(ctx context.Context, rep *Report) error {
-	var finished protocol.SiteResultsResponse
-	if err := c.get(ctx, "results", &finished); err != nil {
+	c.mu.Lock()
+	taken := make([]string, 0, min(len(c.collect), protocol.MaxCollect))
+	for id := range c.collect {
+		if len(taken) == protocol.MaxCollect {
+			break
+		}
+		taken = append(taken, id)
+	}
+	c.mu.Unlock()
+
+	// A POST with the ids already taken: byorelay forgets them and adds the
+	// eviction notices; a reference relay answers its plain list.
+	var finished protocol.CollectResponse
+	if err := c.postResults(ctx, protocol.CollectRequest{
+		ProtocolVersion: protocol.ProtocolVersion, SiteID: c.siteID, Collected: taken,
+	}, &finished); err != nil {
 		return err
 	}
+	c.mu.Lock()
+	for _, id := range taken {
+		delete(c.collect, id)
+	}
+	c.mu.Unlock()
+
 	for _, done := range finished.Jobs {
-		res, refusal := c.accept(done)
-		if refusal != "" {
+		if refusal := c.accept(done); refusal != "" {
 			rep.Refused = append(rep.Refused, Refusal{JobID: done.JobID, Reason: refusal})
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range finished.Evicted {
+		j, ok := c.jobs[id]
+		if !ok {
+			// Another process of this site published it: its notice is
+			// that process's to take.
 			continue
 		}
-		if res != nil {
-			rep.Results = append(rep.Results, *res)
-		}
+		c.collect[id] = true
+		c.end(j, Ending{JobID: id, Fate: FateEvicted,
+			Reason: "the relay evicted it: its claim lapsed unsealed " + strconv.Itoa(evictionAfter) + " times"})
 	}
 	return nil
 }
 
-// accept judges one finished job: nil and no refusal means nothing new
-// (already delivered, judged before, or not this site's job).
-func (c *Client) accept(done protocol.SiteResult) (*Result, string) {
+// evictionAfter is the relay's rule (store.SealAttemptsBeforeEviction),
+// repeated here for the message only: the SDK imports the protocol alone.
+const evictionAfter = 3
+
+// accept judges one finished job and ends it. A refusal is returned for the
+// Report as well as recorded as the job's failure; nothing happens for a job
+// that already ended here (its result is only collected) or that is not
+// this process's.
+func (c *Client) accept(done protocol.SiteResult) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	j, ok := c.jobs[done.JobID]
-	if !ok || j.delivered || j.refused[done.LeaseID] {
-		return nil, ""
+	if !ok {
+		return ""
+	}
+	c.collect[done.JobID] = true
+	if j.ended != "" {
+		return ""
 	}
 	if len(j.sealedTo) == 0 && j.cancelled {
 		// A device that was told of the cancel before this site sealed
 		// anything reports "canceled" for work it never saw. Nothing to
 		// verify it against, and nothing the app does not already know.
-		j.refused[done.LeaseID] = true
-		return nil, ""
+		c.end(j, Ending{JobID: j.stub.ID, Fate: FateCancelled, Reason: "cancelled before any device was sent the payload"})
+		return ""
 	}
 	res, err := c.open(j, done)
 	if err != nil {
-		j.refused[done.LeaseID] = true
-		return nil, err.Error()
+		c.end(j, Ending{JobID: j.stub.ID, Fate: FateFailed, Reason: err.Error()})
+		return err.Error()
 	}
-	j.delivered = true
-	return res, ""
+	c.end(j, Ending{JobID: j.stub.ID, Fate: FateVerified, Result: res})
+	return ""
+}
+
+// end records j's one ending and queues it for the next report. Called with
+// c.mu held; a job that already ended keeps its first fate.
+func (c *Client) end(j *job, e Ending) {
+	if j.ended != "" {
+		return
+	}
+	j.ended = e.Fate
+	c.outbox = append(c.outbox, e)
 }
 
 func (c *Client) open(j *job, done protocol.SiteResult) (*Result, error) {
@@ -250,27 +430,34 @@ func (c *Client) open(j *job, done protocol.SiteResult) (*Result, error) {
 	}, nil
 }
 
-// forgetPastDeadline drops jobs the relay has dropped too: past their
-// deadline nothing more can arrive for them, and a site pumping for days
-// must not grow without bound.
-func (c *Client) forgetPastDeadline() {
+// endPastDeadline ends every job whose deadline passed with no fate as
+// expired, and forgets the ones that ended before it: past the deadline the
+// relay has dropped the job too and nothing more can arrive for it, and a
+// site pumping for days must not grow without bound.
+func (c *Client) endPastDeadline() {
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, j := range c.jobs {
-		if j.stub.DeadlineAt <= now {
-			delete(c.jobs, id)
+		if j.stub.DeadlineAt > now {
+			continue
 		}
+		if j.ended == "" {
+			c.end(j, Ending{JobID: id, Fate: FateExpired, Reason: "its deadline passed with no result"})
+			continue // forgotten next time, after the ending is reported
+		}
+		delete(c.jobs, id)
+		delete(c.collect, id)
 	}
 }
 
-// Pending is how many published jobs have not yet delivered a result.
+// Pending is how many published jobs have not ended yet.
 func (c *Client) Pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
 	for _, j := range c.jobs {
-		if !j.delivered {
+		if j.ended == "" {
 			n++
 		}
 	}

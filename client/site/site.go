@@ -2,13 +2,22 @@
 // @byollm/server's cloud lane (cloud.ts, reseal.ts).
 //
 // A site publishes job stubs, and nothing else, to the relay. It keeps each
-// job's payload sealed at rest to its own key. Pump is one cycle of the
-// exchange: it asks the relay which devices claimed which jobs, checks each
-// device's identity, re-seals the payload to that device and hands it over;
-// then it collects finished results, opens each one, verifies it against
-// the device the relay named (the one it sealed the work to), checks the
-// clear-text disposition against the sealed outcome and delivers each
-// result once. Everything is outbound polling: the relay never calls a site.
+// job's payload sealed at rest to its own key. Pumping has two halves, run
+// concurrently by Pump and on independent loops by Run, so a slow half
+// never starves the other: PumpSeals asks the relay which devices claimed
+// which jobs, checks each device's identity, re-seals the payload to that
+// device and hands it over; PumpResults collects finished results, opens
+// each one, verifies it against a device the payload was sealed to, checks
+// the clear-text disposition against the sealed outcome, and learns of
+// evictions. Everything is outbound polling: the relay never calls a site.
+//
+// Every published job ends here in exactly one Fate (verified, failed,
+// cancelled, expired, evicted), reported once in Report.Ended. Against
+// byorelay the results half also tells the relay which fates it has taken
+// (protocol.CollectRequest), so a poll costs what is new rather than
+// everything finished; against a reference relay the same request is
+// answered with the plain results list and only evictions go unreported
+// (such a job ends as expired at its deadline).
 //
 // The relay is trusted with routing only. Nothing it says about who ran a
 // job is believed until a signature it cannot forge says the same.
@@ -72,6 +81,11 @@ type Client struct {
 
 	mu   sync.Mutex
 	jobs map[string]*job
+	// collect are ids whose fate this site has taken from a results list,
+	// to be named in the next collect so the relay stops listing them.
+	collect map[string]bool
+	// outbox are endings not yet handed to a report.
+	outbox []Ending
 }
 
 // job is what the site remembers about one published job.
@@ -88,10 +102,9 @@ type job struct {
 	// it under: a relay that names some other device gets a refusal, not a
 	// result.
 	sealedTo []protocol.PublicIdentity
-	// refused are leases whose result was refused, so a result the relay
-	// re-serves every cycle is judged once.
-	refused   map[string]bool
-	delivered bool
+	// ended is the job's fate once it has one; a result the relay re-serves
+	// after that is only collected, never judged again.
+	ended Fate
 }
 
 // sealedToDevice reports whether this job's payload was sealed to device
@@ -120,6 +133,7 @@ func New(cfg Config) (*Client, error) {
 		backoff:  cfg.RetryBackoff,
 		sleep:    cfg.Sleep,
 		jobs:     map[string]*job{},
+		collect:  map[string]bool{},
 	}
 	if c.http == nil {
 		c.http = &http.Client{
@@ -179,13 +193,15 @@ func (c *Client) Publish(ctx context.Context, stub protocol.JobStub, payload Pay
 
 	// Remembered before the relay hears of it, so a Pump running alongside
 	// can seal for a device that claims it the instant it is queued.
+	// A job that already ended here is published anew: at the relay it is
+	// gone (evicted, expired) or done, and either way this is a new job.
 	c.mu.Lock()
-	if prev, ok := c.jobs[stub.ID]; ok && prev.stub != stub {
+	if prev, ok := c.jobs[stub.ID]; ok && prev.ended == "" && prev.stub != stub {
 		c.mu.Unlock()
 		return "", fmt.Errorf("site: job %s was already published with a different stub", stub.ID)
-	} else if !ok {
-		c.jobs[stub.ID] = &job{stub: stub, atRest: atRest, createdAt: createdAt,
-			refused: map[string]bool{}}
+	} else if !ok || prev.ended != "" {
+		c.jobs[stub.ID] = &job{stub: stub, atRest: atRest, createdAt: createdAt}
+		delete(c.collect, stub.ID)
 	}
 	c.mu.Unlock()
 
@@ -238,7 +254,10 @@ func (c *Client) completeStub(stub protocol.JobStub, payload Payload) (protocol.
 // Cancel withdraws a job. Locally it stops any further seal at once; at
 // the relay it stops the job being offered and tells the holding device at
 // its next heartbeat, which then reports a "canceled" outcome. cancelled is
-// the relay's answer (false for a job it does not know).
+// the relay's answer (false for a job it does not know). Once the relay has
+// answered, the job ends here as FateCancelled (unless it had already
+// ended), reported in the next Report; a result arriving after that is not
+// delivered. After an error it has not ended: call Cancel again.
 func (c *Client) Cancel(ctx context.Context, jobID string) (cancelled bool, err error) {
 	c.mu.Lock()
 	if j, ok := c.jobs[jobID]; ok {
@@ -251,5 +270,10 @@ func (c *Client) Cancel(ctx context.Context, jobID string) (cancelled bool, err 
 	}, &resp); err != nil {
 		return false, err
 	}
+	c.mu.Lock()
+	if j, ok := c.jobs[jobID]; ok {
+		c.end(j, Ending{JobID: jobID, Fate: FateCancelled, Reason: "cancelled by this site"})
+	}
+	c.mu.Unlock()
 	return resp.Cancelled, nil
 }

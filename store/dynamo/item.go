@@ -52,6 +52,8 @@ type jobItem struct {
 	RefusedBy     []string         `dynamodbav:"refusedBy,omitempty"`
 	RetryAfter    map[string]int64 `dynamodbav:"retryAfter,omitempty"`
 	Cancelled     bool             `dynamodbav:"cx,omitempty"`
+	// Collected: the site has this done job's fate and it leaves the list.
+	Collected bool `dynamodbav:"col,omitempty"`
 
 	// Envelopes are JSON, inline, or a pointer to an S3 object.
 	Payload     string `dynamodbav:"pl,omitempty"`
@@ -82,7 +84,8 @@ func (j *jobItem) claimed() bool { return j.Lease != "" }
 
 // index sets the index attributes from the state. Sparse indexes: a job is
 // in the queue index only while queued and not cancelled, and in a site list
-// only while awaiting-payload or done with a result.
+// only while awaiting-payload or done with a result the site has not
+// collected.
 func (j *jobItem) index(shards int) {
 	j.QK, j.LK = "", ""
 	switch store.State(j.State) {
@@ -99,7 +102,7 @@ func (j *jobItem) index(shards int) {
 	case store.StateAwaitingPayload:
 		j.LK = siteListKey(j.Site, string(store.StateAwaitingPayload))
 	case store.StateDone:
-		if j.Result != "" || j.ResultS3 != "" {
+		if (j.Result != "" || j.ResultS3 != "") && !j.Collected {
 			j.LK = siteListKey(j.Site, string(store.StateDone))
 		}
 	}
@@ -170,6 +173,7 @@ func (j *jobItem) job() (store.Job, error) {
 		ReofferTo:     j.ReofferTo,
 		RefusedBy:     append([]string{}, j.RefusedBy...),
 		Cancelled:     j.Cancelled,
+		Collected:     j.Collected,
 		Disposition:   store.Disposition(j.Disposition),
 	}
 	// A stub that no longer decodes is still listed, with its state, so an

@@ -140,7 +140,8 @@ func (s *Store) Awaiting(ctx context.Context, siteID string) ([]store.Job, error
 	return s.toJobs(ctx, items)
 }
 
-// Finished lists the site's done jobs that carry a result.
+// Finished lists the site's done jobs that carry a result and are not
+// collected (the index lags a collect; the consistent read does not).
 func (s *Store) Finished(ctx context.Context, siteID string) ([]store.Job, error) {
 	items, err := s.siteList(ctx, siteID, store.StateDone)
 	if err != nil {
@@ -148,7 +149,7 @@ func (s *Store) Finished(ctx context.Context, siteID string) ([]store.Job, error
 	}
 	kept := items[:0]
 	for _, j := range items {
-		if j.Result != "" || j.ResultS3 != "" {
+		if (j.Result != "" || j.ResultS3 != "") && !j.Collected {
 			kept = append(kept, j)
 		}
 	}
@@ -159,25 +160,9 @@ func (s *Store) Finished(ctx context.Context, siteID string) ([]store.Job, error
 // the jobs themselves, strongly consistently, keeping those still in state:
 // the index lags the table, and a list must not show a job that has moved.
 func (s *Store) siteList(ctx context.Context, siteID string, state store.State) ([]*jobItem, error) {
-	var pks []string
-	in := &dynamodb.QueryInput{
-		TableName:                 &s.table,
-		IndexName:                 aws.String("sitelist"),
-		KeyConditionExpression:    aws.String("lk = :lk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":lk": str(siteListKey(siteID, string(state)))},
-	}
-	for {
-		out, err := s.db.Query(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("query site list: %w", err)
-		}
-		for _, av := range out.Items {
-			pks = append(pks, getS(av, "pk"))
-		}
-		if len(out.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
+	pks, err := s.siteListKeys(ctx, siteID, string(state))
+	if err != nil {
+		return nil, err
 	}
 	items, err := s.batchJobs(ctx, pks)
 	if err != nil {
@@ -195,36 +180,17 @@ func (s *Store) siteList(ctx context.Context, siteID string, state store.State) 
 // batchJobs reads jobs by pk, strongly consistently, skipping absent ones.
 func (s *Store) batchJobs(ctx context.Context, pks []string) ([]*jobItem, error) {
 	var out []*jobItem
-	for start := 0; start < len(pks); start += 100 {
-		keys := make([]map[string]types.AttributeValue, 0, 100)
-		for _, pk := range pks[start:min(start+100, len(pks))] {
-			keys = append(keys, key(pk, skJob))
+	err := s.batchGet(ctx, pks, skJob, func(av map[string]types.AttributeValue) error {
+		j, err := unmarshalJob(av)
+		if err != nil {
+			return err
 		}
-		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
-		for attempt := 0; len(req) > 0; attempt++ {
-			if attempt > 0 {
-				if attempt >= maxAttempts {
-					return nil, fmt.Errorf("batch get jobs: %w", ErrContention)
-				}
-				backoff(ctx, attempt)
-			}
-			res, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-			if err != nil {
-				return nil, fmt.Errorf("batch get jobs: %w", err)
-			}
-			for _, av := range res.Responses[s.table] {
-				j, err := unmarshalJob(av)
-				if err != nil {
-					return nil, err
-				}
-				if !s.expired(j) {
-					out = append(out, j)
-				}
-			}
-			req = res.UnprocessedKeys
+		if !s.expired(j) {
+			out = append(out, j)
 		}
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 // Seal takes a site's sealed payload: awaiting-payload to ready, with the

@@ -18,6 +18,7 @@ const (
 	skChurn    = "X"
 	skPairing  = "C"
 	skCancels  = "K"
+	skEvicted  = "E"
 )
 
 // jobPK is a job, keyed by (site, id): job ids are each site's to choose.
@@ -38,6 +39,13 @@ func cancelsPK(runnerID string) string { return "K#" + runnerID }
 // unsealedPK holds the lease ids of a (site, job owner) pair's unsealed
 // grants: the cap, enforced in the claim transaction.
 func unsealedPK(siteID, owner string) string { return "U#" + siteID + "\x00" + owner }
+
+// evictedPK is the notice a sweep leaves when it evicts a job, so the site
+// hears of it; it lasts until the site collects it or the deadline passes.
+func evictedPK(siteID, jobID string) string { return "E#" + siteID + "\x00" + jobID }
+
+// evictedList is the site list of eviction notices.
+const evictedList = "evicted"
 
 func presencePK(runnerID string) string { return "P#" + runnerID }
 
@@ -67,7 +75,7 @@ func queueKey(siteID, owner, kind string, private bool) string {
 
 func stickyQueueKey(runnerID string) string { return "R#" + runnerID }
 
-// siteListKey is a site's awaiting-payload or done list.
+// siteListKey is a site's awaiting-payload, done or evicted list.
 func siteListKey(siteID string, state string) string { return "S#" + siteID + "\x00" + state }
 
 // dueKey spreads the due index over shards so one partition does not take

@@ -194,6 +194,13 @@ func (s *Store) sweepJob(ctx context.Context, pk string, now int64) (sweepResult
 			attempts := j.SealAttempts + 1
 			if attempts >= store.SealAttemptsBeforeEviction {
 				did, left, drop = didRemove, &next, []string{j.PayloadS3, j.ResultS3}
+				// In the same transaction as the delete: an eviction the
+				// site is never told of is a job lost without a word.
+				notice, err := s.evictionNotice(j)
+				if err != nil {
+					return sweepResult{}, err
+				}
+				w.extra = append(w.extra, notice)
 			} else {
 				next.SealAttempts = attempts
 				next.requeue()

@@ -59,8 +59,41 @@ func (s *Store) Awaiting(ctx context.Context, siteID string) ([]store.Job, error
 // Finished lists the site's sealed results waiting to go home.
 func (s *Store) Finished(ctx context.Context, siteID string) ([]store.Job, error) {
 	return s.list(func(j *store.Job) bool {
-		return j.SiteID == siteID && j.State == store.StateDone && j.Result != nil
+		return j.SiteID == siteID && j.State == store.StateDone && j.Result != nil && !j.Collected
 	}), nil
+}
+
+// Evicted lists the site's eviction notices still due to it.
+func (s *Store) Evicted(ctx context.Context, siteID string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	out := []string{}
+	for _, e := range s.evicted {
+		_, heldAgain := s.jobs[e.key]
+		if e.key.siteID == siteID && e.deadlineAt > now && !heldAgain {
+			out = append(out, e.key.jobID)
+		}
+	}
+	return out, nil
+}
+
+// Collect marks the site's done jobs collected and drops its notices.
+func (s *Store) Collect(ctx context.Context, siteID string, jobIDs []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	taken := map[jobKey]bool{}
+	for _, id := range jobIDs {
+		k := jobKey{siteID, id}
+		taken[k] = true
+		if job, ok := s.jobs[k]; ok && job.State == store.StateDone {
+			job.Collected = true
+		}
+	}
+	// Notices past their deadline go too: nothing reads them any more.
+	s.evicted = slices.DeleteFunc(s.evicted, func(e eviction) bool { return taken[e.key] || e.deadlineAt <= now })
+	return nil
 }
 
 func (s *Store) list(keep func(*store.Job) bool) []store.Job {

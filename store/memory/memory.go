@@ -38,6 +38,10 @@ type Store struct {
 	// would become "no such job".
 	byJobID map[string][]*store.Job
 
+	// evicted are the eviction notices not yet collected, with the evicted
+	// job's deadline, in eviction order.
+	evicted []eviction
+
 	// churn holds when each pair's unsealed grants expired: timestamps, not
 	// a counter, because the threshold is "inside a window" and a counter
 	// would need something to reset it. Trimmed on write.
@@ -59,6 +63,11 @@ type Store struct {
 }
 
 type jobKey struct{ siteID, jobID string }
+
+type eviction struct {
+	key        jobKey
+	deadlineAt int64
+}
 
 var (
 	_ store.RoutingStore = (*Store)(nil)

@@ -36,6 +36,8 @@ func (s *Store) SweepInline(ctx context.Context) (store.SweepResult, error) {
 // in enqueue order, the reference's, so a bounded sweep that reaches
 // everything is indistinguishable from a full one.
 func (s *Store) sweepJobs(now int64, limit int) (store.SweepResult, []store.UnsealedChurn) {
+	// A notice outlives nothing it could still matter to.
+	s.evicted = slices.DeleteFunc(s.evicted, func(e eviction) bool { return e.deadlineAt <= now })
 	due := []*store.Job{}
 	for _, job := range s.order {
 		if dueAt(job) <= now {
@@ -81,6 +83,7 @@ func (s *Store) sweepJobs(now int64, limit int) (store.SweepResult, []store.Unse
 			attempts := job.SealAttempts + 1
 			if attempts >= store.SealAttemptsBeforeEviction {
 				s.forget(job)
+				s.noteEviction(job)
 				result.Removed = append(result.Removed, copyJob(job))
 				continue
 			}
@@ -161,4 +164,12 @@ func (s *Store) report(reports []store.UnsealedChurn) {
 			s.onChurn(r)
 		}()
 	}
+}
+
+// noteEviction leaves the site a notice of job's eviction, replacing an
+// older one for the same id (a job published again and evicted again).
+func (s *Store) noteEviction(job *store.Job) {
+	k := jobKey{job.SiteID, job.ID}
+	s.evicted = slices.DeleteFunc(s.evicted, func(e eviction) bool { return e.key == k })
+	s.evicted = append(s.evicted, eviction{k, job.Stub.DeadlineAt})
 }

@@ -79,6 +79,7 @@ func Run(t *testing.T, h Harness) {
 		{"seal", sealCases},
 		{"complete", completeCases},
 		{"cancel", cancelCases},
+		{"fates", fatesCases},
 		{"sweep", sweepCases},
 		{"inline sweep", inlineSweepCases},
 		{"churn", churnCases},

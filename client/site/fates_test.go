@@ -1,0 +1,137 @@
+package site_test
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/protocol"
+)
+
+func fates(rep site.Report) map[string]site.Fate {
+	out := map[string]site.Fate{}
+	for _, e := range rep.Ended {
+		out[e.JobID] = e.Fate
+	}
+	return out
+}
+
+func (s setup) pump(t *testing.T) site.Report {
+	t.Helper()
+	rep, err := s.site.Pump(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func TestEveryJobEndsInExactlyOneFateReportedOnce(t *testing.T) {
+	s := newSetup(t)
+	good := site.SealedOutcome{Outcome: site.OK("hi"), Ran: okRan}
+	for _, id := range []string{"verified", "failed", "evicted", "cancelled"} {
+		s.publishClaimed(t, id, "lease-"+id, site.GeneratePayload("hello"))
+	}
+	expiring := protocol.JobStub{ID: "expired", Kind: site.KindGenerate, Owner: "alice", DeadlineAt: start.Add(time.Minute).UnixMilli()}
+	if _, err := s.site.Publish(context.Background(), expiring, site.GeneratePayload("x")); err != nil {
+		t.Fatal(err)
+	}
+	if rep := s.pump(t); len(rep.Sealed) != 4 || len(rep.Ended) != 0 {
+		t.Fatalf("first pump %+v", rep)
+	}
+	if _, err := s.site.Cancel(context.Background(), "cancelled"); err != nil {
+		t.Fatal(err)
+	}
+	s.relay.set(func(f *fakeRelay) {
+		f.pending = nil
+		f.results = []protocol.SiteResult{
+			s.result(t, "verified", "lease-verified", "ok", s.device, s.device.Public(), good),
+			s.result(t, "failed", "lease-failed", "ok", mustKeys(t), s.device.Public(), good),
+			// After the cancel: not delivered, the job already ended.
+			s.result(t, "cancelled", "lease-cancelled", "ok", s.device, s.device.Public(), good),
+		}
+		f.evicted = []string{"evicted", "someone-elses"}
+	})
+	s.clock.Advance(2 * time.Minute)
+	rep := s.pump(t)
+	want := map[string]site.Fate{"verified": site.FateVerified, "failed": site.FateFailed,
+		"evicted": site.FateEvicted, "cancelled": site.FateCancelled, "expired": site.FateExpired}
+	if got := fates(rep); len(rep.Ended) != len(want) || !maps.Equal(got, want) {
+		t.Fatalf("ended %+v, want %v", rep.Ended, want)
+	}
+	if len(rep.Results) != 1 || rep.Results[0].JobID != "verified" {
+		t.Fatalf("results %+v", rep.Results)
+	}
+	for _, e := range rep.Ended {
+		if (e.Fate == site.FateVerified) != (e.Result != nil) || (e.Fate != site.FateVerified && e.Reason == "") {
+			t.Fatalf("ending %+v", e)
+		}
+	}
+	if s.site.Pending() != 0 {
+		t.Fatalf("pending = %d after every job ended", s.site.Pending())
+	}
+	// Reported once; what was listed is collected on the next call, and
+	// another process's notice is left for it.
+	if again := s.pump(t); len(again.Ended) != 0 || len(again.Results) != 0 || len(again.Refused) != 0 {
+		t.Fatalf("second pump %+v", again)
+	}
+	s.relay.set(func(f *fakeRelay) {
+		got := slices.Sorted(slices.Values(f.collected))
+		if !slices.Equal(got, []string{"cancelled", "evicted", "failed", "verified"}) {
+			t.Errorf("collected %v", got)
+		}
+	})
+}
+
+func TestAJobPublishedAgainAfterItWasEvictedIsANewJob(t *testing.T) {
+	s := newSetup(t)
+	s.publishClaimed(t, "j1", "lease-1", site.GeneratePayload("hello"))
+	s.relay.set(func(f *fakeRelay) { f.pending, f.evicted = nil, []string{"j1"} })
+	if got := fates(s.pump(t)); got["j1"] != site.FateEvicted {
+		t.Fatalf("fates %v", got)
+	}
+	s.relay.set(func(f *fakeRelay) { f.evicted = nil })
+	s.pump(t) // collects the notice
+	s.publishClaimed(t, "j1", "lease-2", site.GeneratePayload("hello"))
+	if rep := s.pump(t); len(rep.Sealed) != 1 || len(rep.Ended) != 0 {
+		t.Fatalf("pump after republishing %+v", rep)
+	}
+	if s.site.Pending() != 1 {
+		t.Fatalf("pending = %d", s.site.Pending())
+	}
+}
+
+func TestRunSealsWhileCollectingIsStuck(t *testing.T) {
+	s := newSetup(t)
+	gate := make(chan struct{})
+	s.relay.set(func(f *fakeRelay) { f.resultsGate = gate })
+	defer close(gate)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sealed := make(chan string, 10)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.site.Run(ctx, 5*time.Millisecond, func(rep site.Report) {
+			for _, id := range rep.Sealed {
+				sealed <- id
+			}
+		})
+	}()
+	// The results half is now held by the relay; a claim must still be
+	// sealed.
+	s.publishClaimed(t, "j1", "lease-1", site.GeneratePayload("hello"))
+	select {
+	case id := <-sealed:
+		if id != "j1" {
+			t.Fatalf("sealed %s", id)
+		}
+	case <-ctx.Done():
+		t.Fatal("nothing was sealed while collecting was stuck")
+	}
+	cancel()
+	if err := <-done; err != context.Canceled && err != context.DeadlineExceeded {
+		t.Fatalf("run = %v", err)
+	}
+}

@@ -1,0 +1,57 @@
+package protocol
+
+// byorelay's one addition to the site plane, outside @byollm/protocol 0.1.1.
+//
+// The reference lists every finished job on every results poll until its
+// deadline, and drops an evicted job without telling the site. A site SDK
+// that knows byorelay POSTs to /relay/site/results (siteId and
+// protocolVersion in the query, as for the GET) with a CollectRequest: the
+// relay forgets the results and eviction notices the site has taken, then
+// answers a CollectResponse, which is the GET's answer plus the eviction
+// notices. A reference relay checks no method, reads siteId from the query
+// and signs over the body it was sent, so it answers the same POST with its
+// plain results list, which decodes as a CollectResponse with no evictions:
+// the same client works against both, and a stock @byollm/server, which
+// only ever GETs, sees the reference's behaviour.
+
+// MaxCollect is the most job ids one CollectRequest may name.
+const MaxCollect = 1000
+
+// CollectRequest names the jobs whose fates the site has taken: results it
+// has judged and eviction notices it has read.
+type CollectRequest struct {
+	ProtocolVersion string   `json:"protocolVersion"`
+	SiteID          string   `json:"siteId"`
+	Collected       []string `json:"collected"`
+}
+
+// CollectResponse is the results list plus the ids of the site's jobs the
+// relay evicted (the third unsealed expiry) and the site has not collected.
+type CollectResponse struct {
+	Jobs    []SiteResult `json:"jobs"`
+	Evicted []string     `json:"evicted,omitempty"`
+}
+
+// Validate implements Validator.
+func (r CollectRequest) Validate() error {
+	var c check
+	c.version(r.ProtocolVersion)
+	c.str("siteId", r.SiteID, 0)
+	if len(r.Collected) > MaxCollect {
+		c.fail("collected", "must name at most 1000 jobs")
+	}
+	for i, id := range r.Collected {
+		c.str(index("collected", i), id, 0)
+	}
+	return c.err
+}
+
+// Validate implements Validator.
+func (r CollectResponse) Validate() error {
+	var c check
+	c.sub("", SiteResultsResponse{Jobs: r.Jobs}.Validate())
+	for i, id := range r.Evicted {
+		c.str(index("evicted", i), id, 0)
+	}
+	return c.err
+}
