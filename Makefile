@@ -11,7 +11,7 @@ DDB_PORT  ?= 8000
 # Tests share one DynamoDB Local and one moto server, started once here.
 WITH_SERVICES := $(GO) run ./localtest/withservices --
 
-.PHONY: all build deps test unit race fuzz lint ddb run demo validate build-lambdas invoke deploy bench vectors
+.PHONY: all build deps test unit race fuzz lint ddb run demo validate build-lambdas invoke deploy bench vectors chaos
 
 all: build
 
@@ -54,6 +54,14 @@ fuzz:
 	    echo "fuzz $$pkg $$f: $${execs:-0} execs in $(FUZZTIME), $${found:-0} new interesting"; \
 	  done; \
 	done
+
+## chaos: the full chaos run (docs/performance.md): `byorelay serve` replicas on one DynamoDB Local, Go sites and
+## daemons as processes, replicas and daemons killed at random; `make test` runs a 100-job smoke of it
+CHAOS_JOBS       ?= 10000
+CHAOS_KILL_EVERY ?= 2s
+chaos: deps
+	BYORELAY_CHAOS_JOBS=$(CHAOS_JOBS) BYORELAY_CHAOS_KILL_EVERY=$(CHAOS_KILL_EVERY) \
+	  $(WITH_SERVICES) $(GO) test -count=1 -timeout 6h -run '^TestChaos$$' -v ./localtest/chaos/
 
 ## lint: go.mod tidy, gofmt, go vet, staticcheck
 lint:

@@ -98,9 +98,11 @@ func TestACancelledJobIsStoppedAndReportedAsCanceled(t *testing.T) {
 	w.tick(d) // the heartbeat names the cancelled lease
 	d.events.waitFor(t, daemon.EventCancelled, "job-1")
 	d.events.waitFor(t, daemon.EventReported, "job-1")
+	// The site ended the job when it cancelled it: the device's "canceled"
+	// report is collected, not delivered as a second fate.
 	rep := w.pump(s)
-	if got := w.delivered[s]; len(got) != 1 || got[0].Outcome.Outcome != site.OutcomeCanceled {
-		t.Fatalf("results %+v, refused %+v", got, rep.Refused)
+	if got := w.delivered[s]; len(got) != 0 || len(rep.Ended) != 1 || rep.Ended[0].Fate != site.FateCancelled {
+		t.Fatalf("results %+v, ended %+v, refused %+v", got, rep.Ended, rep.Refused)
 	}
 }
 
