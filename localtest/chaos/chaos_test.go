@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,15 +111,17 @@ func TestChaos(t *testing.T) {
 	}
 	sup := &supervisor{t: t, dir: dir}
 	defer sup.stopAll()
-	replicaArgs := func(u string) []string {
+	// Each replica its own demo dir: serve writes its admin token there.
+	demoDir := func(i int) string { return filepath.Join(dir, fmt.Sprintf("demo-%d", i)) }
+	replicaArgs := func(i int, u string) []string {
 		_, port, _ := net.SplitHostPort(strings.TrimPrefix(u, "http://"))
 		return []string{"serve", "--ddb-endpoint", ddb, "--table", table, "--port", port,
-			"--demo-dir", filepath.Join(dir, "demo"), "--quiet",
+			"--demo-dir", demoDir(i), "--quiet",
 			"--lease", cfg.lease.String(), "--awaiting", cfg.awaiting.String(), "--sweep-every", cfg.sweep.String()}
 	}
 	var replicas []*proc
 	for i, u := range urls {
-		p := sup.add(fmt.Sprintf("replica-%d", i), bin, replicaArgs(u), nil, true)
+		p := sup.add(fmt.Sprintf("replica-%d", i), bin, replicaArgs(i, u), nil, true)
 		replicas = append(replicas, p)
 		waitListening(t, u, 90*time.Second)
 		if i == 0 {
@@ -127,7 +130,8 @@ func TestChaos(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := controlplane.NewClient(u+controlplane.AdminPrefix, nil).Import(context.Background(), raw); err != nil {
+			admin := controlplane.NewClient(u+controlplane.AdminPrefix, nil).WithToken(adminToken(t, demoDir(i)))
+			if _, err := admin.Import(context.Background(), raw); err != nil {
 				t.Fatalf("import the projection: %v", err)
 			}
 		}
@@ -164,7 +168,7 @@ func TestChaos(t *testing.T) {
 	stopChaos := make(chan struct{})
 	var chaosDone sync.WaitGroup
 	chaosDone.Add(1)
-	kills := 0
+	var kills atomic.Int64
 	go func() {
 		defer chaosDone.Done()
 		for {
@@ -178,12 +182,28 @@ func TestChaos(t *testing.T) {
 				continue
 			}
 			if v.kill() {
-				kills++
+				kills.Add(1)
 			}
 		}
 	}()
 	// Generous: a loaded machine runs a few jobs a second, and a job that
 	// is stuck ends at its deadline anyway.
+	// Progress, for a long run: how many jobs have ended so far.
+	go func() {
+		for {
+			select {
+			case <-stopChaos:
+				return
+			case <-time.After(30 * time.Second):
+			}
+			ended := 0
+			for _, s := range siteIDs {
+				data, _ := os.ReadFile(filepath.Join(dir, s+".log"))
+				ended += strings.Count(string(data), "\nend ")
+			}
+			fmt.Printf("chaos progress: %d of %d jobs ended, %d kills, %v\n", ended, cfg.jobs, kills.Load(), time.Since(started).Round(time.Second))
+		}
+	}()
 	budget := cfg.deadline + time.Duration(cfg.jobs)*time.Second + 2*time.Minute
 	for _, s := range sites {
 		if err := s.waitExit(budget); err != nil {
@@ -202,7 +222,7 @@ func TestChaos(t *testing.T) {
 	}
 	summary := fmt.Sprintf("chaos: %d jobs, %d sites, %d daemons (%d owners), %d replicas on one DynamoDB Local; "+
 		"%d kills (SIGKILL by pid), %d restarts; lease %v, awaiting %v, sweep %v; wall %v\n%s",
-		cfg.jobs, cfg.sites, cfg.daemons, cfg.owners, cfg.replicas, kills, restarts,
+		cfg.jobs, cfg.sites, cfg.daemons, cfg.owners, cfg.replicas, kills.Load(), restarts,
 		cfg.lease, cfg.awaiting, cfg.sweep, wall.Round(time.Second), rep)
 	fmt.Println(summary)
 	t.Log(summary)
@@ -370,6 +390,22 @@ func buildByorelay(t *testing.T, dir string) string {
 		t.Fatalf("build byorelay: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// adminToken is the local admin API's per-run token, from the env file the
+// replica writes into its demo dir (shortly after it starts listening).
+func adminToken(t *testing.T, demoDir string) string {
+	t.Helper()
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		data, _ := os.ReadFile(filepath.Join(demoDir, "stack.env"))
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, controlplane.EnvAdminToken+"="); ok && v != "" {
+				return v
+			}
+		}
+	}
+	t.Fatalf("no %s in %s/stack.env", controlplane.EnvAdminToken, demoDir)
+	return ""
 }
 
 func freeAddr(t *testing.T) string {
