@@ -159,7 +159,12 @@ func CompleteJob(j Job, in CompleteInput, now int64) (out Job, res CompleteResul
 	}
 	var held bool
 	if in.Holder.ByLease {
-		held = j.Lease != nil && j.Lease.ID == in.Holder.LeaseID
+		// The grant, and on this site's own leases its runner too: the
+		// reference checks the lease id alone, which lets whoever learns a
+		// lease id write another runner's result. An adopted lease (a
+		// relay's) names no runner here, so only its id can be checked.
+		held = j.Lease != nil && j.Lease.ID == in.Holder.LeaseID &&
+			(j.Lease.RunnerID == "" || in.Holder.RunnerID == "" || j.Lease.RunnerID == in.Holder.RunnerID)
 	} else {
 		held = j.Lease != nil && j.Lease.RunnerID == in.Holder.RunnerID
 	}

@@ -202,7 +202,8 @@ type AdoptInput struct {
 }
 
 // Holder is who may complete a job: the direct lane names the grant
-// (ByLease); a "by runner" holder exists for callers with no lease id.
+// (ByLease, with the authenticated RunnerID, which must then also hold
+// it); a "by runner" holder exists for callers with no lease id.
 type Holder struct {
 	ByLease  bool
 	LeaseID  string

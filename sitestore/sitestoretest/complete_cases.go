@@ -64,6 +64,16 @@ func completeCases() []testCase {
 				t.Fatalf("recorded %q", got.Outcome.TextOrEmpty())
 			}
 		}},
+		{"another runner presenting the holder's lease id cannot complete the job", func(t *testing.T, e Env) {
+			e.create(t, job("a", "alice"))
+			j := e.claimOne(t, "r1", "alice")
+			res, err := e.Store.Complete(ctx, sitestore.CompleteInput{JobID: "a", RunnerID: "r2",
+				Holder: sitestore.Holder{ByLease: true, LeaseID: j.Lease.ID, RunnerID: "r2"}, Outcome: site.OK("stolen")})
+			if err != nil || res.Accepted {
+				t.Fatalf("a stranger with the lease id: %+v %v", res, err)
+			}
+			wantState(t, e, "a", sitestore.StateClaimed)
+		}},
 		{"an expired job refuses a result", func(t *testing.T, e Env) {
 			in := job("a", "alice")
 			in.DeadlineAt = e.now() + 5000
