@@ -58,6 +58,7 @@ func TestRegisteringASiteMakesItTheRegistrysAndRefusesDuplicates(t *testing.T) {
 		status int
 	}{
 		{"an id already registered", "site-a", other.Public(), http.StatusConflict},
+		{"an id longer than the relay carries", strings.Repeat("s", store.MaxSiteIDBytes+1), other.Public(), http.StatusBadRequest},
 		{"a key another site has", "site-b", k.Public(), http.StatusConflict},
 		{"an encryption key its identity did not sign", "site-b", forged, http.StatusBadRequest},
 		{"an empty id", "", other.Public(), http.StatusBadRequest},
@@ -203,6 +204,9 @@ func TestApprovalRefusals(t *testing.T) {
 		{"an unknown code", "ZZZZ-ZZZZ", "alice", "", http.StatusNotFound},
 		{"no owner", code, "", "", http.StatusBadRequest},
 		{"a runner id already taken", code, "alice", "runner_taken", http.StatusConflict},
+		// The relay could never route for these (store.Max*).
+		{"a runner id longer than the relay carries", code, "alice", strings.Repeat("r", store.MaxRunnerIDBytes+1), http.StatusBadRequest},
+		{"an owner longer than the relay carries", code, strings.Repeat("o", store.MaxOwnerBytes+1), "", http.StatusBadRequest},
 	} {
 		t.Run("refuses "+tc.name, func(t *testing.T) {
 			_, _, err := r.admin.ApprovePairing(ctx, tc.code, tc.owner, tc.runner)

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/byorelay/byorelay/projection"
+	"github.com/byorelay/byorelay/store"
 )
 
 // ConsentState is where one (owner, site) consent stands after a change.
@@ -87,6 +88,9 @@ func (a *Admin) RevokeConsent(ctx context.Context, owner, siteID string) (Consen
 func (a *Admin) changeConsent(ctx context.Context, what, owner, siteID string, change func(f *projection.Fixture) error) (ConsentState, int64, error) {
 	if owner == "" || siteID == "" {
 		return ConsentState{}, 0, invalid("owner and siteId must not be empty")
+	}
+	if err := withinBound("owner", owner, store.MaxOwnerBytes); err != nil {
+		return ConsentState{}, 0, err
 	}
 	var state ConsentState
 	version, err := a.store.Update(ctx, func(f *projection.Fixture) error {

@@ -111,6 +111,12 @@ func (a *Admin) ApprovePairing(ctx context.Context, userCode, owner, runnerID st
 	if owner == "" {
 		return Approval{}, 0, invalid("owner must not be empty")
 	}
+	if err := withinBound("owner", owner, store.MaxOwnerBytes); err != nil {
+		return Approval{}, 0, err
+	}
+	if err := withinBound("runnerId", runnerID, store.MaxRunnerIDBytes); err != nil {
+		return Approval{}, 0, err
+	}
 	p, err := a.pending(ctx, userCode)
 	if err != nil {
 		return Approval{}, 0, err

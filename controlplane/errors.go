@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"unicode/utf8"
 )
 
 // Error is a refusal the admin API reports to its caller. Nothing was
@@ -21,6 +22,16 @@ func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 func invalid(format string, args ...any) error {
 	return &Error{Status: http.StatusBadRequest, Code: "bad-request", Message: fmt.Sprintf(format, args...)}
+}
+
+// withinBound refuses an identifier the relay would refuse to carry
+// (store.Max*): a site, device or consent the control plane accepted under
+// it would be one the relay can never route for.
+func withinBound(name, value string, max int) error {
+	if len(value) > max || !utf8.ValidString(value) {
+		return invalid("%s must be UTF-8 and at most %d bytes", name, max)
+	}
+	return nil
 }
 
 func notFound(format string, args ...any) error {

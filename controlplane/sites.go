@@ -17,6 +17,9 @@ func (a *Admin) RegisterSite(ctx context.Context, siteID string, site protocol.P
 	if siteID == "" {
 		return projection.SiteRecord{}, 0, invalid("siteId must not be empty")
 	}
+	if err := withinBound("siteId", siteID, store.MaxSiteIDBytes); err != nil {
+		return projection.SiteRecord{}, 0, err
+	}
 	keyID, err := verifiedKeyID(site)
 	if err != nil {
 		return projection.SiteRecord{}, 0, err
