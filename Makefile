@@ -89,6 +89,7 @@ EVENT ?= events/$(FN).json
 validate:
 	cfn-lint template.yaml site-template.yaml
 	$(GO) test -count=1 -run '^TestTemplateWithTheEdgeOnPassesCfnLint$$' .
+	@echo "validate: ok (cfn-lint passes template.yaml, with and without the edge, and site-template.yaml)"
 
 ## build-lambdas: every function as deployed (linux/arm64, static) into bin/lambda/<fn>/bootstrap
 build-lambdas:

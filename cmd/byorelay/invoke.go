@@ -7,9 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -93,7 +95,7 @@ func invoke(ctx context.Context, fn lambdafn.Function, raw []byte, opts invokeOp
 	if err != nil {
 		return nil, err
 	}
-	env, stop, err := functionEnv(ctx, world)
+	env, stop, err := functionEnv(ctx, world, opts.logs)
 	if err != nil {
 		return nil, err
 	}
@@ -121,36 +123,91 @@ func invoke(ctx context.Context, fn lambdafn.Function, raw []byte, opts invokeOp
 			return nil, err
 		}
 	}
-	e, err := lambdadev.StartEmulator(ctx, emu, bin, append(env, "AWS_LAMBDA_FUNCTION_NAME=byorelay-"+fn.Name), opts.logs)
+	logs := &untilAnswered{w: opts.logs}
+	e, err := lambdadev.StartEmulator(ctx, emu, bin, append(env, "AWS_LAMBDA_FUNCTION_NAME=byorelay-"+fn.Name), logs)
 	if err != nil {
 		return nil, err
 	}
 	defer e.Stop()
-	return e.Invoke(ctx, event)
+	answer, err := e.Invoke(ctx, event)
+	// Stopping the emulator under a function waiting for its next event
+	// makes the runtime print "failed to get the next invoke … connection
+	// refused": shutdown noise after every invoke, failed or not.
+	logs.answered()
+	return answer, err
 }
 
-// functionEnv is the function's environment: this process's, when it names
-// a table; otherwise a DynamoDB Local started here with the demo seeded.
-func functionEnv(ctx context.Context, world *demo.World) (env []string, stop func(), err error) {
-	if os.Getenv("TABLE_NAME") != "" {
-		return nil, func() {}, nil
+// untilAnswered passes the emulator's and the function's output on until
+// the invoke has answered, and drops what they say while being stopped.
+type untilAnswered struct {
+	mu   sync.Mutex
+	w    io.Writer
+	done bool
+}
+
+func (u *untilAnswered) Write(p []byte) (int, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.done {
+		return len(p), nil
 	}
-	endpoint, stop, err := localtest.StartDynamo()
+	return u.w.Write(p)
+}
+
+func (u *untilAnswered) answered() {
+	u.mu.Lock()
+	u.done = true
+	u.mu.Unlock()
+}
+
+// functionEnv is the function's environment. With TABLE_NAME set it is this
+// process's, aimed at that table, except that a loopback DynamoDB gets the
+// local stack's credentials: DynamoDB Local keeps a separate set of tables
+// per access key and region, so with the developer's own AWS credentials
+// the function would look in an empty namespace and fail with 500.
+// Otherwise it is a DynamoDB Local started here with the demo seeded.
+func functionEnv(ctx context.Context, world *demo.World, progress io.Writer) (env []string, stop func(), err error) {
+	if os.Getenv("TABLE_NAME") != "" {
+		endpoint := os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")
+		if endpoint == "" {
+			endpoint = os.Getenv("AWS_ENDPOINT_URL")
+		}
+		if !loopbackURL(endpoint) {
+			return nil, func() {}, nil
+		}
+		return append(os.Environ(), localCredentials(endpoint)...), func() {}, nil
+	}
+	fmt.Fprintln(progress, "starting DynamoDB Local (in memory)…")
+	endpoint, stop, err := localtest.StartDynamoWithProgress(progress)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("DynamoDB Local: %w", err)
 	}
 	db := dynamodb.NewFromConfig(localtest.AWSConfig(endpoint))
 	if err := world.Seed(ctx, db, invokeTable); err != nil {
 		stop()
 		return nil, nil, err
 	}
+	return append([]string{"TABLE_NAME=" + invokeTable}, localCredentials(endpoint)...), stop, nil
+}
+
+// localCredentials are the variables that point a function at a local
+// DynamoDB with the credentials and region localtest.AWSConfig uses, the
+// ones `byorelay serve` created its table under. Later entries win over
+// the inherited environment.
+func localCredentials(endpoint string) []string {
 	return []string{
-		"TABLE_NAME=" + invokeTable,
 		"AWS_ENDPOINT_URL_DYNAMODB=" + endpoint,
 		"AWS_REGION=us-east-1",
 		"AWS_ACCESS_KEY_ID=local",
 		"AWS_SECRET_ACCESS_KEY=local",
-	}, stop, nil
+		"AWS_SESSION_TOKEN=",
+		"AWS_PROFILE=",
+	}
+}
+
+func loopbackURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && u.Host != "" && isLoopbackHost(u.Hostname())
 }
 
 func invokeInProcess(ctx context.Context, fn lambdafn.Function, env []string, event []byte, logs io.Writer) ([]byte, error) {

@@ -6,6 +6,11 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/demo"
 )
 
 func TestInvokeRefusesMisuse(t *testing.T) {
@@ -58,5 +63,41 @@ func TestInvokeInProcessRunsASampleEventAgainstItsOwnDynamoDBLocal(t *testing.T)
 	}
 	if !strings.Contains(errs.String(), `"Refusals":1`) {
 		t.Errorf("no EMF record on stderr:\n%s", errs.String())
+	}
+}
+
+// events/README.md's "against the running stack": TABLE_NAME and a
+// loopback AWS_ENDPOINT_URL_DYNAMODB, with the developer's own AWS
+// credentials still in the environment. DynamoDB Local keeps tables per
+// access key, so invoke must use the stack's (local/local) or the function
+// finds no table and answers 500.
+func TestInvokeAgainstARunningStackUsesItsCredentialsNotTheDevelopers(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("BYORELAY_DEMO_DIR", dir)
+	world, err := demo.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := localtest.DynamoEndpoint(t)
+	table := localtest.UniqueName("invoke-stack")
+	// As `byorelay serve` makes it: under localtest.AWSConfig's credentials.
+	if err := world.Seed(t.Context(), dynamodb.NewFromConfig(localtest.AWSConfig(endpoint)), table); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TABLE_NAME", table)
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", endpoint)
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEDEVELOPER")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "not-local")
+	t.Setenv("AWS_REGION", "eu-west-2")
+	var out, errs bytes.Buffer
+	if code := runInvoke(context.Background(), []string{"-in-process", "claim", "../../events/claim.json"}, &out, &errs); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs.String())
+	}
+	var resp struct {
+		StatusCode int    `json:"statusCode"`
+		Body       string `json:"body"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &resp); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("claim against the stack's table: %s\n%s", out.String(), errs.String())
 	}
 }
