@@ -11,7 +11,7 @@ DDB_PORT  ?= 8000
 # Tests share one DynamoDB Local and one moto server, started once here.
 WITH_SERVICES := $(GO) run ./localtest/withservices --
 
-.PHONY: all build deps test unit race fuzz lint ddb run demo validate build-lambdas invoke deploy bench vectors chaos
+.PHONY: all build deps test unit race fuzz lint ddb run demo validate build-lambdas invoke deploy bench vectors chaos race-long
 
 all: build
 
@@ -33,6 +33,11 @@ unit:
 # The packages where goroutines share state.
 race:
 	$(WITH_SERVICES) $(GO) test -count=1 -race ./localtest/ ./store/...
+
+## race-long: the faulty replica race at scale: 8 replicas with faults injected (lost acknowledgements among them), 21 seeds, >= 100,000 store calls, every history checked with porcupine (docs/performance.md)
+RACE_LONG_ENV ?= BYORELAY_RACE_REPLICAS=8 BYORELAY_RACE_JOBS=96 BYORELAY_RACE_ROUNDS=12 BYORELAY_RACE_OPS=32 BYORELAY_RACE_FAULTS=0.15 BYORELAY_RACE_RUNS=21
+race-long: deps
+	$(RACE_LONG_ENV) $(WITH_SERVICES) $(GO) test -count=1 -timeout=3h -v -run '^TestFaultyReplicasStayLinearizable$$' ./store/dynamo/
 
 # Each fuzz target briefly, from its seed corpus; `make fuzz FUZZTIME=5m` digs.
 # -fuzzminimizetime bounds the minimisation of each new interesting input:

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -363,7 +364,7 @@ func (k *worker) sweep() {
 // also means no job is ever held under two live grants), that no job was
 // accepted twice, and that every accepted result is listed.
 func TestConcurrentReplicasStayLinearizable(t *testing.T) {
-	race(t, raceConfig{replicas: cReplicas, rounds: 8, ops: 40, jobs: 32})
+	races(t, raceFromEnv(t, raceConfig{replicas: cReplicas, rounds: 8, ops: 40, jobs: 32, seed: 42, runs: 1}))
 }
 
 // TestFaultyReplicasStayLinearizable is the same race with every replica's
@@ -372,15 +373,102 @@ func TestConcurrentReplicasStayLinearizable(t *testing.T) {
 // gets must fit the model; an error must be retryable, and is recorded as
 // an operation that may or may not have taken effect.
 func TestFaultyReplicasStayLinearizable(t *testing.T) {
-	race(t, raceConfig{replicas: 4, rounds: 6, ops: 24, jobs: 24, faultRate: 0.08})
+	races(t, raceFromEnv(t, raceConfig{replicas: cReplicas, rounds: 6, ops: 24, jobs: 24, faultRate: 0.08, seed: 42, runs: 1}))
 }
 
+// raceConfig is the shape of a race. The defaults above are make test's
+// short run; make race-long sets the BYORELAY_RACE_* variables (see
+// raceFromEnv) to run the same checks at scale.
 type raceConfig struct {
 	replicas, rounds, ops, jobs int
-	faultRate                   float64
+	// faultRate is the chance that a replica's DynamoDB call fails (see
+	// faulty); 0 for a clean race.
+	faultRate float64
+	// seed drives every replica's and every injector's dice; run i of runs
+	// uses seed+i, each on a fresh table with its own history and check.
+	seed uint64
+	runs int
 }
 
-func race(t *testing.T, cfg raceConfig) {
+// raceFromEnv overrides cfg from the environment: BYORELAY_RACE_REPLICAS,
+// _ROUNDS, _OPS (per replica per round), _JOBS, _SEED, _RUNS, and
+// _FAULTS (a rate; it applies only to a race that injects faults, so the
+// clean race stays clean).
+func raceFromEnv(t *testing.T, cfg raceConfig) raceConfig {
+	t.Helper()
+	for name, dst := range map[string]*int{
+		"BYORELAY_RACE_REPLICAS": &cfg.replicas, "BYORELAY_RACE_ROUNDS": &cfg.rounds,
+		"BYORELAY_RACE_OPS": &cfg.ops, "BYORELAY_RACE_JOBS": &cfg.jobs, "BYORELAY_RACE_RUNS": &cfg.runs,
+	} {
+		if v := os.Getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				t.Fatalf("%s=%q: want a positive integer", name, v)
+			}
+			*dst = n
+		}
+	}
+	if v := os.Getenv("BYORELAY_RACE_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("BYORELAY_RACE_SEED=%q: %v", v, err)
+		}
+		cfg.seed = n
+	}
+	if v := os.Getenv("BYORELAY_RACE_FAULTS"); v != "" && cfg.faultRate > 0 {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || r <= 0 || r >= 1 {
+			t.Fatalf("BYORELAY_RACE_FAULTS=%q: want a rate in (0, 1)", v)
+		}
+		cfg.faultRate = r
+	}
+	// snapshot reads every job and both pairs' sets in one TransactGetItems,
+	// which takes at most 100 items.
+	if cfg.jobs > 98 {
+		t.Fatalf("BYORELAY_RACE_JOBS=%d: at most 98 jobs fit one consistent snapshot", cfg.jobs)
+	}
+	return cfg
+}
+
+// races runs cfg.runs races, one per seed, and reports their sum.
+func races(t *testing.T, cfg raceConfig) {
+	start := time.Now()
+	var total raceStats
+	for i := range cfg.runs {
+		seed := cfg.seed + uint64(i)
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			st := race(t, cfg, seed)
+			total.add(st)
+		})
+		if t.Failed() {
+			break
+		}
+	}
+	t.Logf("%d race(s) of %d replicas, faults %.2f, seeds %d..%d: %d store calls, %d per-job operations checked (%d with unknown outcome), %d grants, faults injected %v, in %s",
+		cfg.runs, cfg.replicas, cfg.faultRate, cfg.seed, cfg.seed+uint64(cfg.runs)-1,
+		total.calls, total.ops, total.unknown, total.grants, total.injected, time.Since(start).Round(time.Second))
+}
+
+// raceStats is what one race did, for the report.
+type raceStats struct {
+	calls, ops, unknown, grants int64
+	injected                    map[fault]int
+}
+
+func (s *raceStats) add(o raceStats) {
+	s.calls += o.calls
+	s.ops += o.ops
+	s.unknown += o.unknown
+	s.grants += o.grants
+	if s.injected == nil {
+		s.injected = map[fault]int{}
+	}
+	for k, v := range o.injected {
+		s.injected[k] += v
+	}
+}
+
+func race(t *testing.T, cfg raceConfig, seed uint64) raceStats {
 	if testing.Short() {
 		// A quick look: half the rounds. CI runs the whole race.
 		cfg.rounds /= 2
@@ -395,7 +483,7 @@ func race(t *testing.T, cfg raceConfig) {
 		var wrap func(API) API
 		if cfg.faultRate > 0 {
 			wrap = func(a API) API {
-				f := newFaulty(a, cfg.faultRate, uint64(i))
+				f := newFaulty(a, cfg.faultRate, seed<<8+uint64(i))
 				// At least one of each, whatever the dice say.
 				f.next("TransactWriteItems", lostAck, conflict)
 				f.next("PutItem", lostAck, conditionFailed)
@@ -405,7 +493,7 @@ func race(t *testing.T, cfg raceConfig) {
 		}
 		workers = append(workers, &worker{
 			t: t, id: i, s: replica(t, table, store.Options{Clock: clock}, wrap), w: w, faults: wrap != nil,
-			rng: rand.New(rand.NewPCG(uint64(i), 42)), ctx: ctx,
+			rng: rand.New(rand.NewPCG(uint64(i), seed)), ctx: ctx,
 		})
 	}
 	watcher := replica(t, table, store.Options{Clock: clock}, nil)
@@ -456,7 +544,7 @@ func race(t *testing.T, cfg raceConfig) {
 			}
 		})
 		// One clean sweep alone, so the work phase starts with nothing due.
-		final := &worker{t: t, id: cfg.replicas, s: watcher, w: w, rng: rand.New(rand.NewPCG(9, 9)), ctx: ctx}
+		final := &worker{t: t, id: cfg.replicas, s: watcher, w: w, rng: rand.New(rand.NewPCG(9, seed)), ctx: ctx}
 		final.sweep()
 		checkNothingDue(t, watcher, w)
 
@@ -559,6 +647,7 @@ func race(t *testing.T, cfg raceConfig) {
 			t.Errorf("%s lists %q, which no complete that could have succeeded sent", w.jobs[job].id, got)
 		}
 	}
+	return raceStats{calls: w.executed.Load(), ops: int64(len(w.history)), unknown: int64(unknown), grants: int64(w.granted), injected: injected}
 }
 
 // snapshot reads every job item and both pairs' unsealed sets in one

@@ -34,6 +34,10 @@ const (
 	lostAck
 )
 
+func (f fault) String() string {
+	return [...]string{"none", "conflict", "condition", "throttled", "lost-ack"}[f]
+}
+
 // faulty wraps a client and injects faults: either the next ones queued by a
 // scenario, or at random at the given rate.
 type faulty struct {
