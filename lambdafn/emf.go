@@ -7,6 +7,7 @@ import (
 
 	"github.com/byorelay/byorelay/relay"
 	"github.com/byorelay/byorelay/store"
+	"github.com/byorelay/byorelay/store/dynamo"
 )
 
 // EMF is the relay's metrics hook written as CloudWatch embedded metric
@@ -40,6 +41,12 @@ const (
 	MetricSweepRemoved   = "SweepRemoved"
 	MetricSweepFailures  = "SweepFailures"
 	MetricChurn          = "UnsealedChurn"
+	// The store clock against DynamoDB's (dynamo.ServerClock): the offset
+	// (DynamoDB's minus the host's) and its uncertainty, in milliseconds.
+	// The sweep decides no expiry while the uncertainty is above
+	// dynamo.MaxClockUncertainty; the template alarms on both.
+	MetricClockOffset      = "ClockOffsetMs"
+	MetricClockUncertainty = "ClockUncertaintyMs"
 )
 
 // NewEMF writes EMF records to out under namespace, each dimensioned by
@@ -93,10 +100,25 @@ func (m *EMF) Churn(c store.UnsealedChurn) {
 		metric{MetricChurn, 1})
 }
 
+// Clock publishes the store clock's offset from DynamoDB's. An
+// uncalibrated clock publishes nothing: it has no offset to report, and the
+// sweep's refusals (SweepFailures) already say so.
+func (m *EMF) Clock(r dynamo.ClockReading) {
+	if !r.Calibrated {
+		return
+	}
+	m.emit(nil, map[string]any{"clockResets": r.Resets},
+		metric{MetricClockOffset, float64(r.Offset.Milliseconds())},
+		metric{MetricClockUncertainty, float64(r.Uncertainty.Milliseconds())})
+}
+
 type metric struct {
 	name  string
 	value float64
 }
+
+// units are the metrics that are not counts, by name.
+var units = map[string]string{MetricClockOffset: "Milliseconds", MetricClockUncertainty: "Milliseconds"}
 
 type emfMetric struct {
 	Name string `json:"Name"`
@@ -126,7 +148,11 @@ func (m *EMF) emit(dims []string, props map[string]any, ms ...metric) {
 		dir.Dimensions = append(dir.Dimensions, append([]string{"Function"}, dims...))
 	}
 	for _, x := range ms {
-		dir.Metrics = append(dir.Metrics, emfMetric{Name: x.name, Unit: "Count"})
+		unit, ok := units[x.name]
+		if !ok {
+			unit = "Count"
+		}
+		dir.Metrics = append(dir.Metrics, emfMetric{Name: x.name, Unit: unit})
 		rec[x.name] = x.value
 	}
 	rec["Function"] = m.function

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/store"
+	"github.com/byorelay/byorelay/store/dynamo"
 )
 
 type emfRecord struct {
@@ -60,7 +61,7 @@ func checkEMF(t *testing.T, r emfRecord) {
 		if _, ok := r.Values[m.Name].(float64); !ok {
 			t.Errorf("metric %s is not a number member: %v", m.Name, r.Values[m.Name])
 		}
-		if m.Unit != "Count" {
+		if want := map[string]string{MetricClockOffset: "Milliseconds", MetricClockUncertainty: "Milliseconds"}[m.Name]; m.Unit != want && (want != "" || m.Unit != "Count") {
 			t.Errorf("metric %s unit %q", m.Name, m.Unit)
 		}
 	}
@@ -78,10 +79,12 @@ func TestEMFWritesOneValidRecordPerEvent(t *testing.T) {
 	m.Swept(3, 1)
 	m.SweepFailed()
 	m.Churn(store.UnsealedChurn{SiteID: "s", Owner: "o", Expiries: 6, WindowMs: 300000})
+	m.Clock(dynamo.ClockReading{})
+	m.Clock(dynamo.ClockReading{Offset: -15*time.Second - 250*time.Millisecond, Uncertainty: 40 * time.Millisecond, Calibrated: true, Resets: 1})
 
 	recs := readEMF(t, &out)
-	if len(recs) != 8 {
-		t.Fatalf("records = %d, want 8", len(recs))
+	if len(recs) != 9 {
+		t.Fatalf("records = %d, want 9 (an uncalibrated clock publishes nothing)", len(recs))
 	}
 	for _, r := range recs {
 		checkEMF(t, r)
@@ -107,6 +110,9 @@ func TestEMFWritesOneValidRecordPerEvent(t *testing.T) {
 	}
 	if recs[5].Values[MetricSweepRequeued] != 3.0 || recs[5].Values[MetricSweepRemoved] != 1.0 {
 		t.Errorf("sweep record = %v", recs[5].Values)
+	}
+	if clock := recs[8]; clock.Values[MetricClockOffset] != -15250.0 || clock.Values[MetricClockUncertainty] != 40.0 {
+		t.Errorf("clock record = %v", clock.Values)
 	}
 	churn := recs[7]
 	if churn.Values["site"] != "s" || churn.Values["owner"] != "o" {

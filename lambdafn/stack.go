@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -29,7 +31,9 @@ type Options struct {
 	// AWS is the SDK configuration; nil reads it from the environment
 	// Lambda sets (awsFromEnv), with AWS_ENDPOINT_URL_<SERVICE> overrides.
 	AWS *aws.Config
-	// Clock is the store's and the relay's clock; nil is the host clock.
+	// Clock is the store's and the relay's clock. Nil is the host clock for
+	// the relay and, for the store, a dynamo.ServerClock over the host
+	// clock: every replica's leases and windows read DynamoDB's clock.
 	Clock store.Clock
 	// Logger receives the relay's decision records; nil writes JSON to
 	// stderr, which Lambda ships to CloudWatch Logs.
@@ -58,6 +62,12 @@ type Stack struct {
 	log   *slog.Logger
 	waker *Waker
 	churn *ChurnPublisher
+
+	// serverClock is the store's clock unless Options.Clock replaced it;
+	// its offset is published at most once a minute (noteClock).
+	serverClock *dynamo.ServerClock
+	clockMu     sync.Mutex
+	clockNoted  time.Time
 }
 
 // Open builds a Stack from env.
@@ -66,9 +76,17 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	clock := opts.Clock
+	st := &Stack{}
+	clock, storeClock := opts.Clock, opts.Clock
 	if clock == nil {
 		clock = store.SystemClock{}
+		// One time source for every replica's expiry decisions: the host
+		// clock corrected by the Date of DynamoDB's own responses
+		// (docs/architecture.md, "One time source"). The relay's clock stays
+		// the host's: signature freshness is about the caller's clock
+		// versus this process's.
+		st.serverClock = dynamo.NewServerClock(nil)
+		storeClock = st.serverClock
 	}
 	log := opts.Logger
 	if log == nil {
@@ -81,14 +99,14 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 	if env.MetricsNamespace == "" {
 		env.MetricsNamespace = "byorelay" // an Env built in code rather than by LoadEnv
 	}
-	st := &Stack{Env: env, log: log}
+	st.Env, st.log = env, log
 	st.Metrics = NewEMF(out, env.MetricsNamespace, os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), clock)
 
 	if env.ChurnTopicARN != "" {
 		st.churn = NewChurnPublisher(sns.NewFromConfig(cfg, func(o *sns.Options) { o.BaseEndpoint = endpoint("sns", o.BaseEndpoint) }), env.ChurnTopicARN, log)
 	}
 	if env.WakeupGroup != "" {
-		st.waker = NewWaker(scheduler.NewFromConfig(cfg, func(o *scheduler.Options) { o.BaseEndpoint = endpoint("scheduler", o.BaseEndpoint) }), env.WakeupGroup, env.SweeperARN, env.WakeupRoleARN, clock)
+		st.waker = NewWaker(scheduler.NewFromConfig(cfg, func(o *scheduler.Options) { o.BaseEndpoint = endpoint("scheduler", o.BaseEndpoint) }), env.WakeupGroup, env.SweeperARN, env.WakeupRoleARN, storeClock)
 	}
 
 	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = endpoint("dynamodb", o.BaseEndpoint) })
@@ -96,7 +114,7 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		DB:    db,
 		Table: env.TableName,
 		Options: store.Options{
-			Clock:             clock,
+			Clock:             storeClock,
 			OnChurn:           st.onChurn(),
 			AwaitingPayloadMs: env.AwaitingPayloadMs,
 		},
@@ -111,6 +129,12 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 	st.Store, err = dynamo.New(dcfg)
 	if err != nil {
 		return nil, err
+	}
+	// Until a response arrives the store clock is the host's; one read now
+	// means nothing this container stamps carries its host's skew. A failure
+	// costs only that: the sweep calibrates again before it decides.
+	if err := st.Store.CalibrateClock(ctx); err != nil {
+		log.WarnContext(ctx, "store clock not calibrated at start", slog.String("problem", err.Error()))
 	}
 	// The projection lives in the same table: one more table would be one
 	// more thing a deployment can get half right.
@@ -261,7 +285,27 @@ func (st *Stack) serve(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (
 	if id := ev.RequestContext.RequestID; id != "" {
 		ctx = relay.WithRequestID(ctx, id)
 	}
-	return st.Relay.Handle(ctx, req), nil
+	resp := st.Relay.Handle(ctx, req)
+	st.noteClock()
+	return resp, nil
+}
+
+// noteClock publishes the store clock's reading, at most once a minute per
+// container: enough for the alarm, and not a metric line per request.
+func (st *Stack) noteClock() {
+	if st.serverClock == nil {
+		return
+	}
+	now := time.Now() // paces a metric; decides nothing
+	st.clockMu.Lock()
+	due := st.clockNoted.IsZero() || now.Sub(st.clockNoted) >= time.Minute
+	if due {
+		st.clockNoted = now
+	}
+	st.clockMu.Unlock()
+	if due {
+		st.Metrics.Clock(st.serverClock.Reading())
+	}
 }
 
 // catchAllHandler serves the verification page, and every other path as

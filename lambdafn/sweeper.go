@@ -33,6 +33,7 @@ func (st *Stack) SweepHandler() func(ctx context.Context, ev json.RawMessage) (S
 			in.Trigger = "invoke"
 		}
 		res, err := st.Relay.Sweep(ctx)
+		st.noteClock()
 		if err != nil {
 			st.Metrics.SweepFailed()
 			st.log.ErrorContext(ctx, "sweep failed", slog.String("trigger", in.Trigger), slog.String("problem", err.Error()))

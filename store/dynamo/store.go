@@ -59,11 +59,14 @@ type Config struct {
 // state between calls that another replica could disagree with: every
 // instance over one table is a replica.
 type Store struct {
-	db      API
-	table   string
-	s3      S3API
-	bucket  string
-	clock   store.Clock
+	db     API
+	table  string
+	s3     S3API
+	bucket string
+	clock  store.Clock
+	// server is clock when that is a ServerClock: the sweep asks it whether
+	// expiries may be decided.
+	server  *ServerClock
 	onChurn func(store.UnsealedChurn)
 
 	pairingCapacity int
@@ -111,6 +114,12 @@ func New(cfg Config) (*Store, error) {
 	}
 	if s.shards == 0 {
 		s.shards = DefaultDueShards
+	}
+	if sc, ok := s.clock.(*ServerClock); ok {
+		// Every response the store sees calibrates its clock, so the clock
+		// and the client cannot be wired apart.
+		s.server = sc
+		s.db = &clocked{api: s.db, c: sc}
 	}
 	if cfg.Meter != nil {
 		s.db = cfg.Meter.wrap(s.db)

@@ -41,7 +41,22 @@ type dueEntry struct {
 }
 
 // sweep handles up to limit due items (0: every one).
+//
+// With a ServerClock it first makes sure the clock is within
+// MaxClockUncertainty of DynamoDB's; if not, it decides no expiry: the
+// scheduled sweep fails with ErrClockUncertain (counted and alarmed), and
+// an in-line sweep moves nothing, so the request it runs in still answers.
 func (s *Store) sweep(ctx context.Context, limit int) (store.SweepResult, error) {
+	settled, err := s.clockSettled(ctx)
+	if err != nil {
+		return store.SweepResult{}, err
+	}
+	if !settled {
+		if limit > 0 {
+			return store.SweepResult{Requeued: []store.Job{}, Removed: []store.Job{}}, nil
+		}
+		return store.SweepResult{}, ErrClockUncertain
+	}
 	now := s.now()
 	type swept struct {
 		seq string
@@ -51,7 +66,7 @@ func (s *Store) sweep(ctx context.Context, limit int) (store.SweepResult, error)
 	var reports []store.UnsealedChurn
 	// The shards are read at once, then what they name is handled in turn.
 	due := make([][]dueEntry, s.shards)
-	err := each(s.shards, func(shard int) error {
+	err = each(s.shards, func(shard int) error {
 		in := &dynamodb.QueryInput{
 			TableName:              &s.table,
 			IndexName:              aws.String("due"),

@@ -1,0 +1,76 @@
+package lambdafn
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/store/dynamo"
+)
+
+// The deployed wiring of the store clock: with no injected clock, Open
+// gives the store a dynamo.ServerClock, calibrates it against DynamoDB
+// (here DynamoDB Local, whose Date is this machine's clock), the sweeper
+// sweeps with it, and a request publishes its offset as EMF.
+func TestOpenBindsTheStoreClockToDynamoDBAndPublishesItsOffset(t *testing.T) {
+	ctx := context.Background()
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "local")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", localtest.DynamoEndpoint(t))
+	table := localtest.UniqueName("clock")
+	if err := dynamo.CreateTable(ctx, localtest.DynamoClient(t), table); err != nil {
+		t.Fatal(err)
+	}
+	env, err := LoadEnv(envOf(map[string]string{"TABLE_NAME": table}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metrics bytes.Buffer
+	st, err := Open(ctx, env, Options{Logger: slog.New(slog.DiscardHandler), MetricsOut: &metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.serverClock == nil {
+		t.Fatal("Open gave the store no ServerClock")
+	}
+	if r := st.serverClock.Reading(); !r.Calibrated || r.Uncertainty > dynamo.MaxClockUncertainty {
+		t.Fatalf("after Open the store clock is %+v, want calibrated within %v", r, dynamo.MaxClockUncertainty)
+	}
+	if _, err := st.SweepHandler()(ctx, json.RawMessage(`{"trigger":"schedule"}`)); err != nil {
+		t.Fatalf("sweep with a calibrated clock: %v", err)
+	}
+	handler, err := st.Handler(CatchAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := events.APIGatewayV2HTTPRequest{RawPath: "/readyz"}
+	ev.RequestContext.HTTP.Method = http.MethodGet
+	ev.RequestContext.HTTP.Path = "/readyz"
+	if _, err := handler(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+
+	published := 0
+	for _, r := range readEMF(t, &metrics) {
+		offset, ok := r.Values[MetricClockOffset].(float64)
+		if !ok {
+			continue
+		}
+		checkEMF(t, r)
+		published++
+		// DynamoDB Local dates its answers from this very clock.
+		if u := r.Values[MetricClockUncertainty].(float64); offset < -1000 || offset > 1000 || u > 1000 {
+			t.Errorf("clock record = %v: want an offset within the uncertainty of 0", r.Values)
+		}
+	}
+	if published != 1 {
+		t.Fatalf("%d clock records after a sweep and a request, want 1 (at most one a minute)", published)
+	}
+}

@@ -1,0 +1,249 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
+	"github.com/byorelay/byorelay/store/storetest"
+)
+
+// respond feeds c one response from a server whose clock reads host+offset,
+// sent at the host's current instant and received rtt later.
+func respond(c *ServerClock, host *store.ManualClock, offset, rtt time.Duration) {
+	sent := host.Now()
+	received := host.Advance(rtt)
+	// The server stamps Date somewhere inside the round trip, truncated to
+	// the second as HTTP dates are.
+	stamped := sent.Add(rtt / 2).Add(offset)
+	c.observe(sent, received, stamped.UTC().Format(http.TimeFormat))
+}
+
+func TestServerClockReadsTheHostUntilAResponseArrivesAndIsUncertainUntilThen(t *testing.T) {
+	host := store.NewManualClock(storetest.Start)
+	c := NewServerClock(host)
+	if !c.Now().Equal(host.Now()) {
+		t.Fatalf("uncalibrated Now %v, host %v", c.Now(), host.Now())
+	}
+	if r := c.Reading(); r.Calibrated || c.settled() {
+		t.Fatalf("a clock that has seen no response is calibrated: %+v", r)
+	}
+	c.observe(host.Now(), host.Now(), "not a date")
+	if c.settled() {
+		t.Fatal("a response without a usable Date calibrated the clock")
+	}
+}
+
+func TestOneResponseBoundsTheOffsetWithinASecondAndTheTruthIsInside(t *testing.T) {
+	host := store.NewManualClock(storetest.Start.Add(300 * time.Millisecond))
+	c := NewServerClock(host)
+	const offset = -15*time.Second - 250*time.Millisecond // the host runs 15.25 s fast
+	respond(c, host, offset, 80*time.Millisecond)
+	r := c.Reading()
+	if !r.Calibrated || r.Uncertainty > MaxClockUncertainty || !c.settled() {
+		t.Fatalf("one 80 ms response: %+v, want calibrated within %v", r, MaxClockUncertainty)
+	}
+	if d := (r.Offset - offset).Abs(); d > r.Uncertainty {
+		t.Fatalf("true offset %v is %v from the estimate %v, outside the uncertainty %v", offset, d, r.Offset, r.Uncertainty)
+	}
+}
+
+func TestResponsesAtDifferentPhasesOfTheSecondNarrowTheOffsetTowardTheRoundTrip(t *testing.T) {
+	host := store.NewManualClock(storetest.Start)
+	c := NewServerClock(host)
+	const offset = 15*time.Second + 370*time.Millisecond
+	for range 40 {
+		respond(c, host, offset, 20*time.Millisecond)
+		host.Advance(137 * time.Millisecond) // calls land at every phase of the second
+	}
+	r := c.Reading()
+	if r.Uncertainty > 50*time.Millisecond {
+		t.Fatalf("40 responses with 20 ms round trips left the offset uncertain by %v", r.Uncertainty)
+	}
+	if d := (r.Offset - offset).Abs(); d > r.Uncertainty {
+		t.Fatalf("true offset %v, estimate %v ± %v", offset, r.Offset, r.Uncertainty)
+	}
+	if got, want := c.Now(), host.Now().Add(offset); got.Sub(want).Abs() > r.Uncertainty {
+		t.Fatalf("Now %v, DynamoDB's clock %v", got, want)
+	}
+}
+
+func TestAHostClockThatStepsIsRelearnedFromTheNextResponse(t *testing.T) {
+	host := store.NewManualClock(storetest.Start)
+	c := NewServerClock(host)
+	for range 10 {
+		respond(c, host, 2*time.Second, 20*time.Millisecond)
+		host.Advance(290 * time.Millisecond)
+	}
+	host.Advance(10 * time.Second) // the host's clock is stepped 10 s forward
+	respond(c, host, 2*time.Second-10*time.Second, 20*time.Millisecond)
+	r := c.Reading()
+	if r.Resets != 1 {
+		t.Fatalf("a 10 s step went unnoticed: %+v", r)
+	}
+	if d := (r.Offset - -8*time.Second).Abs(); d > r.Uncertainty || !c.settled() {
+		t.Fatalf("after the step the offset is %v ± %v, want -8s", r.Offset, r.Uncertainty)
+	}
+}
+
+func TestUncertaintyGrowsWithTimeSinceTheLastResponse(t *testing.T) {
+	host := store.NewManualClock(storetest.Start)
+	c := NewServerClock(host)
+	respond(c, host, 0, 10*time.Millisecond)
+	before := c.Reading().Uncertainty
+	host.Advance(time.Hour)
+	if got, want := c.Reading().Uncertainty-before, drift(time.Hour); got != want {
+		t.Fatalf("an hour without a response added %v of uncertainty, want %v", got, want)
+	}
+}
+
+// skewedHost is a host clock off by skew. It drops the monotonic reading,
+// so every duration the clock measures is the skewed wall clock's.
+type skewedHost struct{ skew time.Duration }
+
+func (h skewedHost) Now() time.Time { return time.Now().Add(h.skew).Round(0) }
+
+// stridingHost reads stride later on every call: every round trip it
+// times looks that long.
+type stridingHost struct {
+	mu     sync.Mutex
+	now    time.Time
+	stride time.Duration
+}
+
+func (h *stridingHost) Now() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.now = h.now.Add(h.stride)
+	return h.now
+}
+
+// TestReplicasWithSkewedHostClocksDecideExpiriesAlikeOnDynamoDBLocal is
+// two replicas over one DynamoDB Local table, one host 15 s fast, each with
+// a ServerClock. DynamoDB Local stamps Date from this machine's clock, so
+// it plays the service's clock. Both replicas see a claim's awaiting window
+// open halfway through it and lapsed after it, and the fast one requeues
+// it only then; a replica reading its fast host directly requeues it at
+// once, which is what the ServerClock is for.
+func TestReplicasWithSkewedHostClocksDecideExpiriesAlikeOnDynamoDBLocal(t *testing.T) {
+	ctx := context.Background()
+	table := newTable(t)
+	const window = 3 * time.Second
+	open := func(clock store.Clock) *Store {
+		s := replica(t, table, store.Options{Clock: clock, AwaitingPayloadMs: window.Milliseconds()}, nil)
+		if err := s.CalibrateClock(ctx); err != nil { // as lambdafn.Open does
+			t.Fatal(err)
+		}
+		return s
+	}
+	fast, fair := open(NewServerClock(skewedHost{15 * time.Second})), open(NewServerClock(nil))
+	naive := open(skewedHost{15 * time.Second})
+	replicas := map[string]*Store{"15 s fast": fast, "fair": fair}
+
+	claim := func(id string) int64 {
+		t.Helper()
+		stub := protocol.JobStub{ID: id, Kind: "llm.generate", Owner: "alice", Site: "BYOLLM-C", Audience: "team", SizeClass: "small", DeadlineAt: 4_102_444_800_000}
+		if _, err := fair.Enqueue(ctx, store.EnqueueInput{ID: id, SiteID: cSite, Stub: stub}); err != nil {
+			t.Fatal(err)
+		}
+		granted, err := fair.Claim(ctx, store.ClaimInput{
+			RunnerID: "r0", Owner: "alice", Device: protocol.PublicIdentity{Identity: "id-r0", Encryption: "e", EncryptionSig: "s"},
+			Kinds: []string{"llm.generate"}, Max: 1, LeaseMs: 60_000, Routes: []store.Route{{SiteID: cSite, Owner: "alice"}},
+		})
+		if err != nil || len(granted) != 1 || granted[0].ID != id {
+			t.Fatalf("claim %s: %v, %+v", id, err, granted)
+		}
+		awaiting, err := fair.Awaiting(ctx, cSite)
+		if err != nil || len(awaiting) != 1 {
+			t.Fatalf("awaiting: %v, %+v", err, awaiting)
+		}
+		return awaiting[0].AwaitingUntil
+	}
+	sweep := func(name string, s *Store) []store.Job {
+		t.Helper()
+		res, err := s.Sweep(ctx)
+		if err != nil {
+			t.Fatalf("%s replica's sweep: %v", name, err)
+		}
+		return res.Requeued
+	}
+
+	until := claim("job-skew-1")
+	time.Sleep(window / 2)
+	for name, s := range replicas {
+		if got := sweep(name, s); len(got) != 0 {
+			t.Errorf("halfway through the window the %s replica requeued %v", name, got)
+		}
+		if now := s.now(); now >= until {
+			t.Errorf("halfway through the window the %s replica reads %d, past its end %d", name, now, until)
+		}
+		if r := s.server.Reading(); !r.Calibrated || r.Uncertainty > MaxClockUncertainty {
+			t.Errorf("the %s replica's clock: %+v", name, r)
+		}
+	}
+	if d := time.Duration(fast.now()-fair.now()) * time.Millisecond; d.Abs() > 2*MaxClockUncertainty {
+		t.Errorf("the replicas' store clocks differ by %v", d)
+	}
+	t.Logf("15 s fast host: %+v; fair host: %+v", fast.server.Reading(), fair.server.Reading())
+
+	time.Sleep(time.Until(time.UnixMilli(until).Add(MaxClockUncertainty + 200*time.Millisecond)))
+	for name, s := range replicas {
+		if now := s.now(); now < until {
+			t.Errorf("after the window the %s replica reads %d, before its end %d", name, now, until)
+		}
+	}
+	if got := sweep("15 s fast", fast); len(got) != 1 || got[0].ID != "job-skew-1" {
+		t.Fatalf("after the window the fast replica requeued %v, want job-skew-1", got)
+	}
+	if got := sweep("fair", fair); len(got) != 0 {
+		t.Fatalf("the fair replica found %v still due after the fast one requeued it", got)
+	}
+
+	// The hazard, so this test would see it: a replica reading its fast
+	// host calls a fresh window over at once.
+	claim("job-skew-1")
+	if got := sweep("naive 15 s fast", naive); len(got) != 1 {
+		t.Fatalf("a replica reading its 15 s fast host requeued %v; the test no longer shows the skew", got)
+	}
+}
+
+// TestASweepDecidesNoExpiryWhileTheClockIsUncertain gives a replica round
+// trips of 3 s (a host clock that strides 3 s per reading), so the offset
+// is never known within a second: the scheduled sweep refuses, the in-line
+// sweep moves nothing, and the job stays claimed.
+func TestASweepDecidesNoExpiryWhileTheClockIsUncertain(t *testing.T) {
+	ctx := context.Background()
+	table := newTable(t)
+	fair := replica(t, table, store.Options{AwaitingPayloadMs: 1}, nil)
+	slow := replica(t, table, store.Options{Clock: NewServerClock(&stridingHost{now: time.Now().Add(time.Hour), stride: 3 * time.Second}), AwaitingPayloadMs: 1}, nil)
+	stub := protocol.JobStub{ID: "job-uncertain", Kind: "llm.generate", Owner: "alice", Site: "BYOLLM-C", Audience: "team", SizeClass: "small", DeadlineAt: 4_102_444_800_000}
+	if _, err := fair.Enqueue(ctx, store.EnqueueInput{ID: stub.ID, SiteID: cSite, Stub: stub}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fair.Claim(ctx, store.ClaimInput{
+		RunnerID: "r0", Owner: "alice", Device: protocol.PublicIdentity{Identity: "id-r0", Encryption: "e", EncryptionSig: "s"},
+		Kinds: []string{"llm.generate"}, Max: 1, LeaseMs: 60_000, Routes: []store.Route{{SiteID: cSite, Owner: "alice"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond) // the 1 ms window is over by every clock
+
+	if _, err := slow.Sweep(ctx); !errors.Is(err, ErrClockUncertain) {
+		t.Fatalf("sweep with 3 s round trips: %v, want ErrClockUncertain", err)
+	}
+	if res, err := slow.SweepInline(ctx); err != nil || len(res.Requeued)+len(res.Removed) != 0 {
+		t.Fatalf("in-line sweep with 3 s round trips: %+v, %v; want nothing moved", res, err)
+	}
+	if r := slow.server.Reading(); !r.Calibrated || r.Uncertainty <= MaxClockUncertainty {
+		t.Fatalf("the slow replica's clock: %+v", r)
+	}
+	// Still claimed: the replica whose clock is settled finds it due.
+	if res, err := fair.Sweep(ctx); err != nil || len(res.Requeued) != 1 {
+		t.Fatalf("a replica with a settled clock: %+v, %v; want the lapsed claim requeued", res, err)
+	}
+}
