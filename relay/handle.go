@@ -12,6 +12,7 @@ import (
 	"github.com/byorelay/byorelay/projection"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
+	"github.com/byorelay/byorelay/stream/seal"
 )
 
 // MaxBodyBytes bounds a request body. The largest honest body is a result
@@ -216,7 +217,7 @@ func (r *Relay) dispatch(c *call, req Request, header http.Header) (reply, error
 
 	// The live-stream lane, a proposed extension under its own prefix
 	// (stream_plane.go), before the daemon plane's last-segment dispatch.
-	if strings.HasPrefix(path, StreamPrefix) {
+	if strings.HasPrefix(path, seal.StreamPrefix) {
 		return r.streamPlane(c, raw, header, query)
 	}
 

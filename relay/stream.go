@@ -13,88 +13,6 @@ import (
 	"github.com/byorelay/byorelay/stream/seal"
 )
 
-// The live-stream lane (docs/streaming.md): a proposed extension mounted
-// under its own prefix, so no v2 path, body or dispatch rule changes and a
-// 0.1.1 peer never meets it.
-//
-//	POST /byorelay/stream/append   daemon: one sealed frame, signed as a daemon
-//	                               request for endpoint "append"
-//	POST /byorelay/stream/attach   site: replay from an offset and follow;
-//	                               signed as a site request for "attach";
-//	                               long-poll JSON here, SSE from StreamHandler
-const (
-	StreamPrefix     = "/byorelay/stream/"
-	StreamAppendPath = StreamPrefix + "append"
-	StreamAttachPath = StreamPrefix + "attach"
-)
-
-// StreamsHeader is how a daemon opts in to live streams: a header on its
-// claim request, which a 0.1.1 daemon never sends, so it is never offered
-// a stub with streaming set; the claim body and response stay byte for
-// byte v2. Unsigned, like every header outside the signature: flipping it
-// on the way can only send a streaming job to a device that does not
-// stream (its reader ends stale and reads the sealed result) or hold one
-// back from a device that does.
-const (
-	StreamsHeader   = "Byorelay-Streams"
-	StreamsVersion1 = "v1"
-)
-
-func streamsOptIn(h http.Header) bool { return h.Get(StreamsHeader) == StreamsVersion1 }
-
-// AppendFrameRequest is a daemon appending one sealed frame under its grant.
-type AppendFrameRequest struct {
-	ProtocolVersion string     `json:"protocolVersion"`
-	JobID           string     `json:"jobId"`
-	LeaseID         string     `json:"leaseId"`
-	Frame           seal.Frame `json:"frame"`
-}
-
-// Validate implements protocol.Validator.
-func (r *AppendFrameRequest) Validate() error {
-	if r.JobID == "" || r.LeaseID == "" {
-		return errors.New("jobId and leaseId are required")
-	}
-	return storeFrame(r.Frame).Valid()
-}
-
-// AppendFrameResponse is what the store confirmed: the committed length and
-// the next counter, never what the daemon assumed.
-type AppendFrameResponse struct {
-	Seq             int64 `json:"seq"`
-	N               int64 `json:"n"`
-	Duplicate       bool  `json:"duplicate,omitempty"`
-	CancelRequested bool  `json:"cancelRequested,omitempty"`
-}
-
-// AttachRequest is a site reading its job's stream from an offset.
-type AttachRequest struct {
-	ProtocolVersion string `json:"protocolVersion"`
-	SiteID          string `json:"siteId"`
-	JobID           string `json:"jobId"`
-	From            int64  `json:"from"`
-}
-
-// Validate implements protocol.Validator. A negative from is refused, as
-// rindle's JSON route refuses it (HTTP 400 invalid from).
-func (r *AttachRequest) Validate() error {
-	if r.SiteID == "" || r.JobID == "" {
-		return errors.New("siteId and jobId are required")
-	}
-	if r.From < 0 {
-		return errors.New("invalid from")
-	}
-	return nil
-}
-
-// AttachResponse is one long-poll answer: events in order, and whether the
-// last one was terminal. A reader that is not done attaches again from the
-// offset it holds.
-type AttachResponse struct {
-	Events []seal.Event `json:"events"`
-	Done   bool         `json:"done"`
-}
-
 func storeFrame(f seal.Frame) store.StreamFrame {
 	return store.StreamFrame{N: f.N, From: f.From, Seq: f.Seq, Kind: f.Kind, CT: f.CT}
 }
@@ -122,7 +40,7 @@ func (r *Relay) streamAppend(c *call, d daemonRequest) (reply, error) {
 	if !served {
 		return streamsOff, nil
 	}
-	var req AppendFrameRequest
+	var req seal.AppendFrameRequest
 	who, refusal, err := r.authDaemon(c, d, &req)
 	if refusal != nil || err != nil {
 		return deref(refusal), err
@@ -145,12 +63,14 @@ func (r *Relay) streamAppend(c *call, d daemonRequest) (reply, error) {
 		return refusalReply(out.Refused, ""), nil
 	}
 	r.decide(c, "frame-appended", slog.Int64("n", req.Frame.N), slog.Int64("seq", out.Seq), slog.Bool("duplicate", out.Duplicate))
-	return ok(AppendFrameResponse{Seq: out.Seq, N: out.N, Duplicate: out.Duplicate, CancelRequested: out.Cancelled}), nil
+	return ok(seal.AppendFrameResponse{Seq: out.Seq, N: out.N, Duplicate: out.Duplicate, CancelRequested: out.Cancelled}), nil
 }
 
+func streamsOptIn(h http.Header) bool { return h.Get(seal.StreamsHeader) == seal.StreamsVersion1 }
+
 // authAttach authenticates a site's attach and returns what it asked for.
-func (r *Relay) authAttach(c *call, s siteRequest) (AttachRequest, *reply) {
-	var req AttachRequest
+func (r *Relay) authAttach(c *call, s siteRequest) (seal.AttachRequest, *reply) {
+	var req seal.AttachRequest
 	_, refusal := r.authSite(c, s, func() error { return protocol.DecodeStrict(s.raw, &req) }, func() string { return req.SiteID })
 	if refusal != nil {
 		return req, refusal
@@ -174,7 +94,7 @@ func (r *Relay) streamPoll(c *call, s siteRequest) (reply, error) {
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, r.streamOpts().LongPollWait)
 	defer cancel()
-	resp := AttachResponse{Events: []seal.Event{}}
+	resp := seal.AttachResponse{Events: []seal.Event{}}
 	err := r.follow(ctx, req, func(e seal.Event) error {
 		resp.Events = append(resp.Events, e)
 		if (e.Clear != nil && e.Clear.Terminal()) || (e.Sealed != nil && e.Sealed.Kind == seal.KindEnd) {
@@ -239,7 +159,7 @@ func (r *Relay) streamOpts() StreamOptions {
 // the lease lapsed (the sweep marked the stream interrupted, or the job
 // moved on) or the job finished with no end: the reader goes to the sealed
 // result.
-func (r *Relay) follow(ctx context.Context, req AttachRequest, emit func(seal.Event) error, once bool) error {
+func (r *Relay) follow(ctx context.Context, req seal.AttachRequest, emit func(seal.Event) error, once bool) error {
 	l, _ := r.streamLog()
 	o := r.streamOpts()
 	say := func(f stream.Frame) error { return emit(seal.Event{Clear: &f}) }

@@ -30,9 +30,9 @@ func (r *Relay) streamPlane(c *call, raw []byte, header http.Header, query url.V
 		return reply{}, err
 	}
 	switch c.path {
-	case StreamAppendPath:
+	case seal.StreamAppendPath:
 		return r.streamAppend(c, daemonRequest{raw: raw, header: header, proj: p})
-	case StreamAttachPath:
+	case seal.StreamAttachPath:
 		return r.streamPoll(c, siteRequest{raw: raw, header: header, query: query, proj: p})
 	}
 	return bare(http.StatusNotFound, protocol.CodeNotFound), nil
@@ -75,7 +75,7 @@ func (r *Relay) StreamHandler() http.Handler {
 			http.Error(w, "unreadable body", http.StatusBadRequest)
 			return
 		}
-		if hr.URL.Path != StreamAttachPath || hr.Method != http.MethodPost || !acceptsSSE(hr.Header) {
+		if hr.URL.Path != seal.StreamAttachPath || hr.Method != http.MethodPost || !acceptsSSE(hr.Header) {
 			resp := r.Handle(hr.Context(), Request{Method: hr.Method, Path: hr.URL.Path, RawQuery: hr.URL.RawQuery, Header: hr.Header, Body: raw})
 			writeResponse(w, resp)
 			return

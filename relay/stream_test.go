@@ -49,8 +49,8 @@ func newStreamWorld(t *testing.T, f storeFactory) *streamWorld {
 
 func (w *streamWorld) appendReq(f seal.Frame) relay.Request {
 	req := relaytest.SignedDaemonRequest(w.t, w.daemon.Keys, w.daemon.RunnerID, "append", w.now(),
-		relay.AppendFrameRequest{ProtocolVersion: "2", JobID: "job-1", LeaseID: w.job.Lease.ID, Frame: f})
-	req.Path = relay.StreamAppendPath
+		seal.AppendFrameRequest{ProtocolVersion: "2", JobID: "job-1", LeaseID: w.job.Lease.ID, Frame: f})
+	req.Path = seal.StreamAppendPath
 	return req
 }
 
@@ -66,15 +66,15 @@ func (w *streamWorld) push(text string) seal.Frame {
 
 func (w *streamWorld) attachReq(s *relaytest.Site, jobID string, from int64) relay.Request {
 	req := relaytest.SignedSiteRequest(w.t, s.Keys, s.SiteID, "attach", w.now(),
-		relay.AttachRequest{ProtocolVersion: "2", SiteID: s.SiteID, JobID: jobID, From: from})
-	req.Path = relay.StreamAttachPath
+		seal.AttachRequest{ProtocolVersion: "2", SiteID: s.SiteID, JobID: jobID, From: from})
+	req.Path = seal.StreamAttachPath
 	return req
 }
 
 // poll long-polls once from the offset the reader holds, as a fresh
 // subscription (a Reader, like rindle's conform, is per attach), and feeds
 // it every event.
-func (w *streamWorld) poll(held string, from int64) (*seal.Reader, relay.AttachResponse) {
+func (w *streamWorld) poll(held string, from int64) (*seal.Reader, seal.AttachResponse) {
 	w.t.Helper()
 	var reasons []string
 	reader := seal.NewReader(w.siteKey, "job-1", from, held, func(r string) { reasons = append(reasons, r) })
@@ -95,7 +95,7 @@ func (w *streamWorld) poll(held string, from int64) (*seal.Reader, relay.AttachR
 	for _, e := range raw.Events {
 		reader.Feed(e)
 	}
-	return reader, decode[relay.AttachResponse](w.t, resp)
+	return reader, decode[seal.AttachResponse](w.t, resp)
 }
 
 func TestAStreamIsAppendedUnderTheLeaseAndReadBackByTheSite(t *testing.T) {
@@ -240,7 +240,7 @@ func TestStreamingJobsGoOnlyToDevicesThatOptedIn(t *testing.T) {
 			t.Fatalf("a daemon that did not opt in was offered %+v", got)
 		}
 		req := w.daemon.Request(t, "claim", w.now(), claimBody(w.daemon, 1))
-		req.Header.Set(relay.StreamsHeader, relay.StreamsVersion1)
+		req.Header.Set(seal.StreamsHeader, seal.StreamsVersion1)
 		resp := w.do(req)
 		expectStatus(t, resp, 200)
 		if got := decode[protocol.ClaimResponse](t, resp).Jobs; len(got) != 1 || !got[0].Streaming {

@@ -1,10 +1,6 @@
 package store
 
-import (
-	"context"
-	"errors"
-	"fmt"
-)
+import "context"
 
 // StreamLog is the relay's log of live-stream frames (docs/streaming.md, a
 // proposed extension beside the v2 endpoints): opaque sealed frames the
@@ -57,40 +53,19 @@ const (
 	FrameEnd   = "end"
 )
 
-// MaxFrameCiphertext bounds one frame's ciphertext (base64url): a sealed
-// chunk of at most 4,096 UTF-16 units is under 16 KiB, so this keeps every
-// frame item far below DynamoDB's 400 KB and a Query page useful.
-const MaxFrameCiphertext = 24 * 1024
-
 // RefusedOutOfOrder: a frame that is not the stream's next (a gap, a
 // reorder, a rewritten counter).
 const RefusedOutOfOrder Refusal = "out-of-order"
 
 // StreamFrame is one sealed frame: the counters the relay checks and the
-// ciphertext it cannot read.
+// ciphertext it cannot read. Its shape (kinds, offsets, size) is checked
+// where it is decoded (stream/seal), before any store sees it.
 type StreamFrame struct {
 	N    int64
 	From int64
 	Seq  int64
 	Kind string
 	CT   string
-}
-
-// Valid checks a frame's shape before any store is asked.
-func (f StreamFrame) Valid() error {
-	switch {
-	case f.N < 0 || f.From < 0:
-		return errors.New("negative counter")
-	case f.Kind == FrameChunk && f.Seq <= f.From:
-		return errors.New("a chunk must cover at least one unit")
-	case f.Kind == FrameEnd && f.Seq != f.From:
-		return errors.New("an end covers nothing")
-	case f.Kind != FrameChunk && f.Kind != FrameEnd:
-		return fmt.Errorf("unknown kind %q", f.Kind)
-	case f.CT == "" || len(f.CT) > MaxFrameCiphertext:
-		return fmt.Errorf("ciphertext of %d bytes", len(f.CT))
-	}
-	return nil
 }
 
 // SameFrame reports whether stored is the frame in again: the same counter,

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/byorelay/byorelay/relay"
+	"github.com/byorelay/byorelay/stream/seal"
 )
 
 // withStreams serves the stream lane's SSE attach straight from the relay,
@@ -14,7 +15,7 @@ import (
 func withStreams(r *relay.Relay, gateway http.Handler) http.Handler {
 	sse := r.StreamHandler()
 	return http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
-		if hr.URL.Path == relay.StreamAttachPath && strings.Contains(hr.Header.Get("Accept"), "text/event-stream") {
+		if hr.URL.Path == seal.StreamAttachPath && strings.Contains(hr.Header.Get("Accept"), "text/event-stream") {
 			sse.ServeHTTP(w, hr)
 			return
 		}
