@@ -4,12 +4,14 @@
 //
 // One run drives the full job lifecycle (enqueue, claim, pending, payload,
 // fetch, result, results) over HTTP with real signatures and real sealed
-// envelopes against three targets side by side: byorelay on DynamoDB Local
-// (the local stack, every function behind the local API server), byorelay
-// on the memory store behind the same server (the upper bound), and the
-// reference relay, @byollm/relay 0.1.1, in memory in Node on the same
-// projection. The machine is shared and noisy, so the report leads with
-// ratios measured in the same run; absolute figures are context.
+// envelopes against four targets in interleaved rounds: byorelay on the
+// memory store on plain net/http and behind the local API server, each in
+// a process of its own; byorelay on DynamoDB Local (the local stack, every
+// function behind the local API server, in the driver's process so its
+// SDK client can meter capacity); and the reference relay, @byollm/relay
+// 0.1.1, in memory in Node on the same projection. The machine is shared
+// and noisy, so the report leads with medians of per-round ratios; absolute
+// figures are context.
 package bench
 
 import (
@@ -52,15 +54,24 @@ type Config struct {
 	// DepthJobs lifecycles are measured at each. Empty skips the phase.
 	Depths    []int
 	DepthJobs int
-	// Targets to run, of TargetMemory, TargetDynamo, TargetReference;
-	// none runs only the cold start.
+	// Targets to run, of TargetMemory, TargetMemoryAPIGW, TargetDynamo,
+	// TargetReference; none runs only the cold start.
 	Targets []string
+	// Rounds splits the lifecycle phase: each round runs every target for
+	// Jobs/Rounds jobs (PhaseLimit/Rounds at most), the order rotating, so
+	// a change in the machine's load lands on every target alike; the
+	// verdicts are medians of per-round ratios.
+	Rounds int
+	// TargetCommand starts a memory target process (TargetMain): the CLI
+	// passes itself and its bench-target subcommand.
+	TargetCommand []string
 	// JobDeadline is each lifecycle job's deadlineAt from its enqueue. Done
 	// jobs stay in every results answer until then (the protocol has no
 	// acknowledgement), so it bounds how large results answers grow.
 	JobDeadline time.Duration
 	// ColdStart builds every function and measures its size and, under the
-	// runtime interface emulator, its init ColdStartRuns times.
+	// runtime interface emulator, its init in ColdStartRuns pairs with a
+	// hello-world start.
 	ColdStart     bool
 	ColdStartRuns int
 	// RepoRoot is the repository (for the Node script and the builds).
@@ -76,7 +87,8 @@ func DefaultConfig() Config {
 	return Config{
 		Sites: 4, Daemons: 8, Jobs: 2000, Warmup: 16, PhaseLimit: 90 * time.Second,
 		Depths: []int{100, 10_000, 100_000}, DepthJobs: 200, DepthLimit: 45 * time.Second,
-		Targets:     []string{TargetMemory, TargetDynamo, TargetReference},
+		Targets:     []string{TargetMemory, TargetMemoryAPIGW, TargetDynamo, TargetReference},
+		Rounds:      6,
 		JobDeadline: 15 * time.Second,
 		ColdStart:   true, ColdStartRuns: 20,
 	}
@@ -98,7 +110,10 @@ type Report struct {
 	Targets map[string]*TargetReport `json:"targets"`
 	// Ratios are same-run comparisons, "a/b" of jobs a second and of the
 	// whole job's p50.
-	Ratios    []Ratio    `json:"ratios"`
+	Ratios []Ratio `json:"ratios"`
+	// Rounds are the interleaved lifecycle rounds, each target's jobs/s
+	// and server CPU per job in each.
+	Rounds    []Round    `json:"rounds,omitempty"`
 	ColdStart *ColdStart `json:"coldStart,omitempty"`
 }
 
@@ -134,10 +149,19 @@ type DepthPoint struct {
 	PreloadSeconds float64 `json:"preloadSeconds"`
 }
 
+// Round is one interleaved round of the lifecycle phase.
+type Round struct {
+	Index         int                `json:"round"`
+	JobsPerSecond map[string]float64 `json:"jobsPerSecond"`
+	CPUMsPerJob   map[string]float64 `json:"serverCpuMsPerJob,omitempty"`
+}
+
 // Ratio is one same-run comparison.
 type Ratio struct {
 	Name  string  `json:"name"`
 	Value float64 `json:"value"`
+	// Rounds are the per-round values Value is the median of.
+	Rounds []float64 `json:"rounds,omitempty"`
 }
 
 // Run runs the benchmark. It fails only when a target cannot start or a
@@ -185,8 +209,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		say("starting target %s…", name)
 		var t target
 		switch name {
-		case TargetMemory:
-			t, err = startMemory(w)
+		case TargetMemory, TargetMemoryAPIGW:
+			t, err = startMemory(ctx, cfg.TargetCommand, name, w)
 		case TargetDynamo:
 			t, err = startDynamo(ctx, endpoint, w)
 		case TargetReference:
@@ -199,29 +223,65 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Targets[name] = &TargetReport{}
 	}
 
-	for _, name := range cfg.Targets {
-		if cfg.Jobs == 0 {
-			break
+	if cfg.Jobs > 0 {
+		for _, name := range cfg.Targets {
+			if cfg.Warmup > 0 {
+				runPhase(ctx, targets[name], w, phaseSpec{label: name + " warm-up", jobs: cfg.Warmup, tag: "warm", deadline: cfg.JobDeadline, limit: cfg.PhaseLimit, progress: cfg.Progress})
+			}
 		}
-		t := targets[name]
-		if cfg.Warmup > 0 {
-			runPhase(ctx, t, w, phaseSpec{label: name + " warm-up", jobs: cfg.Warmup, tag: "warm", deadline: cfg.JobDeadline, limit: cfg.PhaseLimit, progress: cfg.Progress})
+		rounds := map[string][]Phase{}
+		lat := map[string]*samples{}
+		for _, name := range cfg.Targets {
+			lat[name] = newSamples()
 		}
-		say("lifecycle on %s: %d jobs, %d daemons, %d sites", name, cfg.Jobs, cfg.Daemons, cfg.Sites)
-		p := runPhase(ctx, t, w, phaseSpec{label: name + " lifecycle", jobs: cfg.Jobs, tag: "life", deadline: cfg.JobDeadline, limit: cfg.PhaseLimit, progress: cfg.Progress})
-		if p.Jobs == 0 {
-			return nil, fmt.Errorf("target %s completed no job: %v", name, p.Errors)
+		started := time.Now()
+		perRound := max(1, cfg.Jobs/cfg.Rounds)
+		for r := range cfg.Rounds {
+			order := slices.Clone(cfg.Targets)
+			rot := r % len(order)
+			order = append(order[rot:], order[:rot]...)
+			row := Round{Index: r + 1, JobsPerSecond: map[string]float64{}, CPUMsPerJob: map[string]float64{}}
+			for _, name := range order {
+				p := runPhase(ctx, targets[name], w, phaseSpec{
+					label: fmt.Sprintf("round %d/%d %s", r+1, cfg.Rounds, name), jobs: perRound,
+					tag: fmt.Sprintf("r%d", r), deadline: cfg.JobDeadline, limit: cfg.PhaseLimit / time.Duration(cfg.Rounds),
+					progress: cfg.Progress, samples: lat[name],
+				})
+				if p.Jobs == 0 {
+					return nil, fmt.Errorf("target %s completed no job in round %d: %v", name, r+1, p.Errors)
+				}
+				rounds[name] = append(rounds[name], p)
+				row.JobsPerSecond[name] = p.JobsPerSecond
+				if p.ServerCPUMsPerJob > 0 {
+					row.CPUMsPerJob[name] = p.ServerCPUMsPerJob
+				}
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+			}
+			rep.Rounds = append(rep.Rounds, row)
+			line := fmt.Sprintf("round %d/%d:", r+1, cfg.Rounds)
+			for _, name := range cfg.Targets {
+				line += fmt.Sprintf(" %s %.0f jobs/s", name, row.JobsPerSecond[name])
+			}
+			left := time.Duration(float64(time.Since(started)) / float64(r+1) * float64(cfg.Rounds-r-1)).Round(time.Second)
+			say("%s; lifecycle about %s left", line, left)
 		}
-		rep.Targets[name].Lifecycle = p
-		say("  %s: %.1f jobs/s, job p50 %.1f ms, %d failed", name, p.JobsPerSecond, p.Latency["job"].P50, p.Failed)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		for _, name := range cfg.Targets {
+			p := mergeRounds(rounds[name], lat[name])
+			rep.Targets[name].Lifecycle = p
+			say("  %s: %.1f jobs/s, job p50 %.1f ms, %d failed", name, p.JobsPerSecond, p.Latency["job"].P50, p.Failed)
 		}
 	}
 
 	loaded := map[string]int{}
 	for i, depth := range cfg.Depths {
 		for _, name := range cfg.Targets {
+			if name == TargetMemory || name == TargetMemoryAPIGW {
+				// The depth question is whether DynamoDB keeps up with the
+				// reference's in-memory queue; the memory store is not asked.
+				continue
+			}
 			t := targets[name]
 			say("depth %d on %s: topping up the background queue from %d", depth, name, loaded[name])
 			start := time.Now()
@@ -282,7 +342,7 @@ func (cfg *Config) check() error {
 		return errors.New("bench: JobDeadline must be at least a second")
 	}
 	for _, t := range cfg.Targets {
-		if t != TargetMemory && t != TargetDynamo && t != TargetReference {
+		if t != TargetMemory && t != TargetMemoryAPIGW && t != TargetDynamo && t != TargetReference {
 			return fmt.Errorf("bench: unknown target %q", t)
 		}
 	}
@@ -291,6 +351,14 @@ func (cfg *Config) check() error {
 	}
 	if len(cfg.Depths) > 0 && cfg.DepthJobs < 1 {
 		return errors.New("bench: DepthJobs must be positive when depths are given")
+	}
+	if cfg.Rounds < 1 {
+		cfg.Rounds = 1
+	}
+	for _, t := range cfg.Targets {
+		if (t == TargetMemory || t == TargetMemoryAPIGW) && len(cfg.TargetCommand) == 0 {
+			return errors.New("bench: the memory targets need TargetCommand")
+		}
 	}
 	if cfg.ColdStart && cfg.ColdStartRuns < 1 {
 		cfg.ColdStartRuns = 1
@@ -303,16 +371,24 @@ func claimFunction() string {
 	return f.LogicalID
 }
 
-// ratios compares every pair of targets the run measured.
+// ratios compares every pair of targets the run measured: jobs/s as the
+// median of the per-round ratios, latency over the whole phase.
 func ratios(rep *Report) []Ratio {
 	var out []Ratio
-	pairs := [][2]string{{TargetDynamo, TargetMemory}, {TargetDynamo, TargetReference}, {TargetMemory, TargetReference}}
+	pairs := [][2]string{{TargetMemory, TargetReference}, {TargetMemoryAPIGW, TargetReference}, {TargetMemory, TargetMemoryAPIGW},
+		{TargetDynamo, TargetReference}, {TargetDynamo, TargetMemoryAPIGW}}
 	for _, p := range pairs {
 		a, b := rep.Targets[p[0]], rep.Targets[p[1]]
 		if a == nil || b == nil || b.Lifecycle.JobsPerSecond == 0 {
 			continue
 		}
-		out = append(out, Ratio{Name: fmt.Sprintf("jobs/s %s / %s", p[0], p[1]), Value: a.Lifecycle.JobsPerSecond / b.Lifecycle.JobsPerSecond})
+		var perRound []float64
+		for _, r := range rep.Rounds {
+			if x, y := r.JobsPerSecond[p[0]], r.JobsPerSecond[p[1]]; y > 0 {
+				perRound = append(perRound, x/y)
+			}
+		}
+		out = append(out, Ratio{Name: fmt.Sprintf("jobs/s %s / %s, median of rounds", p[0], p[1]), Value: median(perRound), Rounds: perRound})
 		if bp := b.Lifecycle.Latency["job"].P50; bp > 0 {
 			out = append(out, Ratio{Name: fmt.Sprintf("job p50 %s / %s", p[0], p[1]), Value: a.Lifecycle.Latency["job"].P50 / bp})
 		}

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -10,7 +11,14 @@ import (
 	"github.com/byorelay/byorelay/localtest"
 )
 
-func TestMain(m *testing.M) { localtest.Main(m) }
+// TestMain doubles as a memory target's process: the smoke run starts this
+// test binary again with TargetEnv set.
+func TestMain(m *testing.M) {
+	if os.Getenv(TargetEnv) == "1" {
+		os.Exit(TargetMain(os.Args[1:], os.Stdin, os.Stdout))
+	}
+	localtest.Main(m)
+}
 
 // The smoke run CI makes: every target, a few jobs, one small depth. It
 // asserts that the run completes, that every lifecycle succeeded (each one
@@ -26,9 +34,12 @@ func TestSmokeRunCompletesAndWritesItsReport(t *testing.T) {
 	cfg := Config{
 		Sites: 2, Daemons: 2, Jobs: 4, Warmup: 1,
 		Depths: []int{20}, DepthJobs: 2,
-		Targets:     []string{TargetMemory, TargetDynamo, TargetReference},
-		JobDeadline: 30 * time.Second,
-		RepoRoot:    root,
+		Targets: []string{TargetMemory, TargetMemoryAPIGW, TargetDynamo, TargetReference},
+		Rounds:  2,
+		// This binary, as a target process (TestMain).
+		TargetCommand: []string{os.Args[0]},
+		JobDeadline:   30 * time.Second,
+		RepoRoot:      root,
 		// The test binary's DynamoDB Local: started once, stopped by Main.
 		DynamoEndpoint: localtest.DynamoEndpoint(t),
 	}
@@ -48,6 +59,9 @@ func TestSmokeRunCompletesAndWritesItsReport(t *testing.T) {
 			if tr.Lifecycle.Latency[ep].Count < cfg.Jobs {
 				t.Errorf("%s: %d %s samples, want at least %d", name, tr.Lifecycle.Latency[ep].Count, ep, cfg.Jobs)
 			}
+		}
+		if name == TargetMemory || name == TargetMemoryAPIGW {
+			continue // not in the depth phase
 		}
 		if len(tr.Depth) != 1 || tr.Depth[0].Phase.Jobs != cfg.DepthJobs {
 			t.Errorf("%s: depth phase %+v", name, tr.Depth)
@@ -75,5 +89,20 @@ func TestSmokeRunCompletesAndWritesItsReport(t *testing.T) {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s not written: %v", f, err)
 		}
+	}
+}
+
+// Server CPU comes from the kernel's accounting of the target's process:
+// a process that has burnt CPU reports it.
+func TestAProcessTargetReportsItsOwnCPU(t *testing.T) {
+	cmd := exec.Command("sh", "-c", `i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo '{"event":"listening","origin":"http://127.0.0.1:1"}'; cat`)
+	pt, err := startProcess(context.Background(), cmd, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pt.close()
+	cpu, ok := pt.cpuSeconds()
+	if !ok || cpu <= 0 {
+		t.Fatalf("cpuSeconds = %v, %v; want the loop's CPU", cpu, ok)
 	}
 }

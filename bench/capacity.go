@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 
@@ -80,11 +81,14 @@ func (m *capacityMeter) apiOption(stack *middleware.Stack) error {
 		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 			askForCapacity(in.Parameters)
 			out, md, err := next.HandleInitialize(ctx, in)
+			var c Capacity
 			if err == nil {
-				c := consumed(out.Result)
-				c.Calls = 1
-				m.record(functionOf(ctx), c)
+				c = billed(in.Parameters, consumed(out.Result))
+			} else {
+				c = billedRefusal(in.Parameters, err)
 			}
+			c.Calls = 1
+			m.record(functionOf(ctx), c)
 			return out, md, err
 		}), middleware.After)
 }
@@ -126,6 +130,65 @@ func askForCapacity(params any) {
 	case *dynamodb.TransactWriteItemsInput:
 		in.ReturnConsumedCapacity = indexes
 	}
+}
+
+// The service's billing rules that DynamoDB Local's reports leave out,
+// applied here so a job's cost is what an on-demand table would bill
+// (docs/cost.md states them):
+//
+//   - a read request is billed at least 0.5 RCU (eventually consistent)
+//     or 1 RCU (strongly consistent), even when it returns nothing: Local
+//     reports 0 for an empty Query;
+//   - a write whose condition fails is billed, and reports nothing: it is
+//     counted at 1 WCU, the service's minimum (the service bills the
+//     larger of the existing item and 1 KB, so this is a lower bound);
+//   - a cancelled TransactWriteItems is billed 2 WCU per action (prepare
+//     and commit of a 1 KB item; a lower bound for larger items), a
+//     cancelled TransactGetItems 2 RCU per item;
+//   - a transactional write's index maintenance is counted as Local
+//     reports it, doubled like the table's (an upper bound: AWS documents
+//     the doubling for the items of the transaction, not for its indexes).
+//
+// Other errors (throttling, network) are counted as calls with no units.
+
+// billed is a successful call's capacity with the read floor applied.
+func billed(params any, c Capacity) Capacity {
+	floor := 0.0
+	switch in := params.(type) {
+	case *dynamodb.GetItemInput:
+		floor = readFloor(in.ConsistentRead)
+	case *dynamodb.QueryInput:
+		floor = readFloor(in.ConsistentRead)
+	case *dynamodb.ScanInput:
+		floor = readFloor(in.ConsistentRead)
+	}
+	c.ReadUnits = max(c.ReadUnits, floor)
+	return c
+}
+
+func readFloor(consistent *bool) float64 {
+	if consistent != nil && *consistent {
+		return 1
+	}
+	return 0.5
+}
+
+// billedRefusal is what a failed call is billed.
+func billedRefusal(params any, err error) Capacity {
+	var cond *types.ConditionalCheckFailedException
+	var cancelled *types.TransactionCanceledException
+	switch {
+	case errors.As(err, &cond):
+		return Capacity{WriteUnits: 1}
+	case errors.As(err, &cancelled):
+		switch in := params.(type) {
+		case *dynamodb.TransactWriteItemsInput:
+			return Capacity{WriteUnits: 2 * float64(len(in.TransactItems))}
+		case *dynamodb.TransactGetItemsInput:
+			return Capacity{ReadUnits: 2 * float64(len(in.TransactItems))}
+		}
+	}
+	return Capacity{}
 }
 
 // consumed reads what a call reports. A read call's units are reads and a

@@ -33,6 +33,11 @@ type Phase struct {
 	PerJob   *Capacity           `json:"capacityPerJob,omitempty"`
 	// CallsPerJob is DynamoDB calls per completed job.
 	CallsPerJob float64 `json:"dynamoCallsPerJob,omitempty"`
+	// ServerCPUSeconds is the target process's own CPU (user and system)
+	// over the phase, and ServerCPUMsPerJob per completed job; only for a
+	// target in a process of its own.
+	ServerCPUSeconds  float64 `json:"serverCpuSeconds,omitempty"`
+	ServerCPUMsPerJob float64 `json:"serverCpuMsPerJob,omitempty"`
 	// Errors holds the first few failures, verbatim.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -47,6 +52,9 @@ type phaseSpec struct {
 	// limit), so a slow target bounds the run rather than the job count.
 	limit    time.Duration
 	progress io.Writer
+	// samples, when set, collects the latencies across phases (the rounds
+	// of one target); Latency then summarises all of them so far.
+	samples *samples
 }
 
 // runPhase runs spec.jobs lifecycles on t, one worker per daemon (daemon i
@@ -56,7 +64,11 @@ type phaseSpec struct {
 func runPhase(ctx context.Context, t target, w *world, spec phaseSpec) Phase {
 	c := newClient(t.origin(), len(w.daemons))
 	defer c.close()
+	if spec.samples != nil {
+		c.times = spec.samples
+	}
 	before := t.capacity()
+	cpuBefore, cpuOK := t.cpuSeconds()
 
 	var next, done, failed counter
 	var empties counter
@@ -124,6 +136,10 @@ func runPhase(ctx context.Context, t target, w *world, spec phaseSpec) Phase {
 	if elapsed > 0 {
 		p.JobsPerSecond = float64(p.Jobs) / elapsed.Seconds()
 	}
+	if cpuAfter, ok := t.cpuSeconds(); ok && cpuOK && p.Jobs > 0 {
+		p.ServerCPUSeconds = cpuAfter - cpuBefore
+		p.ServerCPUMsPerJob = p.ServerCPUSeconds * 1000 / float64(p.Jobs)
+	}
 	if after := t.capacity(); after != nil {
 		p.Capacity = map[string]Capacity{}
 		var total Capacity
@@ -172,4 +188,45 @@ func progress(spec phaseSpec, stop <-chan struct{}, start time.Time, done, faile
 			}
 		}
 	}
+}
+
+// mergeRounds is one target's rounds as one phase: counts, time and
+// capacity summed, latency over every round's samples.
+func mergeRounds(rounds []Phase, lat *samples) Phase {
+	var m Phase
+	var total Capacity
+	for _, p := range rounds {
+		m.Jobs += p.Jobs
+		m.Failed += p.Failed
+		m.Seconds += p.Seconds
+		m.EmptyClaims += p.EmptyClaims
+		m.ServerCPUSeconds += p.ServerCPUSeconds
+		for _, e := range p.Errors {
+			if len(m.Errors) < 5 {
+				m.Errors = append(m.Errors, e)
+			}
+		}
+		for fn, c := range p.Capacity {
+			if m.Capacity == nil {
+				m.Capacity = map[string]Capacity{}
+			}
+			sum := m.Capacity[fn]
+			sum.add(c)
+			m.Capacity[fn] = sum
+			total.add(c)
+		}
+	}
+	m.Latency = lat.summary()
+	if m.Seconds > 0 {
+		m.JobsPerSecond = float64(m.Jobs) / m.Seconds
+	}
+	if m.Jobs > 0 {
+		n := float64(m.Jobs)
+		m.ServerCPUMsPerJob = m.ServerCPUSeconds * 1000 / n
+		if m.Capacity != nil {
+			m.CallsPerJob = float64(total.Calls) / n
+			m.PerJob = &Capacity{ReadUnits: total.ReadUnits / n, WriteUnits: total.WriteUnits / n, IndexWrite: total.IndexWrite / n}
+		}
+	}
+	return m
 }

@@ -23,6 +23,7 @@ func (r *Report) Markdown() string {
 			r.Config.Sites, r.Config.Daemons, r.Config.Jobs, r.Config.PhaseLimitMs/1000, r.Config.Warmup, r.Config.JobDeadlineMs/1000,
 			r.Config.DepthJobs, r.Config.DepthLimitMs/1000)
 	}
+	r.verdicts(&b)
 	if r.Config.Jobs > 0 && len(names) > 0 {
 		r.lifecycleTables(&b, names)
 	}
@@ -89,16 +90,38 @@ func (r *Report) Markdown() string {
 // latency per endpoint and DynamoDB capacity per job.
 func (r *Report) lifecycleTables(b *strings.Builder, names []string) {
 	b.WriteString("### Throughput and whole-job latency\n\n")
-	b.WriteString("| target | jobs | failed | jobs/s | job p50 ms | job p95 ms | job p99 ms |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| target | jobs | failed | jobs/s | job p50 ms | job p95 ms | job p99 ms | server CPU ms/job |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, n := range names {
 		p := r.Targets[n].Lifecycle
 		l := p.Latency["job"]
-		fmt.Fprintf(b, "| %s | %d | %d | %.1f | %.1f | %.1f | %.1f |\n", n, p.Jobs, p.Failed, p.JobsPerSecond, l.P50, l.P95, l.P99)
+		cpu := "– (in the driver's process)"
+		if p.ServerCPUMsPerJob > 0 {
+			cpu = fmt.Sprintf("%.2f", p.ServerCPUMsPerJob)
+		}
+		fmt.Fprintf(b, "| %s | %d | %d | %.1f | %.1f | %.1f | %.1f | %s |\n", n, p.Jobs, p.Failed, p.JobsPerSecond, l.P50, l.P95, l.P99, cpu)
+	}
+	if len(r.Rounds) > 0 {
+		b.WriteString("\nJobs/s per interleaved round (the order of targets rotates each round):\n\n| round |")
+		for _, n := range names {
+			fmt.Fprintf(b, " %s |", n)
+		}
+		b.WriteString("\n|---:|" + strings.Repeat("---:|", len(names)) + "\n")
+		for _, rd := range r.Rounds {
+			fmt.Fprintf(b, "| %d |", rd.Index)
+			for _, n := range names {
+				fmt.Fprintf(b, " %.1f |", rd.JobsPerSecond[n])
+			}
+			b.WriteString("\n")
+		}
 	}
 	if len(r.Ratios) > 0 {
-		b.WriteString("\n| same-run ratio | value |\n|---|---:|\n")
+		b.WriteString("\n| same-run ratio | value | per round |\n|---|---:|---|\n")
 		for _, x := range r.Ratios {
-			fmt.Fprintf(b, "| %s | %.2f |\n", x.Name, x.Value)
+			per := make([]string, len(x.Rounds))
+			for i, v := range x.Rounds {
+				per[i] = fmt.Sprintf("%.2f", v)
+			}
+			fmt.Fprintf(b, "| %s | %.2f | %s |\n", x.Name, x.Value, strings.Join(per, ", "))
 		}
 	}
 
@@ -118,7 +141,7 @@ func (r *Report) lifecycleTables(b *strings.Builder, names []string) {
 
 	if t := r.Targets[TargetDynamo]; t != nil && t.Lifecycle.PerJob != nil {
 		p := t.Lifecycle
-		b.WriteString("\n### DynamoDB capacity per job, by function (DynamoDB Local, ReturnConsumedCapacity=INDEXES)\n\n")
+		b.WriteString("\n### DynamoDB capacity per job, by function (DynamoDB Local's ReturnConsumedCapacity=INDEXES, with the service's billing rules applied: docs/cost.md)\n\n")
 		b.WriteString("| function | calls/job | RCU/job | WCU/job | of which GSI WCU |\n|---|---:|---:|---:|---:|\n")
 		fns := make([]string, 0, len(p.Capacity))
 		for fn := range p.Capacity {
@@ -137,7 +160,7 @@ func (r *Report) lifecycleTables(b *strings.Builder, names []string) {
 
 func (r *Report) targetNames() []string {
 	var out []string
-	for _, n := range []string{TargetDynamo, TargetMemory, TargetReference} {
+	for _, n := range []string{TargetMemory, TargetMemoryAPIGW, TargetDynamo, TargetReference} {
 		if r.Targets[n] != nil {
 			out = append(out, n)
 		}
@@ -159,4 +182,78 @@ func ratio(a, b float64) float64 {
 		return 0
 	}
 	return a / b
+}
+
+// Goals are the targets issue 13 set; verdicts prints each beside what
+// this run measured.
+const (
+	goalMemoryOverReference = 3.0
+	goalDeepOverReference   = 1.0
+	goalClaimGrowth         = 1.1
+	goalWCUPerJob           = 20.0
+	goalFunctionBytes       = 12_000_000
+	goalInitOverHello       = 1.5
+)
+
+// verdicts is the run's answers to the questions the bench exists for,
+// first, each with its goal.
+func (r *Report) verdicts(b *strings.Builder) {
+	type row struct {
+		what, measured, goal string
+		met                  bool
+	}
+	var rows []row
+	for _, x := range r.Ratios {
+		if x.Name == fmt.Sprintf("jobs/s %s / %s, median of rounds", TargetMemory, TargetReference) {
+			rows = append(rows, row{"memory (plain net/http) / reference, jobs/s, median of rounds", fmt.Sprintf("%.2f×", x.Value), fmt.Sprintf("≥ %.0f×", goalMemoryOverReference), x.Value >= goalMemoryOverReference})
+		}
+	}
+	if m, ref := r.Targets[TargetMemory], r.Targets[TargetReference]; m != nil && ref != nil && m.Lifecycle.ServerCPUMsPerJob > 0 {
+		rows = append(rows, row{"server CPU per job, reference / memory (each process's own accounting; context, not a goal)",
+			fmt.Sprintf("%.2f× (%.2f / %.2f ms)", ref.Lifecycle.ServerCPUMsPerJob/m.Lifecycle.ServerCPUMsPerJob, ref.Lifecycle.ServerCPUMsPerJob, m.Lifecycle.ServerCPUMsPerJob), "–", true})
+	}
+	if d, ref := r.Targets[TargetDynamo], r.Targets[TargetReference]; d != nil && ref != nil && len(d.Depth) > 0 && len(d.Depth) == len(ref.Depth) {
+		last := len(d.Depth) - 1
+		if y := ref.Depth[last].Phase.JobsPerSecond; y > 0 {
+			v := d.Depth[last].Phase.JobsPerSecond / y
+			rows = append(rows, row{fmt.Sprintf("dynamodb at %d queued / reference at %d, jobs/s", d.Depth[last].Queued, ref.Depth[last].Queued), fmt.Sprintf("%.2f×", v), fmt.Sprintf("≥ %.0f×", goalDeepOverReference), v >= goalDeepOverReference})
+		}
+		if len(d.Depth) >= 2 {
+			first := d.Depth[0]
+			rows = append(rows, row{fmt.Sprintf("dynamodb claim p50 at %d / at %d queued", d.Depth[last].Queued, first.Queued), fmt.Sprintf("%.2f×", d.ClaimGrowth), fmt.Sprintf("≤ %.1f×", goalClaimGrowth), d.ClaimGrowth <= goalClaimGrowth})
+			if a, z := first.ClaimCapacity, d.Depth[last].ClaimCapacity; a != nil && z != nil && a.ReadUnits > 0 && a.WriteUnits > 0 {
+				g := max(z.ReadUnits/a.ReadUnits, z.WriteUnits/a.WriteUnits)
+				rows = append(rows, row{"dynamodb claim capacity (RCU and WCU), deepest / shallowest, the larger", fmt.Sprintf("%.2f×", g), fmt.Sprintf("≤ %.1f×", goalClaimGrowth), g <= goalClaimGrowth})
+			}
+		}
+	}
+	if d := r.Targets[TargetDynamo]; d != nil && d.Lifecycle.PerJob != nil {
+		w := d.Lifecycle.PerJob.WriteUnits
+		rows = append(rows, row{"WCU per small job, whole life, on the service's billing rules (RCU beside it)", fmt.Sprintf("%.1f WCU, %.1f RCU", w, d.Lifecycle.PerJob.ReadUnits), fmt.Sprintf("≤ %.0f WCU", goalWCUPerJob), w <= goalWCUPerJob})
+	}
+	if cs := r.ColdStart; cs != nil && cs.Error == "" && len(cs.Functions) > 1 {
+		var biggest int64
+		worst := 0.0
+		for _, f := range cs.Functions[1:] {
+			biggest = max(biggest, f.Arm64Bytes)
+			worst = max(worst, f.InitRatioMedian)
+		}
+		rows = append(rows,
+			row{"largest function binary (linux/arm64, as deployed)", fmt.Sprintf("%.2f MB", float64(biggest)/1e6), fmt.Sprintf("≤ %d MB", goalFunctionBytes/1_000_000), biggest <= goalFunctionBytes},
+			row{"init / hello-world, the worst function's median of interleaved pairs", fmt.Sprintf("%.2f×", worst), fmt.Sprintf("≤ %.1f×", goalInitOverHello), worst <= goalInitOverHello})
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("### Verdicts\n\n| question | measured | goal | met |\n|---|---:|---:|---|\n")
+	for _, x := range rows {
+		met := "no"
+		if x.goal == "–" {
+			met = "–"
+		} else if x.met {
+			met = "yes"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", x.what, x.measured, x.goal, met)
+	}
+	b.WriteString("\n")
 }

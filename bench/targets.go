@@ -1,12 +1,9 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,27 +15,23 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	byorelay "github.com/byorelay/byorelay"
 	"github.com/byorelay/byorelay/controlplane"
 	"github.com/byorelay/byorelay/lambdafn"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/apiserver"
-	"github.com/byorelay/byorelay/projection"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/relay"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/dynamo"
-	"github.com/byorelay/byorelay/store/memory"
 )
 
 // Target names.
 const (
-	TargetMemory    = "memory"
-	TargetDynamo    = "dynamodb"
-	TargetReference = "reference"
+	TargetMemory      = "memory"
+	TargetMemoryAPIGW = "memory-apigw"
+	TargetDynamo      = "dynamodb"
+	TargetReference   = "reference"
 )
 
 // target is one relay the workload runs against, over HTTP on loopback.
@@ -50,6 +43,9 @@ type target interface {
 	// capacity is DynamoDB capacity consumed so far by function; nil for a
 	// target without DynamoDB.
 	capacity() map[string]Capacity
+	// cpuSeconds is the server's own CPU so far, when it runs in a process
+	// of its own.
+	cpuSeconds() (float64, bool)
 	close()
 }
 
@@ -129,59 +125,40 @@ func (s *server) close() {
 	_ = s.srv.Shutdown(ctx)
 }
 
-// memoryTarget is byorelay's relay over the memory store, behind the same
-// local API server (routing, event translation, limits) as the DynamoDB
-// target: the two differ only in the store.
-type memoryTarget struct {
-	store *memory.Store
-	srv   *server
+// startMemory starts byorelay's relay over the memory store in a process
+// of its own (TargetMain): kind TargetMemory on plain net/http, as a user
+// runs it, or TargetMemoryAPIGW behind the local API server, so the
+// server's share is measured rather than hidden.
+func startMemory(ctx context.Context, command []string, kind string, w *world) (*processTarget, error) {
+	dir, path, err := writeFixture(w)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(command[0], append(command[1:], "-kind", kind, "-projection", path)...)
+	cmd.Env = append(os.Environ(), TargetEnv+"=1")
+	t, err := startProcess(ctx, cmd, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return t, nil
 }
 
-func startMemory(w *world) (*memoryTarget, error) {
-	st := memory.New(store.Options{})
-	proj, err := projection.New(w.fixture())
+// writeFixture writes the world's projection into a new directory.
+func writeFixture(w *world) (dir, path string, err error) {
+	fixture, err := w.fixtureJSON()
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
-	r, err := relay.New(relay.Config{Store: st, Pairing: st, Projection: relay.NewStaticProjection(proj)})
-	if err != nil {
-		return nil, err
+	if dir, err = os.MkdirTemp("", "byorelay-bench-target-"); err != nil {
+		return "", "", err
 	}
-	routes, err := apiserver.RoutesFromTemplate(byorelay.Template)
-	if err != nil {
-		return nil, err
+	path = filepath.Join(dir, "projection.json")
+	if err := os.WriteFile(path, fixture, 0o600); err != nil {
+		os.RemoveAll(dir)
+		return "", "", err
 	}
-	handle := func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		req, err := lambdafn.FromAPIGateway(ev)
-		if err != nil {
-			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusBadRequest, Body: `{"error":"bad-request"}`}, nil
-		}
-		return lambdafn.ToAPIGateway(r.Handle(ctx, req)), nil
-	}
-	handlers := map[string]apiserver.Handler{}
-	for _, rt := range routes {
-		handlers[rt.Function] = handle
-	}
-	api, err := apiserver.New(apiserver.Config{Routes: routes, Handlers: handlers})
-	if err != nil {
-		return nil, err
-	}
-	srv, err := serve(api)
-	if err != nil {
-		return nil, err
-	}
-	return &memoryTarget{store: st, srv: srv}, nil
-}
-
-func (t *memoryTarget) origin() string                { return t.srv.url }
-func (t *memoryTarget) capacity() map[string]Capacity { return nil }
-func (t *memoryTarget) close()                        { t.srv.close() }
-
-func (t *memoryTarget) preload(ctx context.Context, w *world, from, to int, progress io.Writer) error {
-	return inParallel(ctx, from, to, progress, func(ctx context.Context, n int) error {
-		_, err := t.store.Enqueue(ctx, background(w, n))
-		return err
-	})
+	return dir, path, nil
 }
 
 // dynamoTarget is the local stack as `byorelay serve` runs it: every
@@ -226,6 +203,11 @@ func (t *dynamoTarget) origin() string                { return t.srv.url }
 func (t *dynamoTarget) capacity() map[string]Capacity { return t.meter.snapshot() }
 func (t *dynamoTarget) close()                        { t.srv.close() }
 
+// cpuSeconds: the DynamoDB target runs in the driver's process (its
+// capacity is metered by the driver's SDK client), so its CPU is not
+// separable from the driver's.
+func (t *dynamoTarget) cpuSeconds() (float64, bool) { return 0, false }
+
 // preload writes through the store's own Enqueue, concurrently: the same
 // items and index entries a site's enqueue makes, without a signature per
 // job.
@@ -236,97 +218,25 @@ func (t *dynamoTarget) preload(ctx context.Context, w *world, from, to int, prog
 	})
 }
 
-// referenceTarget is @byollm/relay 0.1.1 in memory, served by
+// startReference starts @byollm/relay 0.1.1 in memory, served by
 // localtest/refrelay/relay.mjs on the same projection.
-type referenceTarget struct {
-	url   string
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	done  chan struct{}
-	dir   string
-}
-
-func startReference(ctx context.Context, repoRoot string, w *world) (*referenceTarget, error) {
-	fixture, err := w.fixtureJSON()
+func startReference(ctx context.Context, repoRoot string, w *world) (*processTarget, error) {
+	dir, path, err := writeFixture(w)
 	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "byorelay-bench-ref-")
-	if err != nil {
-		return nil, err
-	}
-	path := filepath.Join(dir, "projection.json")
-	if err := os.WriteFile(path, fixture, 0o600); err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
 	cmd := exec.Command("node", filepath.Join(repoRoot, "localtest", "refrelay", "relay.mjs"), "--projection", path)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	t, err := startProcess(ctx, cmd, dir)
 	if err != nil {
 		os.RemoveAll(dir)
-		return nil, err
+		return nil, fmt.Errorf("the reference relay (node): %w", err)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start the reference relay (node): %w", err)
-	}
-	t := &referenceTarget{cmd: cmd, stdin: stdin, done: make(chan struct{}), dir: dir}
-	go func() { _ = cmd.Wait(); close(t.done) }()
-
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			line <- sc.Text()
-		}
-		close(line)
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case l, ok := <-line:
-		var ev struct {
-			Event  string `json:"event"`
-			Origin string `json:"origin"`
-		}
-		if !ok || json.Unmarshal([]byte(l), &ev) != nil || ev.Event != "listening" {
-			t.close()
-			return nil, fmt.Errorf("reference relay did not start: %q", l)
-		}
-		t.url = ev.Origin
-		return t, nil
-	case <-time.After(60 * time.Second):
-		t.close()
-		return nil, errors.New("reference relay did not start within 60 s")
-	case <-ctx.Done():
-		t.close()
-		return nil, ctx.Err()
-	}
+	return t, nil
 }
 
-func (t *referenceTarget) origin() string                { return t.url }
-func (t *referenceTarget) capacity() map[string]Capacity { return nil }
-
-func (t *referenceTarget) close() {
-	_ = t.stdin.Close()
-	select {
-	case <-t.done:
-	case <-time.After(5 * time.Second):
-		_ = t.cmd.Process.Kill()
-		<-t.done
-	}
-	os.RemoveAll(t.dir)
-}
-
-// preload enqueues over HTTP, signed by the sites: the reference has no
-// other way in.
-func (t *referenceTarget) preload(ctx context.Context, w *world, from, to int, progress io.Writer) error {
-	c := newClient(t.url, preloadConcurrency)
+// preloadHTTP enqueues background jobs over HTTP, signed by the sites.
+func preloadHTTP(ctx context.Context, origin string, w *world, from, to int, progress io.Writer) error {
+	c := newClient(origin, preloadConcurrency)
 	defer c.close()
 	sites := map[string]site{}
 	for _, s := range w.sites {

@@ -28,11 +28,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&cfg.Daemons, "daemons", cfg.Daemons, "daemons (D), each its own owner, one job at a time: the concurrency")
 	fs.IntVar(&cfg.Jobs, "jobs", cfg.Jobs, "measured lifecycles per target (at most; see -phase-limit)")
 	fs.IntVar(&cfg.Warmup, "warmup", cfg.Warmup, "unmeasured lifecycles per target first")
+	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "interleaved rounds the lifecycle jobs are split into")
 	fs.DurationVar(&cfg.PhaseLimit, "phase-limit", cfg.PhaseLimit, "stop starting lifecycle jobs on a target after this long (0: none)")
 	fs.DurationVar(&cfg.DepthLimit, "depth-limit", cfg.DepthLimit, "the same for each depth phase")
 	depths := fs.String("depths", joinInts(cfg.Depths), "background queue depths of the scale phase, comma-separated (\"\" skips it)")
 	fs.IntVar(&cfg.DepthJobs, "depth-jobs", cfg.DepthJobs, "lifecycles measured at each depth")
-	targets := fs.String("targets", strings.Join(cfg.Targets, ","), "targets: memory, dynamodb, reference")
+	targets := fs.String("targets", strings.Join(cfg.Targets, ","), "targets: memory, memory-apigw, dynamodb, reference")
 	fs.DurationVar(&cfg.JobDeadline, "job-deadline", cfg.JobDeadline, "each job's deadline from enqueue (done jobs stay in results until then)")
 	fs.BoolVar(&cfg.ColdStart, "coldstart", cfg.ColdStart, "build every function and measure size and init under the emulator")
 	fs.IntVar(&cfg.ColdStartRuns, "coldstart-runs", cfg.ColdStartRuns, "interleaved cold-start pairs (hello-world, function) per function")
@@ -63,6 +64,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "byorelay bench: %v\n", err)
 		return 1
 	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "byorelay bench: %v\n", err)
+		return 1
+	}
+	cfg.TargetCommand = []string{exe, "bench-target"}
 	cfg.Progress = stdout
 	fmt.Fprintf(stdout, "byorelay bench %s\n", strings.Join(args, " "))
 	rep, err := bench.Run(ctx, cfg)

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/byorelay/byorelay/bench"
 )
 
 const usage = `usage: byorelay <command> [flags]
@@ -57,6 +59,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runDemo(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
+	case "bench-target":
+		// Not in the usage: the process `bench` starts for a memory target.
+		return bench.TargetMain(args[1:], os.Stdin, stdout)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -1,0 +1,236 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	byorelay "github.com/byorelay/byorelay"
+	"github.com/byorelay/byorelay/lambdafn"
+	"github.com/byorelay/byorelay/localtest/apiserver"
+	"github.com/byorelay/byorelay/projection"
+	"github.com/byorelay/byorelay/relay"
+	"github.com/byorelay/byorelay/store"
+	"github.com/byorelay/byorelay/store/memory"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// TargetEnv set to 1 in a process's environment marks it as a bench target
+// started by the driver (TargetMain): a test binary re-executes itself
+// this way, the CLI has its own subcommand.
+const TargetEnv = "BYORELAY_BENCH_TARGET"
+
+// TargetMain serves one memory target in this process until in closes:
+// `byorelay bench-target -kind memory|memory-apigw -projection file`. It
+// writes {"event":"listening","origin":...} as its first line, the way
+// localtest/refrelay/relay.mjs announces the reference, so the driver
+// treats every process target alike. A target in its own process keeps
+// the driver's goroutines, allocations and GC off the server's CPU, and
+// its CPU time is its own (/proc/<pid>/stat).
+func TargetMain(args []string, in io.Reader, out io.Writer) int {
+	fs := flag.NewFlagSet("byorelay bench-target", flag.ContinueOnError)
+	kind := fs.String("kind", TargetMemory, "memory (relay on plain net/http, as `serve --store memory` would) or memory-apigw (behind the local API server)")
+	path := fs.String("projection", "", "the projection fixture (JSON)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := serveTarget(*kind, *path, in, out); err != nil {
+		fmt.Fprintf(os.Stderr, "bench-target: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func serveTarget(kind, path string, in io.Reader, out io.Writer) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var fixture projection.Fixture
+	if err := json.Unmarshal(raw, &fixture); err != nil {
+		return err
+	}
+	proj, err := projection.New(fixture)
+	if err != nil {
+		return err
+	}
+	st := memory.New(store.Options{})
+	r, err := relay.New(relay.Config{Store: st, Pairing: st, Projection: relay.NewStaticProjection(proj)})
+	if err != nil {
+		return err
+	}
+	var h http.Handler
+	switch kind {
+	case TargetMemory:
+		h = plainHandler(r)
+	case TargetMemoryAPIGW:
+		if h, err = behindAPIServer(r); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown kind %q", kind)
+	}
+	srv, err := serve(h)
+	if err != nil {
+		return err
+	}
+	defer srv.close()
+	if err := json.NewEncoder(out).Encode(map[string]string{"event": "listening", "origin": srv.url}); err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, in) // until the driver closes our stdin
+	return nil
+}
+
+// plainHandler is the relay on net/http with nothing in front: the body
+// bounded as API Gateway bounds it, the relay's answer written as is.
+func plainHandler(r *relay.Relay) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(req.Body, apiserver.MaxRequestBody+1))
+		if err != nil || len(body) > apiserver.MaxRequestBody {
+			http.Error(w, `{"message":"Request Entity Too Large"}`, http.StatusRequestEntityTooLarge)
+			return
+		}
+		resp := r.Handle(req.Context(), relay.Request{
+			Method: req.Method, Path: req.URL.Path, RawQuery: req.URL.RawQuery, Header: req.Header, Body: body,
+		})
+		for k, vs := range resp.Header {
+			w.Header()[k] = vs
+		}
+		w.WriteHeader(resp.Status)
+		_, _ = w.Write(resp.Body)
+	})
+}
+
+// behindAPIServer is the relay behind the local API server (routing,
+// payload 2.0 events crossing JSON, Lambda's limits), as `byorelay serve`
+// runs every function: its overhead is the difference from plainHandler.
+func behindAPIServer(r *relay.Relay) (http.Handler, error) {
+	routes, err := apiserver.RoutesFromTemplate(byorelay.Template)
+	if err != nil {
+		return nil, err
+	}
+	handle := func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		req, err := lambdafn.FromAPIGateway(ev)
+		if err != nil {
+			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusBadRequest, Body: `{"error":"bad-request"}`}, nil
+		}
+		return lambdafn.ToAPIGateway(r.Handle(ctx, req)), nil
+	}
+	handlers := map[string]apiserver.Handler{}
+	for _, rt := range routes {
+		handlers[rt.Function] = handle
+	}
+	return apiserver.New(apiserver.Config{Routes: routes, Handlers: handlers})
+}
+
+// processTarget is a relay in a process of its own, announced by a
+// "listening" line on its stdout and stopped by closing its stdin: the
+// reference relay in Node, and the memory targets.
+type processTarget struct {
+	url   string
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	done  chan struct{}
+	dir   string
+}
+
+func startProcess(ctx context.Context, cmd *exec.Cmd, dir string) (*processTarget, error) {
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	t := &processTarget{cmd: cmd, stdin: stdin, done: make(chan struct{}), dir: dir}
+	go func() { _ = cmd.Wait(); close(t.done) }()
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			line <- sc.Text()
+		}
+		close(line)
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case l, ok := <-line:
+		var ev struct {
+			Event  string `json:"event"`
+			Origin string `json:"origin"`
+		}
+		if !ok || json.Unmarshal([]byte(l), &ev) != nil || ev.Event != "listening" {
+			t.close()
+			return nil, fmt.Errorf("target did not start: %q", l)
+		}
+		t.url = ev.Origin
+		return t, nil
+	case <-time.After(60 * time.Second):
+		t.close()
+		return nil, errors.New("target did not start within 60 s")
+	case <-ctx.Done():
+		t.close()
+		return nil, ctx.Err()
+	}
+}
+
+func (t *processTarget) origin() string                { return t.url }
+func (t *processTarget) capacity() map[string]Capacity { return nil }
+
+// cpuSeconds is the process's user and system CPU so far, from the
+// kernel's accounting of it (utime and stime in /proc/<pid>/stat).
+func (t *processTarget) cpuSeconds() (float64, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(t.cmd.Process.Pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// The command name may hold spaces; the fields after its ')' are fixed.
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseFloat(fields[11], 64)
+	stime, err2 := strconv.ParseFloat(fields[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	const clockTicks = 100 // USER_HZ on Linux
+	return (utime + stime) / clockTicks, true
+}
+
+func (t *processTarget) close() {
+	_ = t.stdin.Close()
+	select {
+	case <-t.done:
+	case <-time.After(5 * time.Second):
+		_ = t.cmd.Process.Kill()
+		<-t.done
+	}
+	if t.dir != "" {
+		os.RemoveAll(t.dir)
+	}
+}
+
+// preload enqueues over HTTP, signed by the sites: a process target has no
+// other way in.
+func (t *processTarget) preload(ctx context.Context, w *world, from, to int, progress io.Writer) error {
+	return preloadHTTP(ctx, t.url, w, from, to, progress)
+}
