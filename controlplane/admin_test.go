@@ -202,6 +202,7 @@ func TestApprovalRefusals(t *testing.T) {
 		status                    int
 	}{
 		{"an unknown code", "ZZZZ-ZZZZ", "alice", "", http.StatusNotFound},
+		{"a code far longer than any code", strings.Repeat("Z", 3000), "alice", "", http.StatusBadRequest},
 		{"no owner", code, "", "", http.StatusBadRequest},
 		{"a runner id already taken", code, "alice", "runner_taken", http.StatusConflict},
 		// The relay could never route for these (store.Max*).

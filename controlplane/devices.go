@@ -49,12 +49,20 @@ func shown(p store.PendingPairing) (Pairing, error) {
 	}, nil
 }
 
+// maxUserCodeBytes leaves room for white space around a typed code.
+const maxUserCodeBytes = 64
+
 func (a *Admin) pending(ctx context.Context, userCode string) (store.PendingPairing, error) {
 	if a.pairings == nil {
 		return store.PendingPairing{}, &Error{Status: http.StatusNotImplemented, Code: "not-implemented", Message: "this control plane was given no pairing codes to approve"}
 	}
 	if strings.TrimSpace(userCode) == "" {
 		return store.PendingPairing{}, invalid("userCode must not be empty")
+	}
+	// A code is nine characters (XXXX-XXXX); one that is not short cannot
+	// be one, and must not reach a table key.
+	if err := withinBound("userCode", userCode, maxUserCodeBytes); err != nil {
+		return store.PendingPairing{}, err
 	}
 	p, ok, err := a.pairings.PairingByUserCode(ctx, userCode)
 	if err != nil {
