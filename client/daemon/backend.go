@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/byorelay/byorelay/client/site"
 )
@@ -108,6 +109,10 @@ type EchoBackend struct {
 	Prefix string
 	// Model names it in the run metadata; "" means "echo".
 	Model string
+	// Drip, when set, makes a streamed answer arrive a word at a time with
+	// this pause between words (the demo's way to show streaming without
+	// a model).
+	Drip time.Duration
 }
 
 // Info describes the echo backend as an OpenAI-compatible HTTP backend,

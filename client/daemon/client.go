@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/stream/seal"
 )
 
 // ErrorKind is how the daemon reacts to a refused call, after byollm's
@@ -73,11 +74,19 @@ func (d *Daemon) post(ctx context.Context, endpoint string, body any, out protoc
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", endpoint, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.relayURL+"/byollm/"+endpoint, bytes.NewReader(raw))
+	path := "/byollm/" + endpoint
+	if endpoint == streamAppendEndpoint {
+		path = seal.StreamAppendPath
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.relayURL+path, bytes.NewReader(raw))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if endpoint == "claim" && d.streams.Enabled {
+		// The opt-in a 0.1.1 relay ignores and a 0.1.1 daemon never sends.
+		req.Header.Set(seal.StreamsHeader, seal.StreamsVersion1)
+	}
 	req.Header.Set("Accept", "application/json")
 	if signed {
 		runnerID := d.runnerID()

@@ -75,6 +75,10 @@ type Config struct {
 	// OnEvent, when set, is told what the daemon does, in order, from
 	// several goroutines. It must not block.
 	OnEvent func(Event)
+	// Streams opts in to live streams (docs/streaming.md): jobs whose stub
+	// asks for streaming are offered to this daemon, and it streams their
+	// text through the relay as it is produced, when the backend can.
+	Streams Streaming
 }
 
 // Event is one thing the daemon did, for logs and for the demo.
@@ -130,6 +134,7 @@ type Daemon struct {
 	sleep        func(ctx context.Context, d time.Duration) error
 	log          *slog.Logger
 	onEvent      func(Event)
+	streams      Streaming
 
 	tickMu sync.Mutex // one heartbeat-and-claim at a time
 
@@ -204,6 +209,7 @@ func New(cfg Config) (*Daemon, error) {
 		})
 	}
 	d := &Daemon{
+		streams:      cfg.Streams,
 		relayURL:     strings.TrimRight(cfg.RelayURL, "/"),
 		keys:         cfg.Keys,
 		backend:      cfg.Backend,

@@ -289,7 +289,7 @@ func (d *Daemon) run(ctx context.Context, job protocol.ClaimedStub, payload site
 	info := d.backend.Info()
 	started := d.clock.Now()
 	runCtx, cancel := context.WithTimeout(ctx, time.Duration(job.DeadlineAt-d.now())*time.Millisecond)
-	answer, err := d.backend.Run(runCtx, ComposePrompt(job.Kind, payload))
+	answer, err := d.answer(runCtx, job, ComposePrompt(job.Kind, payload))
 	cancel()
 	ran := site.RunMetadata{Model: info.Model, BackendClass: info.Class, DurationMs: max(0, d.clock.Now().Sub(started).Milliseconds())}
 	switch {

@@ -54,59 +54,12 @@ var finishReasons = map[string]string{"stop": "end", "length": "length"}
 
 // Run sends one chat completion.
 func (b OpenAIBackend) Run(ctx context.Context, prompt string) (Answer, error) {
-	endpoint, err := b.endpoint()
+	resp, limit, cancel, err := b.send(ctx, prompt, false)
 	if err != nil {
-		return Answer{}, &BackendError{Code: "backend-error", Message: err.Error()}
+		return Answer{}, err
 	}
-	timeout := b.Timeout
-	if timeout <= 0 {
-		timeout = 5 * time.Minute
-	}
-	limit := b.MaxOutputBytes
-	if limit <= 0 {
-		limit = 4 << 20
-	}
-	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-
-	body, _ := json.Marshal(map[string]any{
-		"model":    b.Model,
-		"messages": []map[string]string{{"role": "user", "content": prompt}},
-		"stream":   false,
-	})
-	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, endpoint, bytes.NewReader(body))
-	if err != nil {
-		return Answer{}, &BackendError{Code: "backend-error", Message: err.Error()}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	if b.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+b.APIKey)
-	}
-	client := b.HTTPClient
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		switch {
-		case ctx.Err() != nil:
-			return Answer{}, &BackendError{Code: "canceled", Message: "the job was canceled"}
-		case errors.Is(err, context.DeadlineExceeded):
-			return Answer{}, &BackendError{Code: "timeout", Message: fmt.Sprintf("the model did not answer within %s", timeout)}
-		default:
-			return Answer{}, &BackendError{Code: "backend-unreachable", Message: "could not reach the model server: " + err.Error()}
-		}
-	}
 	defer resp.Body.Close()
-	switch {
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return Answer{}, &BackendError{Code: "unauthorized", Message: "the model server rejected our credentials"}
-	case resp.StatusCode == http.StatusNotFound:
-		return Answer{}, &BackendError{Code: "model-not-found", Message: fmt.Sprintf("the model server does not know %q", b.Model)}
-	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return Answer{}, &BackendError{Code: "backend-error", Message: fmt.Sprintf("the model server returned HTTP %d", resp.StatusCode)}
-	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		if ctx.Err() != nil {
@@ -136,6 +89,74 @@ func (b OpenAIBackend) Run(ctx context.Context, prompt string) (Answer, error) {
 		}
 	}
 	return Answer{Text: *choice.Message.Content, Stop: stop}, nil
+}
+
+// send posts one chat completion (streamed or not) and checks the status;
+// the caller reads and closes the body, then calls cancel.
+func (b OpenAIBackend) send(ctx context.Context, prompt string, stream bool) (*http.Response, int64, context.CancelFunc, error) {
+	endpoint, err := b.endpoint()
+	if err != nil {
+		return nil, 0, nil, &BackendError{Code: "backend-error", Message: err.Error()}
+	}
+	timeout := b.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Minute
+	}
+	limit := b.MaxOutputBytes
+	if limit <= 0 {
+		limit = 4 << 20
+	}
+	callCtx, cancel := context.WithTimeout(ctx, timeout)
+	body, _ := json.Marshal(map[string]any{
+		"model":    b.Model,
+		"messages": []map[string]string{{"role": "user", "content": prompt}},
+		"stream":   stream,
+	})
+	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		cancel()
+		return nil, 0, nil, &BackendError{Code: "backend-error", Message: err.Error()}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	} else {
+		req.Header.Set("Accept", "application/json")
+	}
+	if b.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+b.APIKey)
+	}
+	client := b.HTTPClient
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return nil, 0, nil, &BackendError{Code: "canceled", Message: "the job was canceled"}
+		case errors.Is(err, context.DeadlineExceeded):
+			return nil, 0, nil, &BackendError{Code: "timeout", Message: fmt.Sprintf("the model did not answer within %s", timeout)}
+		default:
+			return nil, 0, nil, &BackendError{Code: "backend-unreachable", Message: "could not reach the model server: " + err.Error()}
+		}
+	}
+	var refused *BackendError
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		refused = &BackendError{Code: "unauthorized", Message: "the model server rejected our credentials"}
+	case resp.StatusCode == http.StatusNotFound:
+		refused = &BackendError{Code: "model-not-found", Message: fmt.Sprintf("the model server does not know %q", b.Model)}
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		refused = &BackendError{Code: "backend-error", Message: fmt.Sprintf("the model server returned HTTP %d", resp.StatusCode)}
+	}
+	if refused != nil {
+		resp.Body.Close()
+		cancel()
+		return nil, 0, nil, refused
+	}
+	return resp, limit, cancel, nil
 }
 
 // endpoint is BaseURL/chat/completions, refusing a base URL the reference

@@ -294,6 +294,8 @@ func (c *Client) resealFor(claim protocol.SitePendingJob) (*protocol.SealedEnvel
 	if !j.sealedToDevice(device) {
 		j.sealedTo = append(j.sealedTo, device)
 	}
+	// The grant a live stream of this job is keyed to (stream.go).
+	j.streamLease, j.streamDevice = claim.LeaseID, device
 	return &envelope, ""
 }
 

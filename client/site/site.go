@@ -105,6 +105,10 @@ type job struct {
 	// ended is the job's fate once it has one; a result the relay re-serves
 	// after that is only collected, never judged again.
 	ended Fate
+	// streamLease and streamDevice are the latest grant this site sealed
+	// the payload under: a live stream is keyed to it.
+	streamLease  string
+	streamDevice protocol.PublicIdentity
 }
 
 // sealedToDevice reports whether this job's payload was sealed to device
@@ -247,7 +251,9 @@ func (c *Client) completeStub(stub protocol.JobStub, payload Payload) (protocol.
 	if stub.DeadlineAt <= c.now() {
 		return stub, errors.New("site: the stub's deadlineAt must be in the future")
 	}
-	stub.Streaming = false
+	// Streaming is kept as the caller set it: such a job is offered only
+	// to devices that opted in to live streams (docs/streaming.md), and
+	// read with Stream.
 	return stub, nil
 }
 

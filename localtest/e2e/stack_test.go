@@ -35,6 +35,8 @@ type stack struct {
 	ctx   context.Context
 	url   string
 	admin *controlplane.Admin
+	// streams: daemons paired from now on opt in to live streams.
+	streams bool
 }
 
 func startStack(t *testing.T, leaseMs int64) *stack {
@@ -49,7 +51,7 @@ func startStack(t *testing.T, leaseMs int64) *stack {
 		t.Fatal(err)
 	}
 	timings := &timings{byPath: map[string]*timing{}}
-	ts := httptest.NewServer(timings.wrap(srv))
+	ts := httptest.NewServer(timings.wrap(withSSE(st.Relay, srv)))
 	t.Cleanup(ts.Close)
 	t.Cleanup(func() { t.Log(timings.String()) })
 	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: st.Control, Pairings: st.Store, Logger: slog.New(slog.DiscardHandler)})
@@ -100,6 +102,7 @@ func (s *stack) pair(owner, runnerID string, backend daemon.Backend) *device {
 		HeartbeatInterval: 500 * time.Millisecond,
 		HTTPClient:        &http.Client{Transport: net, Timeout: 20 * time.Second},
 		OnEvent:           rec.add,
+		Streams:           daemon.Streaming{Enabled: s.streams, FlushEvery: 40 * time.Millisecond},
 	})
 	if err != nil {
 		s.t.Fatal(err)

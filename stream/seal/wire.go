@@ -103,3 +103,19 @@ func (f Frame) valid() error {
 // MaxTextUnits UTF-16 units is at most 3 bytes of UTF-8 each, plus nonce
 // and tag, base64-inflated: under 17 KiB.
 const MaxCiphertext = 24 * 1024
+
+// Validate implements protocol.Validator.
+func (r *AppendFrameResponse) Validate() error {
+	if r.Seq < 0 || r.N < 0 {
+		return errors.New("negative counters")
+	}
+	return nil
+}
+
+// Validate implements protocol.Validator.
+func (r *AttachResponse) Validate() error {
+	if r.Events == nil {
+		return errors.New("events is required")
+	}
+	return nil
+}

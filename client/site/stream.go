@@ -1,0 +1,218 @@
+package site
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/stream"
+	"github.com/byorelay/byorelay/stream/seal"
+)
+
+// Why a stream ended without its seal. Neither is a failure of the job:
+// the sealed result still arrives through Pump, and carries the whole text.
+var (
+	// ErrStreamStale: the live text stopped short (the lease lapsed, the
+	// relay misbehaved, frames did not authenticate); read the result.
+	ErrStreamStale = errors.New("site: the live stream ended early; the sealed result has the whole text")
+	// ErrStreamAbsent: there is no live stream for this job (not claimed
+	// yet, not a streaming job, or long finished).
+	ErrStreamAbsent = errors.New("site: no live stream for this job")
+)
+
+// Stream follows a published job's live stream through the relay
+// (docs/streaming.md) and yields the text as it grows, one delta at a time.
+// It ends after the daemon's seal (a final nil error), or with
+// ErrStreamStale or ErrStreamAbsent, or ctx's error. Every frame is opened
+// with the key this site shares with the device it sealed the payload to,
+// its counter checked and its offsets conformed, so the text yielded is
+// always a prefix of what the device produced. The job must have been
+// sealed to a device by this client (Pump) before a stream can be read.
+func (c *Client) Stream(ctx context.Context, jobID string) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		key, err := c.streamKey(jobID)
+		if err != nil {
+			yield("", err)
+			return
+		}
+		var held string
+		for {
+			from := stream.UTF16Len(held)
+			reader := seal.NewReader(key, jobID, from, held, nil)
+			stopped := false
+			err := c.attach(ctx, jobID, from, func(raw []byte) bool {
+				before := reader.Text()
+				reader.Feed(raw)
+				if after := reader.Text(); len(after) > len(before) && strings.HasPrefix(after, before) {
+					if !yield(after[len(before):], nil) {
+						stopped = true
+						return false
+					}
+				}
+				_, done := reader.Terminal()
+				return !done
+			})
+			if stopped {
+				return
+			}
+			if end, done := reader.Terminal(); done {
+				switch end.Type {
+				case stream.TypeEnd:
+					yield("", nil)
+				case stream.TypeAbsent:
+					yield("", ErrStreamAbsent)
+				default:
+					yield("", ErrStreamStale)
+				}
+				return
+			}
+			if ctx.Err() != nil {
+				yield("", ctx.Err())
+				return
+			}
+			if err != nil && !errors.Is(err, errAttachClosed) {
+				yield("", err)
+				return
+			}
+			// The relay closed its time-boxed response without a terminal:
+			// attach again from what is held.
+			held = reader.Text()
+		}
+	}
+}
+
+// errAttachClosed is an attach whose body ended without a terminal.
+var errAttachClosed = errors.New("site: attach closed")
+
+func (c *Client) streamKey(jobID string) (seal.Key, error) {
+	c.mu.Lock()
+	j, ok := c.jobs[jobID]
+	var lease string
+	var device protocol.PublicIdentity
+	if ok {
+		lease, device = j.streamLease, j.streamDevice
+	}
+	c.mu.Unlock()
+	if lease == "" {
+		return seal.Key{}, ErrStreamAbsent
+	}
+	deviceKeyID, err := protocol.KeyID(device.Identity)
+	if err != nil {
+		return seal.Key{}, err
+	}
+	return seal.SiteKey(c.keys, device, seal.Context{JobID: jobID, LeaseID: lease, DeviceKeyID: deviceKeyID, SiteKeyID: c.keys.KeyID()})
+}
+
+// attach reads one SSE attach, handing each event's data to each until it
+// returns false or the body ends.
+func (c *Client) attach(ctx context.Context, jobID string, from int64, each func([]byte) bool) error {
+	raw, err := protocol.Encode(seal.AttachRequest{ProtocolVersion: protocol.ProtocolVersion, SiteID: c.siteID, JobID: jobID, From: from})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.relayURL+seal.StreamAttachPath, bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	protocol.SignSiteRequest(c.keys, "attach", c.siteID, c.clock.Now().UnixMilli(), raw).SetHeaders(req.Header, protocol.HeaderSite)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("site: attach: HTTP %d", resp.StatusCode)
+	}
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// A relay without the SSE transport answers the long-poll form.
+		var lp struct {
+			Events []json.RawMessage `json:"events"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&lp); err != nil {
+			return err
+		}
+		for _, e := range lp.Events {
+			if !each(e) {
+				return nil
+			}
+		}
+		return errAttachClosed
+	}
+	lines := bufio.NewScanner(resp.Body)
+	lines.Buffer(make([]byte, 64*1024), 1<<20)
+	for lines.Scan() {
+		if data, ok := strings.CutPrefix(lines.Text(), "data: "); ok && !each([]byte(data)) {
+			return nil
+		}
+	}
+	if err := lines.Err(); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return errAttachClosed
+}
+
+// StreamHandler re-serves a job's live stream to a browser as Server-Sent
+// Events: GET ?job=<id> answers `data: {"text": …}` per delta, then one
+// `event: end` (data {"ok": true}) or `event: stale` / `event: absent`.
+// It waits up to a minute for this site to seal the job (the stream is
+// keyed to that grant). Authorising the browser is the caller's: wrap it.
+func (c *Client) StreamHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		jobID := r.URL.Query().Get("job")
+		if jobID == "" {
+			http.Error(w, "job is required", http.StatusBadRequest)
+			return
+		}
+		ctx := r.Context()
+		for wait := time.Now().Add(time.Minute); ; {
+			if _, err := c.streamKey(jobID); err == nil || time.Now().After(wait) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-cache, no-transform")
+		w.Header().Set("X-Accel-Buffering", "no")
+		flusher, _ := w.(http.Flusher)
+		send := func(event string, data any) {
+			b, _ := json.Marshal(data)
+			if event != "" {
+				fmt.Fprintf(w, "event: %s\n", event)
+			}
+			fmt.Fprintf(w, "data: %s\n\n", b)
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		var offset int64
+		for delta, err := range c.Stream(ctx, jobID) {
+			switch {
+			case err == nil && delta != "":
+				offset += stream.UTF16Len(delta)
+				fmt.Fprintf(w, "id: %s\n", strconv.FormatInt(offset, 10))
+				send("", map[string]string{"text": delta})
+			case err == nil:
+				send("end", map[string]bool{"ok": true})
+			case errors.Is(err, ErrStreamAbsent):
+				send("absent", map[string]bool{"ok": false})
+			default:
+				send("stale", map[string]bool{"ok": false})
+			}
+		}
+	})
+}

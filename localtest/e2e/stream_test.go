@@ -1,0 +1,97 @@
+package e2e_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/byorelay/byorelay/client/daemon"
+	"github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/relay"
+	"github.com/byorelay/byorelay/stream/seal"
+)
+
+// withSSE serves the stream lane's SSE attach straight from the relay, as
+// the function URL does when deployed (byorelay serve does the same).
+func withSSE(r *relay.Relay, gateway http.Handler) http.Handler {
+	sse := r.StreamHandler()
+	return http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
+		if hr.URL.Path == seal.StreamAttachPath && strings.Contains(hr.Header.Get("Accept"), "text/event-stream") {
+			sse.ServeHTTP(w, hr)
+			return
+		}
+		gateway.ServeHTTP(w, hr)
+	})
+}
+
+// A Go daemon streams a dripping answer through byorelay on DynamoDB Local
+// (SSE over the local API server), and the Go site reads it as it grows:
+// several deltas, each arriving before the next was produced, the text
+// exactly the sealed result's, the seal only after the result.
+func TestAStreamedAnswerGrowsAtTheSiteBeforeTheResultArrives(t *testing.T) {
+	st := startStack(t, leaseMs)
+	st.streams = true
+	shop := st.newSite("shop-s")
+	st.consent("alice", "shop-s")
+	dev := st.pair("alice", "alice-s", daemon.EchoBackend{Drip: 120 * time.Millisecond})
+
+	ctx, stop := context.WithCancel(st.ctx)
+	defer stop()
+	go func() { _ = dev.Run(ctx) }()
+	results := newCollector()
+	// The pump reports its first site as shop-a, whatever its id.
+	startPumps(ctx, t, results, shop)
+
+	prompt := "one two three four five six"
+	stub := protocol.JobStub{ID: "live-1", Kind: site.KindGenerate, Owner: "alice", Audience: "private",
+		Streaming: true, DeadlineAt: time.Now().Add(2 * time.Minute).UnixMilli()}
+	if _, err := shop.Publish(ctx, stub, site.GeneratePayload(prompt)); err != nil {
+		t.Fatal(err)
+	}
+	want := "echo: " + prompt
+
+	streamCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var got strings.Builder
+	var arrivals []time.Time
+	var last error
+	for {
+		for delta, err := range shop.Stream(streamCtx, "live-1") {
+			if err != nil || delta == "" {
+				last = err
+				continue
+			}
+			got.WriteString(delta)
+			arrivals = append(arrivals, time.Now())
+		}
+		// Absent until this site has sealed the job to the device.
+		if last != site.ErrStreamAbsent || streamCtx.Err() != nil || got.Len() > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if last != nil {
+		t.Fatalf("stream ended with %v after %q", last, got.String())
+	}
+	if got.String() != want {
+		t.Fatalf("streamed %q, want %q", got.String(), want)
+	}
+	if len(arrivals) < 3 {
+		t.Fatalf("the text arrived in %d pieces; a live stream grows in several", len(arrivals))
+	}
+	if spread := arrivals[len(arrivals)-1].Sub(arrivals[0]); spread < 300*time.Millisecond {
+		t.Fatalf("all %d pieces arrived within %v: not live", len(arrivals), spread)
+	}
+	waitUntil(t, 20*time.Second, "the sealed result", func() bool { return results.count() == 1 }, func() string { return "" })
+	r := results.all()["shop-a/live-1"][0]
+	if r.Outcome.Text == nil || *r.Outcome.Text != want {
+		t.Fatalf("result %+v, want the streamed text", r.Outcome)
+	}
+	if !results.at("shop-a/live-1").After(arrivals[0]) {
+		t.Fatal("the result arrived before the first streamed text")
+	}
+	t.Logf("first text %v before the last; %d pieces", arrivals[len(arrivals)-1].Sub(arrivals[0]).Round(time.Millisecond), len(arrivals))
+}
