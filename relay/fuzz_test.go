@@ -13,6 +13,7 @@ import (
 	"github.com/byorelay/byorelay/relay/relaytest"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/memory"
+	"github.com/byorelay/byorelay/stream/seal"
 )
 
 // fuzzPaths are the paths a fuzzed request goes to: every endpoint of both
@@ -20,11 +21,11 @@ import (
 var fuzzPaths = []string{
 	"/byollm/pair", "/byollm/claim", "/byollm/fetch", "/byollm/result", "/byollm/heartbeat", "/byollm/release",
 	"/relay/site/enqueue", "/relay/site/payload", "/relay/site/cancel", "/relay/site/pending", "/relay/site/results",
-	"/debug", "/byollm/elsewhere",
+	"/debug", "/byollm/elsewhere", seal.StreamAppendPath, seal.StreamAttachPath,
 }
 
 // FuzzHandle drives the whole relay over the memory store with requests of
-// random shape: any path, any caller header of any length and bytes, any
+// random shape: any path (the stream lane's included), any caller header of any length and bytes, any
 // body, signed by the real daemon or site (so the body reaches the
 // handlers behind authentication), signed by a real key under a made-up
 // caller id, or not signed at all. Whatever arrives, the answer is never a
@@ -92,7 +93,10 @@ func FuzzHandle(f *testing.F) {
 		if req.Method != http.MethodPost {
 			signed = nil
 		}
-		onSite := strings.HasPrefix(p, "/relay/")
+		onSite := strings.HasPrefix(p, "/relay/") || p == seal.StreamAttachPath
+		if mode&8 != 0 {
+			req.Header.Set(seal.StreamsHeader, seal.StreamsVersion1)
+		}
 		switch mode & 3 {
 		case 0: // unsigned, or signed with made-up values
 			req.Header[http.CanonicalHeaderKey(protocol.HeaderRunner)] = []string{caller}
