@@ -208,6 +208,10 @@ func TestEveryIdentifierBoundAtLengthMinusOneLengthAndPlusOne(t *testing.T) {
 					t.Fatalf("presence after a refused header: %v %v", found, err)
 				}
 			}
+			// Not UTF-8: DynamoDB stores no such string, so it cannot be a
+			// runner either.
+			notUTF8 := relaytest.SignedDaemonRequest(t, w.daemon.Keys, "runner-\xff", "claim", w.now(), claimBody(w.daemon, 1))
+			expect(t, w.do(notUTF8), http.StatusUnauthorized, errBody(protocol.CodeUnauthorized, "this runner is not recognised"))
 		})
 	})
 }
