@@ -153,7 +153,7 @@ func TestChaos(t *testing.T) {
 		if i < cfg.jobs%cfg.sites {
 			share++
 		}
-		env := append(common, envRole+"=site", envName+"="+s, envOwners+"="+strings.Join(owners, ","),
+		env := append(common, envRole+"=site", envName+"="+s, envSlowSeal+"="+os.Getenv(envSlowSeal), envOwners+"="+strings.Join(owners, ","),
 			envSiteJobs+"="+strconv.Itoa(share), envInflight+"="+strconv.Itoa(cfg.inflight),
 			envDeadline+"="+cfg.deadline.String(), envLog+"="+filepath.Join(dir, s+".log"))
 		sites = append(sites, sup.add(s, self, nil, env, false))

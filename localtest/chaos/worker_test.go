@@ -29,7 +29,43 @@ const (
 	envSiteJobs = "BYORELAY_CHAOS_SITE_JOBS" // site: how many to publish
 	envInflight = "BYORELAY_CHAOS_INFLIGHT"  // site: most jobs not yet ended
 	envDeadline = "BYORELAY_CHAOS_DEADLINE"  // site: each job's deadline after publishing
+	envSlowSeal = "BYORELAY_CHAOS_SLOW_SEAL" // site: "p/d": hold a payload post up to d, with probability p
 )
+
+// slowSeal holds some payload posts for a while before sending them: a
+// site too slow to seal within the awaiting window, so the window lapses
+// between its pending read and its post (the seal then lands on a newer
+// lease, or on nothing), and a job left unsealed three times is evicted.
+type slowSeal struct {
+	p    float64
+	upTo time.Duration
+	next http.RoundTripper
+}
+
+func (s slowSeal) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(r.URL.Path, "/payload") && rand.Float64() < s.p {
+		time.Sleep(time.Duration(rand.Int64N(int64(s.upTo))))
+	}
+	return s.next.RoundTrip(r)
+}
+
+// withSlowSeal wraps client's transport as envSlowSeal says; unchanged
+// when it is unset.
+func withSlowSeal(client *http.Client) (*http.Client, error) {
+	v := os.Getenv(envSlowSeal)
+	if v == "" {
+		return client, nil
+	}
+	ps, ds, ok := strings.Cut(v, "/")
+	p, err := strconv.ParseFloat(ps, 64)
+	d, derr := time.ParseDuration(ds)
+	if !ok || err != nil || derr != nil || p < 0 || p > 1 || d <= 0 {
+		return nil, fmt.Errorf("%s=%q: want probability/duration, e.g. 0.2/3s", envSlowSeal, v)
+	}
+	slow := *client
+	slow.Transport = slowSeal{p: p, upTo: d, next: client.Transport}
+	return &slow, nil
+}
 
 // eventLog appends one line per event to the worker's log file, written
 // at once (O_APPEND, one write a line), so a SIGKILL loses at most the
@@ -115,6 +151,9 @@ func runSite(relayURL, siteID string, keys *protocol.Keys, client *http.Client, 
 		return err
 	}
 	owners := strings.Split(os.Getenv(envOwners), ",")
+	if client, err = withSlowSeal(client); err != nil {
+		return err
+	}
 	s, err := site.New(site.Config{RelayURL: relayURL, SiteID: siteID, Keys: keys, HTTPClient: client, MaxAttempts: 4})
 	if err != nil {
 		return err
