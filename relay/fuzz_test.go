@@ -161,3 +161,27 @@ func TestHugeAndDeeplyNestedBodiesAreBadRequests(t *testing.T) {
 		}
 	})
 }
+
+// What a caller chooses the length of is clipped in the logs: a request
+// whose headers, path and fields run to megabytes leaves lines of a few
+// hundred bytes.
+func TestCallerChosenStringsAreClippedInTheLogs(t *testing.T) {
+	w := newWorld(t, factories[0], func(c *relay.Config) { c.DaemonFloor = "0.2.0" })
+	huge := strings.Repeat("z", 1<<20)
+	body := heartbeatBody(w.daemon)
+	body.DaemonVersion = "0.0.1-" + huge
+	req := w.daemon.Request(t, "heartbeat", w.now(), body)
+	req.Header.Set("X-Request-Id", huge)
+	req.Path = "/byollm/" + huge + "/heartbeat"
+	w.do(req)
+	enqueue := w.site.Request(t, "enqueue", w.now(), protocol.EnqueueRequest{ProtocolVersion: "2", SiteID: huge, Stub: w.site.Stub("j", "alice", w.deadline())})
+	w.do(enqueue)
+	for _, line := range strings.Split(w.logs.String(), "\n") {
+		if len(line) > 4096 {
+			t.Fatalf("a log line of %d bytes: %.200s", len(line), line)
+		}
+	}
+	if !strings.Contains(w.logs.String(), "refuse-below-floor") || !strings.Contains(w.logs.String(), "refuse-cross-site") {
+		t.Fatalf("the refusals were not logged:\n%.2000s", w.logs.String())
+	}
+}

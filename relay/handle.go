@@ -141,7 +141,7 @@ func (r *Relay) Handle(ctx context.Context, req Request) Response {
 	}
 	r.log.LogAttrs(ctx, slog.LevelInfo, "request", c.attrs([]slog.Attr{
 		slog.String("method", c.method),
-		slog.String("path", c.path),
+		slog.String("path", clip(c.path)),
 		slog.Int("status", rep.status),
 		slog.String("code", rep.code),
 	})...)
@@ -300,7 +300,7 @@ func requestID(ctx context.Context, h http.Header) string {
 	}
 	for _, name := range requestIDHeaders {
 		if id := h.Get(name); id != "" {
-			return id
+			return clip(id)
 		}
 	}
 	return ""

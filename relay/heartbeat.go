@@ -32,7 +32,7 @@ func (r *Relay) heartbeat(c *call, d daemonRequest) (reply, error) {
 	// picked optimistically on deploy day takes working machines down.
 	if r.cfg.DaemonFloor != "" {
 		if below := protocol.CheckDaemonFloor(req.DaemonVersion, r.cfg.DaemonFloor); below != nil {
-			r.decide(c, "refuse-below-floor", slog.String("daemonVersion", req.DaemonVersion), slog.String("floor", r.cfg.DaemonFloor))
+			r.decide(c, "refuse-below-floor", slog.String("daemonVersion", clip(req.DaemonVersion)), slog.String("floor", r.cfg.DaemonFloor))
 			return reply{status: http.StatusUpgradeRequired, code: below.Error, body: *below}, nil
 		}
 	}

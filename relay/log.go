@@ -3,6 +3,8 @@ package relay
 import (
 	"context"
 	"log/slog"
+	"strconv"
+	"strings"
 
 	"github.com/byorelay/byorelay/store"
 )
@@ -80,4 +82,17 @@ func (r *Relay) noteSweep(ctx context.Context, trigger string, res store.SweepRe
 
 // slogError names why a body was refused: the decoder's path and problem,
 // never the body itself.
-func slogError(err error) slog.Attr { return slog.String("problem", err.Error()) }
+func slogError(err error) slog.Attr { return slog.String("problem", clip(err.Error())) }
+
+// maxLoggedBytes bounds a caller-chosen string in a log line: a header or
+// a field can be megabytes, and a log line of megabytes is cost (and, past
+// CloudWatch's 256 KB, a truncated record) the caller chose for us.
+const maxLoggedBytes = 256
+
+// clip is s, cut to maxLoggedBytes with its full length said.
+func clip(s string) string {
+	if len(s) <= maxLoggedBytes {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxLoggedBytes], "") + "…(" + strconv.Itoa(len(s)) + " bytes)"
+}

@@ -79,7 +79,7 @@ func (r *Relay) authSite(c *call, s siteRequest, decode func() error, siteIDOf f
 		return "", &schemaFailed
 	}
 	if claimed := siteIDOf(); claimed != siteID {
-		r.decide(c, "refuse-cross-site", slog.String("named", claimed))
+		r.decide(c, "refuse-cross-site", slog.String("named", clip(claimed)))
 		return "", &notYourSite
 	}
 	return siteID, nil
