@@ -60,9 +60,10 @@ func BuildBootstrap(ctx context.Context, repoRoot, name, outDir, goarch string) 
 	return out, nil
 }
 
-// BuildAll builds every function as BuildBootstrap does, in one go build
-// (one compile of the shared packages, the links in parallel), and returns
-// each function's bootstrap path by name.
+// BuildAll builds every function under functions/ as BuildBootstrap does,
+// in one go build (one compile of the shared packages, the links in
+// parallel), and returns each function's bootstrap path by name: the
+// relay's (lambdafn.Functions) and any other stack's beside them.
 func BuildAll(ctx context.Context, repoRoot, outDir, goarch string) (map[string]string, error) {
 	if goarch == "" {
 		goarch = runtime.GOARCH
@@ -75,17 +76,26 @@ func BuildAll(ctx context.Context, repoRoot, outDir, goarch string) (map[string]
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("build functions: %w\n%s", err, b)
 	}
+	built, err := os.ReadDir(stage)
+	if err != nil {
+		return nil, err
+	}
 	paths := map[string]string{}
-	for _, f := range lambdafn.Functions() {
-		dir := filepath.Join(outDir, f.Name)
+	for _, e := range built {
+		dir := filepath.Join(outDir, e.Name())
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
 		out := filepath.Join(dir, "bootstrap")
-		if err := os.Rename(filepath.Join(stage, f.Name), out); err != nil {
+		if err := os.Rename(filepath.Join(stage, e.Name()), out); err != nil {
 			return nil, err
 		}
-		paths[f.Name] = out
+		paths[e.Name()] = out
+	}
+	for _, f := range lambdafn.Functions() {
+		if paths[f.Name] == "" {
+			return nil, fmt.Errorf("build functions: %s was not built", f.Name)
+		}
 	}
 	return paths, os.Remove(stage)
 }
