@@ -250,8 +250,8 @@ func launch(cmd *exec.Cmd, endpoint string, progress io.Writer) (*process, strin
 			return nil, "", fmt.Errorf("%s did not answer at %s within %s; log %s:\n%s", cmd.Path, endpoint, startLimit, logf.Name(), tail(logf.Name()))
 		case <-report.C:
 			if progress != nil {
-				fmt.Fprintf(progress, "  still starting %s (%ds; a loaded machine can take a minute or more; log %s)\n",
-					filepath.Base(cmd.Path), int(time.Since(started).Seconds()), logf.Name())
+				fmt.Fprintf(progress, "  still waiting for %s to answer at %s (%ds; a loaded machine can take a minute or more; log %s)\n",
+					filepath.Base(cmd.Path), endpoint, int(time.Since(started).Seconds()), logf.Name())
 			}
 		case <-time.After(100 * time.Millisecond):
 		}

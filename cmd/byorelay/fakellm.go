@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// fakeModel is the model name the stand-in lists and answers as.
+const fakeModel = "byorelay-fake"
+
+// runFakeLLM is `byorelay fake-llm`: a stand-in model server speaking the
+// two calls of the OpenAI chat API that byollm's openai-http backend makes,
+// so a real daemon can run a job in a demo without a model installed. It
+// answers every prompt with a fixed sentence that quotes the prompt.
+func runFakeLLM(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("byorelay fake-llm", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	port := fs.Int("port", 11500, "port on 127.0.0.1 (0 picks a free one)")
+	model := fs.String("model", fakeModel, "the one model it lists and answers as")
+	configOut := fs.String("byollm-config", "", "also write a byollm config.json naming this server as its one service,\nunless the file exists (e.g. .cache/demo/byollm-home/.byollm/config.json)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "usage: byorelay fake-llm [flags]\n\nA stand-in OpenAI-compatible model server for demos (GET /v1/models,\nPOST /v1/chat/completions): it answers every prompt with a sentence that\nquotes it. Nothing is generated; use a real server (Ollama, llama.cpp,\nvLLM) for real answers.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)))
+	if err != nil {
+		fmt.Fprintf(stderr, "byorelay fake-llm: %v (pick another: --port N)\n", err)
+		return 1
+	}
+	base := "http://" + l.Addr().String() + "/v1"
+	config := byollmConfig(base, *model)
+	fmt.Fprintf(stdout, "fake-llm: a stand-in OpenAI-compatible model %q at %s\n", *model, base)
+	if *configOut != "" {
+		switch wrote, err := writeIfAbsent(*configOut, config); {
+		case err != nil:
+			fmt.Fprintf(stderr, "byorelay fake-llm: %v\n", err)
+			_ = l.Close()
+			return 1
+		case wrote:
+			fmt.Fprintf(stdout, "wrote %s\n", *configOut)
+		default:
+			fmt.Fprintf(stdout, "kept the existing %s; for this server it needs:\n%s", *configOut, config)
+		}
+	} else {
+		fmt.Fprintf(stdout, "a byollm config.json (~/.byollm/config.json) that uses it:\n%s", config)
+	}
+	fmt.Fprintln(stdout, "Ctrl-C stops it.")
+
+	srv := &http.Server{Handler: fakeLLMHandler(*model), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	select {
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+		return 0
+	case err := <-served:
+		fmt.Fprintf(stderr, "byorelay fake-llm: %v\n", err)
+		return 1
+	}
+}
+
+// byollmConfig is a byollm config.json with this server as the one
+// service for both text kinds, private to the device's owner.
+func byollmConfig(baseURL, model string) []byte {
+	cfg := map[string]any{
+		"services": map[string]any{
+			"fake": map[string]any{
+				"type":    "openai-http",
+				"baseUrl": baseURL,
+				"model":   model,
+				"kinds":   []string{"llm.generate", "llm.chat"},
+				"offer":   "private",
+			},
+		},
+	}
+	out, _ := json.MarshalIndent(cfg, "", "  ")
+	return append(out, '\n')
+}
+
+func writeIfAbsent(path string, data []byte) (bool, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return false, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return false, err
+	}
+	return true, f.Close()
+}
+
+// fakeLLMHandler answers GET /v1/models (byollm's health probe: it claims
+// nothing unless its configured model is listed) and POST
+// /v1/chat/completions, without streaming.
+func fakeLLMHandler(model string) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		writeFakeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{
+			map[string]any{"id": model, "object": "model", "owned_by": "byorelay-fake-llm"},
+		}})
+	})
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Model    string `json:"model"`
+			Messages []struct {
+				Role    string `json:"role"`
+				Content string `json:"content"`
+			} `json:"messages"`
+		}
+		if err := json.NewDecoder(io.LimitReader(r.Body, 8<<20)).Decode(&req); err != nil || len(req.Messages) == 0 {
+			writeFakeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"message": "a chat completion needs messages"}})
+			return
+		}
+		if req.Model != model {
+			writeFakeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]any{"message": "no model " + strconv.Quote(req.Model)}})
+			return
+		}
+		prompt := req.Messages[len(req.Messages)-1].Content
+		answer := "fake-llm stand-in answer to: " + prompt
+		writeFakeJSON(w, http.StatusOK, map[string]any{
+			"id": "chatcmpl-fake", "object": "chat.completion", "created": time.Now().Unix(), "model": model,
+			"choices": []any{map[string]any{
+				"index": 0, "finish_reason": "stop",
+				"message": map[string]any{"role": "assistant", "content": answer},
+			}},
+			"usage": map[string]any{"prompt_tokens": len(prompt) / 4, "completion_tokens": len(answer) / 4, "total_tokens": (len(prompt) + len(answer)) / 4},
+		})
+	})
+	return mux
+}
+
+func writeFakeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
