@@ -36,7 +36,7 @@ func TestAStreamedAnswerGrowsAtTheSiteBeforeTheResultArrives(t *testing.T) {
 	st.streams = true
 	shop := st.newSite("shop-s")
 	st.consent("alice", "shop-s")
-	dev := st.pair("alice", "alice-s", daemon.EchoBackend{Drip: 120 * time.Millisecond})
+	dev := st.pair("alice", "alice-s", daemon.EchoBackend{Drip: 250 * time.Millisecond})
 
 	ctx, stop := context.WithCancel(st.ctx)
 	defer stop()
@@ -45,9 +45,10 @@ func TestAStreamedAnswerGrowsAtTheSiteBeforeTheResultArrives(t *testing.T) {
 	// The pump reports its first site as shop-a, whatever its id.
 	startPumps(ctx, t, results, shop)
 
-	prompt := "one two three four five six"
+	prompt := "one two three four five six seven eight nine ten"
 	stub := protocol.JobStub{ID: "live-1", Kind: site.KindGenerate, Owner: "alice", Audience: "private",
 		Streaming: true, DeadlineAt: time.Now().Add(2 * time.Minute).UnixMilli()}
+	published := time.Now()
 	if _, err := shop.Publish(ctx, stub, site.GeneratePayload(prompt)); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestAStreamedAnswerGrowsAtTheSiteBeforeTheResultArrives(t *testing.T) {
 	if len(arrivals) < 3 {
 		t.Fatalf("the text arrived in %d pieces; a live stream grows in several", len(arrivals))
 	}
-	if spread := arrivals[len(arrivals)-1].Sub(arrivals[0]); spread < 300*time.Millisecond {
+	if spread := arrivals[len(arrivals)-1].Sub(arrivals[0]); spread < 500*time.Millisecond {
 		t.Fatalf("all %d pieces arrived within %v: not live", len(arrivals), spread)
 	}
 	waitUntil(t, 20*time.Second, "the sealed result", func() bool { return results.count() == 1 }, func() string { return "" })
@@ -93,5 +94,10 @@ func TestAStreamedAnswerGrowsAtTheSiteBeforeTheResultArrives(t *testing.T) {
 	if !results.at("shop-a/live-1").After(arrivals[0]) {
 		t.Fatal("the result arrived before the first streamed text")
 	}
-	t.Logf("first text %v before the last; %d pieces", arrivals[len(arrivals)-1].Sub(arrivals[0]).Round(time.Millisecond), len(arrivals))
+	// The figures docs/performance.md reports: from publish to the first
+	// streamed text, and to the sealed result at the site's pump (which
+	// polls every 100 ms), for the same job.
+	t.Logf("time to first text %v, to the sealed result %v; %d pieces over %v",
+		arrivals[0].Sub(published).Round(time.Millisecond), results.at("shop-a/live-1").Sub(published).Round(time.Millisecond),
+		len(arrivals), arrivals[len(arrivals)-1].Sub(arrivals[0]).Round(time.Millisecond))
 }
