@@ -13,6 +13,8 @@
 //	                      a job with this bare id
 //	U#<site>\0<owner>     the pair's unsealed grants, as a set of lease ids
 //	K#<runner>            jobs cancelled while this runner held them
+//	E#<site>\0<jobId>     eviction notice: the site's job was evicted; kept
+//	                      until the site collects it (TTL past the deadline)
 //	P#<runnerId>          presence
 //	X#<site>\0<owner>     churn: expiry times in the window, last report
 //	C#, CU#, CK#, CL      pending pairings, by device code, user code and
@@ -23,8 +25,9 @@
 //	queue     qk = Q#<site>\0<owner>\0<kind>\0<private|team>, or R#<runner>
 //	          for a job re-offered only to one runner; sort seq (enqueue
 //	          order). Only queued, uncancelled jobs carry qk. Projection ALL.
-//	sitelist  lk = S#<site>\0<awaiting-payload|done>; sort seq. Keys only:
-//	          lists read the jobs back consistently.
+//	sitelist  lk = S#<site>\0<awaiting-payload|done|evicted>; sort seq. Keys
+//	          only: lists read the items back consistently. A done job
+//	          leaves it when the site collects it.
 //	due       dk = D#<shard>, du = the job's next deadline (deadlineAt, the
 //	          awaiting window or the lease expiry, whichever is first); also
 //	          unsealed sets, when their grants should all have ended.
