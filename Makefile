@@ -56,7 +56,8 @@ fuzz:
 	    last=$$(grep 'execs: ' $$out | tail -n 1); \
 	    execs=$$(echo "$$last" | sed -n 's/.*execs: \([0-9]*\).*/\1/p'); \
 	    found=$$(echo "$$last" | sed -n 's/.*new interesting: \([0-9]*\).*/\1/p'); \
-	    echo "fuzz $$pkg $$f: $${execs:-0} execs in $(FUZZTIME), $${found:-0} new interesting"; \
+	    note=""; [ -n "$$execs" ] || note=", still gathering baseline coverage ($$(grep -o 'baseline coverage: [0-9]*/[0-9]*' $$out | tail -n 1 | cut -d' ' -f3) inputs: the cached corpus outgrew FUZZTIME)"; \
+	    echo "fuzz $$pkg $$f: $${execs:-0} execs in $(FUZZTIME), $${found:-0} new interesting$$note"; \
 	  done; \
 	done
 
