@@ -108,9 +108,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	if opts.ddbEndpoint == "" {
-		fmt.Fprintln(stdout, "starting DynamoDB Local (in memory)…")
-	}
 	ls, err := startLocal(ctx, opts, log, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "byorelay serve: %v\n", err)
@@ -179,6 +176,7 @@ func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger, progre
 
 	ls.ddbEndpoint = opts.ddbEndpoint
 	if ls.ddbEndpoint == "" {
+		fmt.Fprintln(progress, "starting DynamoDB Local (in memory)…")
 		if ls.ddbEndpoint, ls.stopDynamo, err = localtest.StartDynamoWithProgress(progress); err != nil {
 			return nil, fmt.Errorf("DynamoDB Local: %w", err)
 		}
@@ -373,8 +371,9 @@ Demo (%[6]s):
 
 Watch a Go site and a Go daemon finish jobs: make demo   (in another terminal)
 
-Point a byollm daemon at it (it pairs as a new device of %[9]s):
-  localtest/js/node_modules/.bin/byollm connect %[1]s
+Point a byollm daemon at it (it pairs as a new device of %[9]s; HOME keeps its
+state apart from your own ~/.byollm):
+  HOME=%[11]s/byollm-home localtest/js/node_modules/.bin/byollm connect %[1]s
 open the URL it prints (the admin console), enter the code, check the
 fingerprint and approve it for %[9]s; or from a terminal:
   go run ./cmd/byorelay admin pairing XXXX-XXXX               # who is asking

@@ -331,11 +331,13 @@ func TestServeFailsBeforeTheBannerWhenThePortIsTaken(t *testing.T) {
 	opts := testServeOptions(t)
 	opts.port = taken.Addr().(*net.TCPAddr).Port
 	var out, errOut bytes.Buffer
+	// No --ddb-endpoint: the port is checked before DynamoDB Local would
+	// start (and before anything says it is starting).
 	code := runServe(context.Background(), []string{
-		"--port=" + strconv.Itoa(opts.port), "--ddb-endpoint=" + opts.ddbEndpoint,
-		"--table=" + opts.table, "--demo-dir=" + opts.demoDir,
+		"--port=" + strconv.Itoa(opts.port), "--table=" + opts.table, "--demo-dir=" + opts.demoDir,
 	}, &out, &errOut)
-	if code != 1 || strings.Contains(out.String(), "relay ") || !strings.Contains(errOut.String(), "address already in use") {
+	if code != 1 || strings.Contains(out.String(), "relay ") || strings.Contains(out.String(), "DynamoDB") ||
+		!strings.Contains(errOut.String(), "address already in use") || !strings.Contains(errOut.String(), "--port") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out.String(), errOut.String())
 	}
 }
