@@ -11,7 +11,7 @@ DDB_PORT  ?= 8000
 # Tests share one DynamoDB Local and one moto server, started once here.
 WITH_SERVICES := $(GO) run ./localtest/withservices --
 
-.PHONY: all build deps test unit race fuzz lint ddb run demo validate build-lambdas invoke deploy bench vectors chaos race-long
+.PHONY: all build deps test unit race fuzz lint ddb run site demo validate build-lambdas invoke deploy bench vectors chaos race-long
 
 all: build
 
@@ -80,6 +80,10 @@ lint:
 run: deps
 	$(GO) build -o bin/byorelay ./cmd/byorelay
 	bin/byorelay serve $(RUN_FLAGS)
+
+## site: a direct-lane site locally: DynamoDB Local and the site functions on 127.0.0.1:8788 (SITE_FLAGS='--port 9000')
+site: deps
+	$(GO) run ./cmd/byorelay site $(SITE_FLAGS)
 
 ## demo: a Go site and a Go daemon complete real jobs against the running `make run` stack
 demo:

@@ -28,6 +28,8 @@ commands:
   fake-llm a stand-in OpenAI-compatible model server, so a real byollm
            daemon can run a demo job without a model installed
   bench    drive the job lifecycle and report throughput, latency and cost
+  site     a direct-lane BYOLLM site locally: the site functions on one
+           port over DynamoDB Local
 
 'byorelay <command> -h' describes a command's flags.
 `
@@ -66,6 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "bench-target":
 		// Not in the usage: the process `bench` starts for a memory target.
 		return bench.TargetMain(args[1:], os.Stdin, stdout)
+	case "site":
+		return runSite(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

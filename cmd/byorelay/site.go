@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/apiserver"
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/sitefn"
+	"github.com/byorelay/byorelay/siteserver"
+	"github.com/byorelay/byorelay/sitestore"
+	sitedynamo "github.com/byorelay/byorelay/sitestore/dynamo"
+)
+
+// runSite is `byorelay site`: the direct-lane site stack locally, every
+// function of site-template.yaml on one loopback port over DynamoDB Local
+// (started, or given), routed as API Gateway routes them.
+func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("byorelay site", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	port := fs.Int("port", 8788, "loopback port for the daemon endpoints (/byollm/*) and the app API (/app/*)")
+	adminPort := fs.Int("admin-port", 0, "TEST ONLY: serve the conformance admin API (reset, clock advance) on this loopback port; 0 is off")
+	keysPath := fs.String("keys", "site-keys.json", "the site's StoredKeys JSON; created (mode 0600) if absent")
+	ddb := fs.String("ddb-endpoint", "", "use this DynamoDB endpoint instead of starting DynamoDB Local")
+	table := fs.String("table", "byorelay-site", "the site table (created if absent)")
+	verify := fs.String("verification-url", "", "the page where a user types a pairing code (default: this server's /pair)")
+	leaseMs := fs.Int64("lease-ms", 0, "lease length in ms (default 60000)")
+	pairingTTL := fs.Int64("pairing-ttl-ms", 0, "pairing code lifetime in ms (default 600000)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "usage: byorelay site [flags]\n\nA direct-lane BYOLLM site locally: the site functions of site-template.yaml\non one port over DynamoDB Local. Point a daemon at it with `byollm connect <url>`;\napprove codes and enqueue jobs through the app API (README, \"Run a direct-lane site\").\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	fail := func(err error) int { fmt.Fprintf(stderr, "byorelay site: %v\n", err); return 1 }
+
+	keys, err := loadOrCreateSiteKeys(*keysPath, stdout)
+	if err != nil {
+		return fail(err)
+	}
+	endpoint := *ddb
+	if endpoint == "" {
+		fmt.Fprintln(stdout, "starting DynamoDB Local (in memory)…")
+		var stop func()
+		if endpoint, stop, err = localtest.StartDynamo(); err != nil {
+			return fail(fmt.Errorf("DynamoDB Local: %w", err))
+		}
+		defer stop()
+	}
+	db := dynamodb.NewFromConfig(localtest.AWSConfig(endpoint))
+	if _, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(*table)}); err != nil {
+		var missing *types.ResourceNotFoundException
+		if !errors.As(err, &missing) {
+			return fail(err)
+		}
+		if err := sitedynamo.CreateTable(ctx, db, *table); err != nil {
+			return fail(err)
+		}
+	}
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", *port))
+	if err != nil {
+		return fail(err)
+	}
+	origin := "http://" + ln.Addr().String()
+	if *verify == "" {
+		*verify = origin + "/pair"
+	}
+	clock := sitestore.NewOffsetClock(nil)
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	st, err := sitefn.Open(ctx, sitefn.Env{TableName: *table, VerificationURL: *verify, LeaseMs: *leaseMs, PairingTTLMs: *pairingTTL},
+		sitefn.Options{DB: db, Keys: keys, Clock: clock, Logger: log})
+	if err != nil {
+		return fail(err)
+	}
+	api, err := apiserver.ForSiteStack(st, apiserver.Config{Log: log})
+	if err != nil {
+		return fail(err)
+	}
+	served := make(chan error, 2)
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	go func() { served <- srv.Serve(ln) }()
+	defer srv.Close()
+	if *adminPort != 0 {
+		aln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", *adminPort))
+		if err != nil {
+			return fail(err)
+		}
+		admin := &http.Server{Handler: siteserver.NewAdmin(st.Server, st.Store, clock), ReadHeaderTimeout: 10 * time.Second}
+		go func() { served <- admin.Serve(aln) }()
+		defer admin.Close()
+		fmt.Fprintf(stdout, "TEST-ONLY admin API (can wipe the table and move the clock): http://%s/admin/\n", aln.Addr())
+	}
+	// The scheduled sweeper's stand-in; claims and heartbeats sweep in-line.
+	go func() {
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_, _ = st.Server.Sweep(ctx)
+			}
+		}
+	}()
+	fmt.Fprintf(stdout, "site %s serving\n  daemons:  byollm connect %s\n  app API:  POST %s/app/{enqueue,job,result,cancel,availability,pairings/approve,pairings/deny,pairings/pending,runners,runners/revoke,sweep}\n  table:    %s on %s\n",
+		keys.KeyID(), origin, origin, *table, endpoint)
+	select {
+	case <-ctx.Done():
+		return 0
+	case err := <-served:
+		return fail(err)
+	}
+}
+
+// loadOrCreateSiteKeys reads the site's keys, or makes and saves a pair:
+// the site's identity must survive restarts, or every paired daemon's pin
+// breaks.
+func loadOrCreateSiteKeys(path string, stdout io.Writer) (*protocol.Keys, error) {
+	raw, err := os.ReadFile(path)
+	if err == nil {
+		return sitefn.ParseKeys(raw)
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	k, err := protocol.GenerateKeys()
+	if err != nil {
+		return nil, err
+	}
+	out, err := json.MarshalIndent(k.Stored(time.Now().UnixMilli()), "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stdout, "new site keys written to %s (keep them: daemons pin this identity)\n", path)
+	return k, nil
+}
