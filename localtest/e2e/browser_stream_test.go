@@ -1,0 +1,80 @@
+package e2e_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/byorelay/byorelay/client/daemon"
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/streamdemo"
+)
+
+// The demo page in a real headless Chromium: a prompt goes to the echo
+// backend through byorelay on DynamoDB Local, and the answer's text grows
+// over several DOM reads before the page shows the seal.
+func TestTheStreamPageShowsTheAnswerGrowingInABrowser(t *testing.T) {
+	browser := localtest.Browser(t)
+	st := startStack(t, leaseMs)
+	st.streams = true
+	shop := st.newSite("shop-page")
+	st.consent("alice", "shop-page")
+	dev := st.pair("alice", "alice-page", daemon.EchoBackend{Drip: 250 * time.Millisecond})
+	ctx, stop := context.WithCancel(st.ctx)
+	defer stop()
+	go func() { _ = dev.Run(ctx) }()
+	startPumps(ctx, t, newCollector(), shop)
+	page := httptest.NewServer(streamdemo.Handler(shop, "alice"))
+	defer page.Close()
+
+	prompt := "one two three four five six seven eight nine ten"
+	want := "echo: " + prompt
+	browser, cancel := context.WithTimeout(browser, 60*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(browser, chromedp.Steps(
+		chromedp.Navigate(page.URL),
+		chromedp.WaitVisible(chromedp.ID("prompt")),
+		chromedp.SetValue(chromedp.ID("prompt"), prompt),
+		chromedp.Click(chromedp.ID("go")),
+	)); err != nil {
+		t.Fatal(err)
+	}
+	var reads []string
+	var status string
+	for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		text, err := chromedp.Run(browser, chromedp.TextContent(chromedp.ID("answer")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status, err = chromedp.Run(browser, chromedp.TextContent(chromedp.ID("status"))); err != nil {
+			t.Fatal(err)
+		}
+		if text != "" && (len(reads) == 0 || reads[len(reads)-1] != text) {
+			reads = append(reads, text)
+		}
+		// Only a final status ends the reads: right after the click the
+		// page may still say idle.
+		if status == "done" || status == "stale" || status == "absent" || strings.HasPrefix(status, "failed") {
+			break
+		}
+	}
+	if status != "done" {
+		t.Fatalf("page status %q after reads %q", status, reads)
+	}
+	if len(reads) < 3 {
+		t.Fatalf("the answer took %d distinct forms before the seal: %q", len(reads), reads)
+	}
+	for i := 1; i < len(reads); i++ {
+		if !strings.HasPrefix(reads[i], reads[i-1]) || len(reads[i]) <= len(reads[i-1]) {
+			t.Fatalf("read %d %q does not grow from %q", i, reads[i], reads[i-1])
+		}
+	}
+	if got := strings.TrimSpace(reads[len(reads)-1]); got != want {
+		t.Fatalf("final text %q, want %q", got, want)
+	}
+	t.Logf("the answer grew through %d DOM reads before the seal", len(reads))
+}

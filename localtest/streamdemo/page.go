@@ -1,0 +1,80 @@
+// Package streamdemo is a small web page where a prompt's answer appears
+// token by token through the relay: the page posts a prompt, the Go site
+// publishes it as a streaming job, and the browser follows the site's SSE
+// re-serving of the job's live stream (client/site StreamHandler) until the
+// seal. The browser test in localtest/e2e drives it in headless Chromium.
+package streamdemo
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/protocol"
+)
+
+// Handler serves the page at /, publishes prompts at POST /ask (owner is
+// the user the jobs are published for) and the streams at /stream.
+func Handler(s *site.Client, owner string) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte(page))
+	})
+	mux.HandleFunc("POST /ask", func(w http.ResponseWriter, r *http.Request) {
+		var in struct {
+			Prompt string `json:"prompt"`
+		}
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64*1024)).Decode(&in); err != nil || in.Prompt == "" {
+			http.Error(w, "a prompt is required", http.StatusBadRequest)
+			return
+		}
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		id := "ask-" + hex.EncodeToString(b[:])
+		stub := protocol.JobStub{ID: id, Kind: site.KindGenerate, Owner: owner, Audience: "private",
+			Streaming: true, DeadlineAt: time.Now().Add(5 * time.Minute).UnixMilli()}
+		ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
+		defer cancel()
+		if _, err := s.Publish(ctx, stub, site.GeneratePayload(in.Prompt)); err != nil {
+			http.Error(w, "publish failed: "+err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"job": id})
+	})
+	mux.Handle("GET /stream", s.StreamHandler())
+	return mux
+}
+
+const page = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>byorelay live stream</title>
+<style>body{font:16px system-ui;margin:2em;max-width:40em}#answer{white-space:pre-wrap;border:1px solid #ccc;padding:1em;min-height:4em}</style>
+</head><body>
+<h1>Ask, and watch the answer arrive</h1>
+<form id="ask"><input id="prompt" size="50" value="tell me something in a few words"> <button id="go">Ask</button></form>
+<p>Status: <span id="status">idle</span></p>
+<div id="answer"></div>
+<script>
+document.getElementById('ask').addEventListener('submit', async (e) => {
+  e.preventDefault();
+  const answer = document.getElementById('answer'), status = document.getElementById('status');
+  answer.textContent = ''; status.textContent = 'publishing';
+  const r = await fetch('/ask', {method: 'POST', headers: {'content-type': 'application/json'},
+    body: JSON.stringify({prompt: document.getElementById('prompt').value})});
+  if (!r.ok) { status.textContent = 'failed: ' + await r.text(); return; }
+  const {job} = await r.json();
+  status.textContent = 'streaming';
+  const es = new EventSource('/stream?job=' + encodeURIComponent(job));
+  es.onmessage = (m) => { answer.textContent += JSON.parse(m.data).text; };
+  for (const end of ['end', 'stale', 'absent']) {
+    es.addEventListener(end, () => { es.close(); status.textContent = end === 'end' ? 'done' : end; });
+  }
+});
+</script>
+</body></html>
+`
