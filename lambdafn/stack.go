@@ -319,7 +319,12 @@ func (st *Stack) catchAllHandler(ctx context.Context, ev events.APIGatewayV2HTTP
 		if err != nil {
 			return badEvent(), nil
 		}
-		return ToAPIGateway(serveHTTP(ctx, approvePage, req)), nil
+		// Behind an edge the page is no way around it: a request without
+		// the edge's secret goes on to the relay, which refuses it as it
+		// refuses every other path.
+		if ok, err := st.Relay.PassesOriginLock(ctx, req.Header); err == nil && ok {
+			return ToAPIGateway(serveHTTP(ctx, approvePage, req)), nil
+		}
 	}
 	return st.claimHandler(ctx, ev)
 }

@@ -77,3 +77,18 @@ func originSecretMatches(sent []string, accepted []string) bool {
 	}
 	return match == 1
 }
+
+// PassesOriginLock reports whether a request with this header gets past
+// the origin lock (always, without one), for what a function serves beside
+// the relay (the catch-all's verification page): it must not be a way
+// around the edge either.
+func (r *Relay) PassesOriginLock(ctx context.Context, header http.Header) (bool, error) {
+	if r.cfg.OriginSecrets == nil {
+		return true, nil
+	}
+	accepted, err := r.cfg.OriginSecrets(ctx)
+	if err != nil {
+		return false, err
+	}
+	return originSecretMatches(header.Values(OriginSecretHeader), accepted), nil
+}

@@ -135,3 +135,31 @@ func TestWithoutALockTheSecretHeaderChangesNothing(t *testing.T) {
 	expectStatus(t, w.do(through(w.site.Request(t, "pending", w.now(), nil), "anything")), 200)
 	expect(t, w.do(get("GET", "/readyz", "", nil)), 404, `{"error":"not-found"}`)
 }
+
+// What a function serves beside the relay asks the same lock.
+func TestPassesOriginLockAnswersAsTheLockDoes(t *testing.T) {
+	eachStore(t, func(t *testing.T, f storeFactory) {
+		open := newWorld(t, f)
+		if ok, err := open.relay.PassesOriginLock(t.Context(), http.Header{}); !ok || err != nil {
+			t.Fatalf("without a lock: %v %v", ok, err)
+		}
+		secrets := &rotatingSecrets{values: []string{"edge-secret-one"}}
+		locked := newWorld(t, f, func(c *relay.Config) { c.OriginSecrets = secrets.get })
+		for _, tc := range []struct {
+			sent []string
+			want bool
+		}{{nil, false}, {[]string{"wrong"}, false}, {[]string{"edge-secret-one", "edge-secret-one"}, false}, {[]string{"edge-secret-one"}, true}} {
+			h := http.Header{}
+			for _, v := range tc.sent {
+				h.Add(relay.OriginSecretHeader, v)
+			}
+			if ok, err := locked.relay.PassesOriginLock(t.Context(), h); ok != tc.want || err != nil {
+				t.Errorf("sent %q: %v %v, want %v", tc.sent, ok, err, tc.want)
+			}
+		}
+		secrets.fail(errors.New("parameter store is down"))
+		if ok, err := locked.relay.PassesOriginLock(t.Context(), http.Header{relay.OriginSecretHeader: {"edge-secret-one"}}); ok || err == nil {
+			t.Fatalf("a lock that cannot read its secrets admitted: %v %v", ok, err)
+		}
+	})
+}
