@@ -32,7 +32,7 @@ unit:
 
 # The packages where goroutines share state.
 race:
-	$(WITH_SERVICES) $(GO) test -count=1 -race ./localtest/ ./store/...
+	$(WITH_SERVICES) $(GO) test -count=1 -race ./localtest/ ./store/... ./sitestore/memory/ ./siteserver/
 
 ## race-long: the faulty replica race at scale: 8 replicas with faults injected (lost acknowledgements among them), 23 seeds, >= 100,000 store calls, every history checked with porcupine (docs/performance.md)
 RACE_LONG_ENV ?= BYORELAY_RACE_REPLICAS=8 BYORELAY_RACE_JOBS=96 BYORELAY_RACE_ROUNDS=12 BYORELAY_RACE_OPS=32 BYORELAY_RACE_FAULTS=0.15 BYORELAY_RACE_RUNS=23
