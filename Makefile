@@ -11,7 +11,7 @@ DDB_PORT  ?= 8000
 # Tests share one DynamoDB Local and one moto server, started once here.
 WITH_SERVICES := $(GO) run ./localtest/withservices --
 
-.PHONY: all build deps test unit race fuzz lint ddb run site demo validate build-lambdas invoke deploy bench vectors chaos race-long
+.PHONY: all build deps test unit race fuzz lint ddb run site demo demo-stream validate build-lambdas invoke deploy bench vectors chaos race-long
 
 all: build
 
@@ -88,6 +88,10 @@ site: deps
 ## demo: a Go site and a Go daemon complete real jobs against the running `make run` stack
 demo:
 	$(GO) run ./cmd/byorelay demo $(DEMO_FLAGS)
+
+## demo-stream: a page (http://127.0.0.1:8790) where an answer streams token by token through the running `make run` stack
+demo-stream:
+	$(GO) run ./cmd/byorelay demo-stream $(DEMO_FLAGS)
 
 LAMBDA_ARCH ?= arm64
 FUNCTIONS   := $(notdir $(wildcard functions/*))

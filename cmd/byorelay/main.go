@@ -25,6 +25,8 @@ commands:
            with an echo or OpenAI-compatible backend
   demo     against a running local stack, a Go site and a Go daemon
            complete real jobs and say what happens at each step
+  demo-stream  against a running local stack, a page where an answer
+           streams token by token through the relay (docs/streaming.md)
   fake-llm a stand-in OpenAI-compatible model server, so a real byollm
            daemon can run a demo job without a model installed
   bench    drive the job lifecycle and report throughput, latency and cost
@@ -61,6 +63,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runDaemon(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return runDemo(ctx, args[1:], stdout, stderr)
+	case "demo-stream":
+		return runDemoStream(ctx, args[1:], stdout, stderr)
 	case "fake-llm":
 		return runFakeLLM(ctx, args[1:], stdout, stderr)
 	case "bench":
