@@ -111,11 +111,3 @@ func (r *AppendFrameResponse) Validate() error {
 	}
 	return nil
 }
-
-// Validate implements protocol.Validator.
-func (r *AttachResponse) Validate() error {
-	if r.Events == nil {
-		return errors.New("events is required")
-	}
-	return nil
-}
