@@ -20,6 +20,7 @@ import (
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/localtest/lambdadev"
+	"github.com/byorelay/byorelay/sitefn"
 )
 
 const invokeUsage = `usage: byorelay invoke [flags] FN EVENT
@@ -56,6 +57,12 @@ func runInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	fn, err := lambdafn.Lookup(fs.Arg(0))
 	if err != nil {
+		if _, siteErr := sitefn.Lookup(fs.Arg(0)); siteErr == nil {
+			// The site stack has no sample events or demo world yet: say
+			// so and name what does run it, rather than "no function".
+			fmt.Fprintf(stderr, "byorelay invoke: %s belongs to the site stack (site-template.yaml), which invoke does not run yet; run the site stack locally with `make site` and send it requests\n", fs.Arg(0))
+			return 2
+		}
 		fmt.Fprintln(stderr, "byorelay invoke:", err)
 		return 2
 	}

@@ -22,6 +22,7 @@ func TestInvokeRefusesMisuse(t *testing.T) {
 		{"no function or event", nil, 2},
 		{"an event without a function", []string{"../../events/claim.json"}, 2},
 		{"a function that does not exist", []string{"nope", "../../events/claim.json"}, 2},
+		{"a site-stack function, which invoke does not run yet", []string{"siteclaim", "../../events/claim.json"}, 2},
 		{"an event file that does not exist", []string{"claim", "no-such-event.json"}, 1},
 	}
 	for _, tt := range tests {
