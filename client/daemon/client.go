@@ -83,7 +83,7 @@ func (d *Daemon) post(ctx context.Context, endpoint string, body any, out protoc
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if endpoint == "claim" && d.streams.Enabled {
+	if endpoint == "claim" && d.streamsOn() {
 		// The opt-in a 0.1.1 relay ignores and a 0.1.1 daemon never sends.
 		req.Header.Set(seal.StreamsHeader, seal.StreamsVersion1)
 	}

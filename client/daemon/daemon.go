@@ -168,6 +168,9 @@ type held struct {
 	jobID  string
 	site   string
 	cancel context.CancelCauseFunc
+	// stopped: the job's context was already ended (by a cancel, a loss);
+	// what is said of it is said once.
+	stopped bool
 }
 
 // Why a job's context ended. A cancel from the site is answered with a
@@ -420,15 +423,19 @@ func (d *Daemon) runTick(ctx context.Context, step int) (int, error) {
 	return d.claim(ctx)
 }
 
-// stop ends a held job's context with cause; false if not held.
+// stop ends a held job's context with cause; false if not held, or
+// already stopped (a heartbeat naming a cancel that an append already
+// told: the first cause stands).
 func (d *Daemon) stop(leaseID string, cause error) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	h, ok := d.active[leaseID]
-	if ok {
-		h.cancel(cause)
+	if !ok || h.stopped {
+		return false
 	}
-	return ok
+	h.stopped = true
+	h.cancel(cause)
+	return true
 }
 
 // settle forgets a lease once its job is over, freeing the slot.

@@ -34,12 +34,21 @@ type StreamingBackend interface {
 
 const streamAppendEndpoint = "append"
 
+// streamsOn is whether this daemon opts in on its claims: only when it was
+// asked to and its backend can stream. A device that took streaming jobs it
+// cannot stream would leave their sites watching a stream that never moves
+// while a device that can stream goes without.
+func (d *Daemon) streamsOn() bool {
+	_, ok := d.backend.(StreamingBackend)
+	return d.streams.Enabled && ok
+}
+
 // answer runs the backend, streaming when the job, this daemon and the
 // backend all can. A stream that fails costs the site smoothness only: the
 // sealed result still carries the whole answer.
 func (d *Daemon) answer(ctx context.Context, job protocol.ClaimedStub, prompt string) (Answer, error) {
 	sb, ok := d.backend.(StreamingBackend)
-	if !job.Streaming || !d.streams.Enabled || !ok {
+	if !job.Streaming || !d.streamsOn() || !ok {
 		return d.backend.Run(ctx, prompt)
 	}
 	p, err := d.newPublisher(job)
@@ -49,18 +58,29 @@ func (d *Daemon) answer(ctx context.Context, job protocol.ClaimedStub, prompt st
 	}
 	go p.pump()
 	answer, err := sb.RunStream(ctx, prompt, p.push)
-	status := stream.StatusComplete
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		status = stream.StatusCancelled
-	default:
-		status = stream.StatusError
-	}
 	// Posted before the result, so it holds the lease: the relay keeps
 	// the end back until the result is stored.
-	p.finish(status)
+	p.finish(endStatus(ctx, err))
 	return answer, err
+}
+
+// endStatus is what the stream's seal says of how the run ended: the
+// protocol's cancelled outcome for a site's cancel (told by a heartbeat or
+// by an append's cancelRequested), whatever error the backend gave on the
+// way out.
+func endStatus(ctx context.Context, err error) stream.Status {
+	switch {
+	case errors.Is(context.Cause(ctx), errCancelledBySite):
+		return stream.StatusCancelled
+	case err == nil:
+		return stream.StatusComplete
+	case ctx.Err() != nil:
+		// The deadline, a lost lease or a shutdown: the job did not finish
+		// here. (A lost lease's end is refused anyway.)
+		return stream.StatusInterrupted
+	default:
+		return stream.StatusError
+	}
 }
 
 // publisher coalesces deltas and posts them as sealed frames from its own
@@ -77,6 +97,8 @@ type publisher struct {
 	wake    chan struct{}
 	done    chan struct{}
 	failed  bool // the relay refused a frame; the rest goes with the result
+	// cancelled: an append answered cancelRequested and the job was stopped.
+	cancelled bool
 }
 
 func (d *Daemon) newPublisher(job protocol.ClaimedStub) (*publisher, error) {
@@ -168,6 +190,9 @@ func (p *publisher) post(f seal.Frame) {
 		var resp seal.AppendFrameResponse
 		err := p.d.post(ctx, streamAppendEndpoint, req, &resp, true)
 		if err == nil {
+			if resp.CancelRequested {
+				p.siteCancelled()
+			}
 			return
 		}
 		var ce *CallError
@@ -177,6 +202,22 @@ func (p *publisher) post(f seal.Frame) {
 			return
 		}
 		wait *= 2
+	}
+}
+
+// siteCancelled stops the job the moment an append says the site cancelled
+// it, as a heartbeat naming the lease would: the backend's context ends, the
+// stream is sealed cancelled and the result reports "canceled". Without it
+// the model would keep producing (and the device keep paying) until the
+// next heartbeat. Only the pump's goroutine and finish (after the pump has
+// stopped) post, so the flag needs no lock.
+func (p *publisher) siteCancelled() {
+	if p.cancelled {
+		return
+	}
+	p.cancelled = true
+	if p.d.stop(p.job.Lease.ID, errCancelledBySite) {
+		p.d.emit(Event{Type: EventCancelled, JobID: p.job.ID, Site: p.job.Site, Detail: "told by a stream append"})
 	}
 }
 
