@@ -11,7 +11,7 @@ DDB_PORT  ?= 8000
 # Tests share one DynamoDB Local and one moto server, started once here.
 WITH_SERVICES := $(GO) run ./localtest/withservices --
 
-.PHONY: all build deps test unit race fuzz lint ddb run site demo demo-stream validate build-lambdas invoke deploy bench vectors chaos race-long
+.PHONY: all build deps test unit race fuzz lint ddb run site demo demo-stream example validate build-lambdas invoke deploy bench vectors chaos race-long
 
 all: build
 
@@ -92,6 +92,10 @@ demo:
 ## demo-stream: a page (http://127.0.0.1:8790) where an answer streams token by token through the running `make run` stack
 demo-stream:
 	$(GO) run ./cmd/byorelay demo-stream $(DEMO_FLAGS)
+
+## example: the example site web page (examples/chat) on http://127.0.0.1:8080, direct lane (EXAMPLE_FLAGS='-lane cloud -relay URL -site ID -keys FILE')
+example:
+	$(GO) run ./examples/chat $(EXAMPLE_FLAGS)
 
 LAMBDA_ARCH ?= arm64
 FUNCTIONS   := $(notdir $(wildcard functions/*))

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/byorelay/byorelay/client/daemon"
+	"github.com/byorelay/byorelay/protocol"
+)
+
+// quickSleep stands in for the daemon's timers: it waits at most 20 ms, so
+// a pairing poll or an idle claim loop does not hold a test for seconds.
+func quickSleep(ctx context.Context, d time.Duration) error {
+	d = min(d, 20*time.Millisecond)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// startDirect serves the example in the direct lane on loopback and pairs
+// a Go daemon with it through the page's own pairing form, as a person
+// would; the daemon runs until the test ends and echoes every prompt.
+func startDirect(t *testing.T, owner string) string {
+	t.Helper()
+	keys, err := protocol.GenerateKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handler http.Handler
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
+	t.Cleanup(ts.Close)
+	handler, _, err = build(options{lane: "direct", owner: owner}, keys, ts.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	deviceKeys, err := protocol.GenerateKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := daemon.New(daemon.Config{RelayURL: ts.URL, Keys: deviceKeys, Backend: daemon.EchoBackend{}, Sleep: quickSleep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-ran })
+	paired, err := d.Pair(ctx, "test machine", func(c daemon.PairCode) {
+		go func() {
+			var out struct {
+				RunnerID string `json:"runnerId"`
+			}
+			if status := postJSON(t, ts.URL+"/pair", map[string]string{"code": c.UserCode}, &out); status != http.StatusOK || out.RunnerID == "" {
+				t.Errorf("approving %s on the page: %d %+v", c.UserCode, status, out)
+			}
+		}()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if paired.Owner != owner {
+		t.Fatalf("the daemon paired as %s's, want %s's", paired.Owner, owner)
+	}
+	go func() { defer close(ran); _ = d.Run(ctx) }()
+	return ts.URL
+}
+
+// In the direct lane, a prompt posted to the page's backend is enqueued,
+// claimed by the person's paired Go daemon, and its answer arrives on the
+// job's event stream: each state once, ending with the answer.
+func TestTheDirectLaneAnswersAPromptThroughTheEventStream(t *testing.T) {
+	origin := startDirect(t, "alice")
+	prompt := "say hello to the example"
+
+	var asked struct {
+		ID string `json:"id"`
+	}
+	if status := postJSON(t, origin+"/ask", map[string]string{"prompt": prompt}, &asked); status != http.StatusOK || asked.ID == "" {
+		t.Fatalf("ask answered %d %+v", status, asked)
+	}
+	states := readEvents(t, origin+"/jobs/"+asked.ID+"/events")
+	last := states[len(states)-1]
+	t.Logf("states: %+v", states)
+	if !last.Done || last.State != "ok" || last.Answer != "echo: "+prompt || last.Error != "" {
+		t.Fatalf("the stream ended with %+v, want ok %q; all: %+v", last, "echo: "+prompt, states)
+	}
+	for i := 1; i < len(states); i++ {
+		if states[i] == states[i-1] {
+			t.Fatalf("the stream repeated a state: %+v", states)
+		}
+	}
+	// The fallback poll reads the same.
+	var polled JobView
+	if status := getJSON(t, origin+"/jobs/"+asked.ID, &polled); status != http.StatusOK || polled != last {
+		t.Fatalf("the poll read %d %+v, the stream ended with %+v", status, polled, last)
+	}
+}
+
+// What the page's backend refuses, and that refusing changes nothing.
+func TestTheExampleRefusesBadInput(t *testing.T) {
+	origin := startDirect(t, "alice")
+	for name, body := range map[string]string{
+		"an empty prompt":        `{"prompt":"  "}`,
+		"an unknown field":       `{"prompt":"hi","owner":"mallory"}`,
+		"not JSON":               `prompt=hi`,
+		"a prompt over 8 KiB":    `{"prompt":"` + strings.Repeat("a", MaxPromptBytes+1) + `"}`,
+		"a pairing without code": `{}`,
+	} {
+		path := "/ask"
+		if strings.Contains(name, "pairing") {
+			path = "/pair"
+		}
+		resp, err := http.Post(origin+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", name, resp.StatusCode)
+		}
+	}
+	resp, err := http.Post(origin+"/ask", "text/plain", strings.NewReader(`{"prompt":"hi"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a text/plain ask (what a cross-site form sends): %d, want 400", resp.StatusCode)
+	}
+	for _, path := range []string{"/jobs/nope", "/jobs/nope/events"} {
+		var out map[string]string
+		if status := getJSON(t, origin+path, &out); status != http.StatusNotFound {
+			t.Errorf("%s: %d, want 404", path, status)
+		}
+	}
+}
+
+// readEvents reads a job's event stream to its end and returns its state
+// events in order.
+func readEvents(t *testing.T, url string) []JobView {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("events: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	var out []JobView
+	event := ""
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			if event != "state" {
+				t.Fatalf("data for event %q: %s", event, line)
+			}
+			var v JobView
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &v); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, v)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("reading the stream: %v (so far %+v)", err, out)
+	}
+	if len(out) == 0 || !out[len(out)-1].Done {
+		t.Fatalf("the stream ended before the job did: %+v", out)
+	}
+	return out
+}
+
+func postJSON(t *testing.T, url string, body, out any) int {
+	t.Helper()
+	raw, err := json.Marshal(body)
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	resp, err := http.Post(url, "application/json", bytes.NewReader(raw))
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		t.Errorf("POST %s: %v", url, err)
+	}
+	return resp.StatusCode
+}
+
+func getJSON(t *testing.T, url string, out any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp.StatusCode
+}

@@ -1,0 +1,187 @@
+// Command chat is a runnable example of a site's web backend on BYOLLM: a
+// page where the signed-in person types a prompt, the site enqueues it as
+// an llm.generate job, the person's own daemon runs it, and the page
+// shows the job's state as it moves (server-sent events, with a polling
+// fallback) and then the answer.
+//
+// One flag picks the lane; nothing else changes:
+//
+//	go run ./examples/chat -lane direct
+//	    the site serves daemons itself at /byollm/* on the same origin;
+//	    `byollm connect http://127.0.0.1:8080` and approve the code on the page
+//	go run ./examples/chat -lane cloud -relay http://127.0.0.1:8787 -site demo-site -keys .cache/demo/site-keys.json
+//	    the site publishes through byorelay; daemons pair with the relay
+//
+// The site's keys are read from -keys, and made there (mode 0600) on the
+// first run: a site's identity must outlive the process, or every paired
+// daemon's pin breaks. Never commit them.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+
+	site "github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/siteserver"
+	"github.com/byorelay/byorelay/sitestore/memory"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// options are the command line.
+type options struct {
+	lane   string
+	addr   string
+	keys   string
+	owner  string
+	relay  string
+	siteID string
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	fs.StringVar(&o.lane, "lane", "direct", `"direct" (daemons pair with this site) or "cloud" (through a relay)`)
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "where to serve the page (and, direct, the daemon endpoints)")
+	fs.StringVar(&o.keys, "keys", filepath.Join(".cache", "example", "site-keys.json"), "the site's keys (StoredKeys JSON); made on the first run")
+	fs.StringVar(&o.owner, "owner", "demo-user", "the signed-in person (a real site takes it from its session)")
+	fs.StringVar(&o.relay, "relay", "", "cloud lane: the relay's origin")
+	fs.StringVar(&o.siteID, "site", "", "cloud lane: this site's id at the relay")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if o.lane != "direct" && o.lane != "cloud" {
+		fmt.Fprintf(stderr, "chat: -lane is direct or cloud, not %q\n", o.lane)
+		return 2
+	}
+	if o.lane == "cloud" && (o.relay == "" || o.siteID == "") {
+		fmt.Fprintln(stderr, "chat: -lane cloud needs -relay and -site")
+		return 2
+	}
+	if err := serve(ctx, o, stdout); err != nil {
+		fmt.Fprintf(stderr, "chat: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, o options, stdout io.Writer) error {
+	keys, err := loadOrCreateKeys(o.keys)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return err
+	}
+	origin := "http://" + ln.Addr().String()
+	handler, pump, err := build(o, keys, origin)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan error, 2)
+	go func() { done <- srv.Serve(ln) }()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if pump != nil {
+		go func() { done <- pump(ctx) }()
+	}
+	fmt.Fprintf(stdout, "site %s (%s lane) for %s: open %s\n", keys.KeyID(), o.lane, o.owner, origin)
+	if o.lane == "direct" {
+		fmt.Fprintf(stdout, "pair a daemon: byollm connect %s  (then enter its code on the page)\n", origin)
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-done:
+	}
+	shutdown, stop := context.WithTimeout(context.Background(), 2*time.Second)
+	defer stop()
+	_ = srv.Shutdown(shutdown)
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// build wires the chosen lane behind the web backend. pump, when not nil,
+// is what the lane runs in the background until its context ends.
+func build(o options, keys *protocol.Keys, origin string) (http.Handler, func(context.Context) error, error) {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	switch o.lane {
+	case "direct":
+		store := memory.New(memory.Options{})
+		app, err := siteserver.New(siteserver.Config{Store: store, Keys: keys, VerificationURL: origin + "/", Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		lane := directLane{app: app, store: store}
+		web := &Web{Lane: lane, Owner: o.owner, Pair: lane.pair}
+		mux := http.NewServeMux()
+		mux.Handle("/byollm/", app)
+		mux.Handle("/", web.Handler())
+		return mux, nil, nil
+	case "cloud":
+		client, err := site.New(site.Config{RelayURL: strings.TrimRight(o.relay, "/"), SiteID: o.siteID, Keys: keys})
+		if err != nil {
+			return nil, nil, err
+		}
+		lane := newCloudLane(client, 15*time.Minute)
+		web := &Web{Lane: lane, Owner: o.owner}
+		return web.Handler(), lane.run, nil
+	}
+	return nil, nil, fmt.Errorf("-lane is direct or cloud, not %q", o.lane)
+}
+
+// loadOrCreateKeys reads the site's keys, or makes them and saves them
+// owner-only.
+func loadOrCreateKeys(path string) (*protocol.Keys, error) {
+	raw, err := os.ReadFile(path)
+	if err == nil {
+		var stored protocol.StoredKeys
+		if err := json.Unmarshal(raw, &stored); err != nil {
+			return nil, fmt.Errorf("site keys %s: %w", path, err)
+		}
+		return stored.Keys()
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	keys, err := protocol.GenerateKeys()
+	if err != nil {
+		return nil, err
+	}
+	out, err := json.MarshalIndent(keys.Stored(time.Now().UnixMilli()), "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
