@@ -3,6 +3,7 @@ package relay
 import (
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/byorelay/byorelay/projection"
 	"github.com/byorelay/byorelay/protocol"
@@ -109,13 +110,14 @@ func (r *Relay) pairStart(c *call, req protocol.PairStartRequest) (reply, error)
 		return pairingThrottled, nil
 	}
 	pending := store.PendingPairing{
-		DeviceCode:   store.NewDeviceCode(),
-		UserCode:     store.NewUserCode(),
-		Device:       req.Device,
-		Capabilities: req.Capabilities,
-		Label:        req.Daemon.Label,
-		Platform:     req.Daemon.Platform,
-		ExpiresAt:    r.now() + store.PairingCodeTTLMs,
+		DeviceCode:    store.NewDeviceCode(),
+		UserCode:      store.NewUserCode(),
+		Device:        req.Device,
+		Capabilities:  req.Capabilities,
+		Label:         req.Daemon.Label,
+		Platform:      req.Daemon.Platform,
+		DaemonVersion: shownVersion(req.Daemon.Version),
+		ExpiresAt:     r.now() + store.PairingCodeTTLMs,
 	}
 	put, err := r.cfg.Pairing.PutPairing(c.ctx, pending)
 	if err != nil {
@@ -270,4 +272,17 @@ func nonNilCapabilities(caps []protocol.Capability) []protocol.Capability {
 		return []protocol.Capability{}
 	}
 	return caps
+}
+
+// maxShownVersionBytes bounds the daemon version a pending pairing keeps
+// to show the operator. The protocol puts no bound on it, and it decides
+// nothing, so an absurd one is cut rather than refused: it must not make
+// the stored pairing too large to store.
+const maxShownVersionBytes = 64
+
+func shownVersion(v string) string {
+	if len(v) <= maxShownVersionBytes {
+		return v
+	}
+	return strings.ToValidUTF8(v[:maxShownVersionBytes], "") + "…"
 }

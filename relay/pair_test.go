@@ -3,6 +3,7 @@ package relay_test
 import (
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/byorelay/byorelay/protocol"
@@ -152,6 +153,23 @@ func TestDeviceCodePairing(t *testing.T) {
 			expect(t, pairPost(t, w, pollBody(first.DeviceCode)), 200, `{"status":"expired"}`)
 			if resp := pairPost(t, w, pollBody(second.DeviceCode)); resp.Status != 200 || string(resp.Body) == `{"status":"expired"}` {
 				t.Fatalf("second code %s", resp.Body)
+			}
+		})
+		t.Run("keeps what the operator is shown, with an absurd daemon version cut short", func(t *testing.T) {
+			w := newWorld(t, f)
+			body := startBody(w.daemon)
+			started := decode[protocol.PairStartResponse](t, pairPost(t, w, body))
+			p, found, err := w.store.PairingByUserCode(w.ctx, started.UserCode)
+			if err != nil || !found || p.DaemonVersion != "0.1.1" || p.Label != "laptop" || p.Platform != "linux" {
+				t.Fatalf("stored %+v %v %v", p, found, err)
+			}
+			other := relaytest.NewDaemon(t, "other", "alice")
+			body = startBody(other)
+			body.Daemon.Version = strings.Repeat("9", 100_000)
+			started = decode[protocol.PairStartResponse](t, pairPost(t, w, body))
+			p, found, err = w.store.PairingByUserCode(w.ctx, started.UserCode)
+			if err != nil || !found || p.DaemonVersion != strings.Repeat("9", 64)+"…" {
+				t.Fatalf("stored a %d-byte version: %v %v", len(p.DaemonVersion), found, err)
 			}
 		})
 		t.Run("an inconsistent identity is refused", func(t *testing.T) {

@@ -39,6 +39,9 @@ type PendingPairing struct {
 	Capabilities []protocol.Capability
 	Label        string
 	Platform     string
+	// DaemonVersion is the version the daemon said it runs, shown to the
+	// person approving it; empty on codes stored before it was kept.
+	DaemonVersion string
 	// ExpiresAt is epoch ms; from then on the code is gone, approved or not.
 	ExpiresAt int64
 }
@@ -72,6 +75,13 @@ type PairingCodes interface {
 	// PairingByUserCode finds a live pairing by the code a human typed,
 	// trimmed of surrounding white space and upper-cased first.
 	PairingByUserCode(ctx context.Context, userCode string) (PendingPairing, bool, error)
+	// ListPairings returns up to limit live pairings (ExpiresAt > now),
+	// the most recently started first: latest ExpiresAt first (every code
+	// lives PairingCodeTTLMs), ties by Device.Identity, descending. Each
+	// comes with DeviceCode empty: the list is for a person choosing what
+	// to approve, and the device code is the daemon's secret, which nobody
+	// who reads the list needs. A limit <= 0 lists nothing.
+	ListPairings(ctx context.Context, limit int) ([]PendingPairing, error)
 	// DropPairing deletes a pairing after it succeeded, so a code is single
 	// use. Dropping an unknown code is not an error.
 	DropPairing(ctx context.Context, deviceCode string) error

@@ -19,6 +19,8 @@
 //	X#<site>\0<owner>     churn: expiry times in the window, last report
 //	C#, CU#, CK#, CL      pending pairings, by device code, user code and
 //	                      keypair, and the ledger of live codes
+//	CL, P#<exp>#<key>     beside the ledger, each live pairing without its
+//	                      device code: the operator's list, one Query
 //
 // # Indexes (sparse)
 //

@@ -14,9 +14,11 @@ import (
 	"github.com/byorelay/byorelay/store"
 )
 
-// Pending pairings are four kinds of item: the pairing by device code
-// (C#), a pointer by user code (CU#), a pointer by keypair (CK#), and one
-// ledger (CL) counting live codes by expiry instant. The ledger makes the
+// Pending pairings are five kinds of item: the pairing by device code
+// (C#), a pointer by user code (CU#), a pointer by keypair (CK#), one
+// ledger (CL) counting live codes by expiry instant, and beside the ledger
+// in its partition an entry per live code for the operator's list
+// (pairing_list.go). The ledger makes the
 // global ceiling and the one-code-per-keypair rule atomic across replicas:
 // every put and every drop is one transaction conditioned on the ledger
 // version it read. Counting by expiry instant (not listing codes) keeps the
@@ -104,6 +106,9 @@ func (s *Store) dropItems(l *ledger, p store.PendingPairing, next *store.Pending
 	if next == nil {
 		items = append(items, onlyIf(keypairPK(p.Device.Identity), "code", p.DeviceCode))
 	}
+	if next == nil || next.ExpiresAt != p.ExpiresAt {
+		items = append(items, s.unlistEntry(p))
+	}
 	return items
 }
 
@@ -157,7 +162,11 @@ func (s *Store) PutPairing(ctx context.Context, p store.PendingPairing) (store.P
 		} else {
 			l.buckets[p.ExpiresAt]++
 			ttl := num(p.ExpiresAt/1000 + 3600)
-			items = append(items,
+			listed, err := s.listEntry(p, ttl)
+			if err != nil {
+				return "", err
+			}
+			items = append(items, listed,
 				types.TransactWriteItem{Put: &types.Put{TableName: &s.table, Item: map[string]types.AttributeValue{
 					"pk": str(pairingPK(p.DeviceCode)), "sk": str(skPairing), "rec": str(string(record)), "ttl": ttl,
 				}}},

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -68,4 +69,35 @@ func (s *Store) DropPairing(ctx context.Context, deviceCode string) error {
 		return p.DeviceCode == deviceCode
 	})
 	return nil
+}
+
+// ListPairings lists live pairings, newest first, without their device
+// codes.
+func (s *Store) ListPairings(ctx context.Context, limit int) ([]store.PendingPairing, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	var live []store.PendingPairing
+	for _, p := range s.pairings {
+		if p.ExpiresAt > now {
+			live = append(live, p)
+		}
+	}
+	slices.SortFunc(live, func(a, b store.PendingPairing) int {
+		if c := cmp.Compare(b.ExpiresAt, a.ExpiresAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.Device.Identity, a.Device.Identity)
+	})
+	if len(live) > limit {
+		live = live[:limit]
+	}
+	for i := range live {
+		live[i].DeviceCode = ""
+		live[i].Capabilities = cloneCapabilities(live[i].Capabilities)
+	}
+	return live, nil
 }

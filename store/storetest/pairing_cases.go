@@ -9,14 +9,37 @@ import (
 
 func (e *env) pending(n int) store.PendingPairing {
 	return store.PendingPairing{
-		DeviceCode:   fmt.Sprintf("device-code-%d", n),
-		UserCode:     fmt.Sprintf("AB%02d-CD%02d", n%100, n/100),
-		Device:       device(fmt.Sprintf("pairing-%d", n)),
-		Capabilities: []protocol.Capability{capability("llama3")},
-		Label:        "laptop",
-		Platform:     "darwin",
-		ExpiresAt:    e.nowMs() + store.PairingCodeTTLMs,
+		DeviceCode:    fmt.Sprintf("device-code-%d", n),
+		UserCode:      fmt.Sprintf("AB%02d-CD%02d", n%100, n/100),
+		Device:        device(fmt.Sprintf("pairing-%d", n)),
+		Capabilities:  []protocol.Capability{capability("llama3")},
+		Label:         "laptop",
+		Platform:      "darwin",
+		DaemonVersion: "0.1.1",
+		ExpiresAt:     e.nowMs() + store.PairingCodeTTLMs,
 	}
+}
+
+// listed is what ListPairings says, as the user codes in its order, after
+// checking that no entry carries its device code.
+func (e *env) listed(limit int) []string {
+	e.Helper()
+	list, err := e.s.ListPairings(e.ctx, limit)
+	e.check(err)
+	codes := []string{}
+	for _, p := range list {
+		if p.DeviceCode != "" {
+			e.Fatalf("the list carries %s's device code", p.UserCode)
+		}
+		codes = append(codes, p.UserCode)
+	}
+	return codes
+}
+
+// unlisted is p as the list shows it.
+func unlisted(p store.PendingPairing) store.PendingPairing {
+	p.DeviceCode = ""
+	return p
 }
 
 func (e *env) put(p store.PendingPairing) store.PutResult {
@@ -133,5 +156,60 @@ var pairingCases = []testCase{
 			e.Fatalf("a dropped code resolves by user code")
 		}
 		e.check(e.s.DropPairing(e.ctx, "never-stored"))
+	}},
+
+	{"lists live pairings newest first, whole but for the device code", func(e *env) {
+		first := e.pending(1)
+		e.put(first)
+		e.advance(1000)
+		second, third := e.pending(2), e.pending(3)
+		e.put(second)
+		e.put(third) // the same instant: the higher identity key first
+		list, err := e.s.ListPairings(e.ctx, 10)
+		e.check(err)
+		e.same("the list", list, []store.PendingPairing{unlisted(third), unlisted(second), unlisted(first)})
+	}},
+
+	{"lists at most the limit asked for, the newest", func(e *env) {
+		for n := range 5 {
+			e.put(e.pending(n))
+			e.advance(1)
+		}
+		e.same("two of five", e.listed(2), []string{e.pending(4).UserCode, e.pending(3).UserCode})
+		e.same("a limit of zero", e.listed(0), []string{})
+		e.same("a limit above what there is", len(e.listed(50)), 5)
+	}},
+
+	{"leaves expired, dropped, replaced and refused pairings off the list", func(e *env) {
+		e.rebuild(store.Options{PairingCapacity: 3})
+		old, dropped, replaced := e.pending(1), e.pending(2), e.pending(3)
+		e.put(old)
+		e.advance(1000)
+		e.put(dropped)
+		e.put(replaced)
+		e.same("refused at the ceiling", e.put(e.pending(4)), store.PutAtCapacity)
+		e.check(e.s.DropPairing(e.ctx, dropped.DeviceCode))
+		e.advance(1000)
+		replacement := e.pending(5)
+		replacement.Device = replaced.Device
+		e.put(replacement)
+		e.same("after a drop and a replacement", e.listed(10), []string{replacement.UserCode, old.UserCode})
+		// old expires two seconds before the replacement.
+		e.advance(store.PairingCodeTTLMs - 2000)
+		e.same("as the oldest expires", e.listed(10), []string{replacement.UserCode})
+		e.advance(2000)
+		e.same("once all have expired", e.listed(10), []string{})
+	}},
+
+	{"lists a keypair's code once when it is replaced in the same millisecond", func(e *env) {
+		first, second := e.pending(1), e.pending(2)
+		second.Device = first.Device
+		e.put(first)
+		e.put(second)
+		list, err := e.s.ListPairings(e.ctx, 10)
+		e.check(err)
+		e.same("the list", list, []store.PendingPairing{unlisted(second)})
+		e.check(e.s.DropPairing(e.ctx, second.DeviceCode))
+		e.same("after the drop", e.listed(10), []string{})
 	}},
 }
