@@ -31,6 +31,9 @@ type EnqueueInput struct {
 	DependsOn     []string        `json:"dependsOn,omitempty"`
 	TTLMs         int64           `json:"ttlMs,omitempty"`
 	DeadlineAt    int64           `json:"deadlineAt,omitempty"`
+	// Streaming asks for a live token stream (cloud lane only: the job is
+	// offered only to devices that opted in, docs/streaming.md).
+	Streaming bool `json:"streaming,omitempty"`
 }
 
 // InvalidInput is the app's refusal of a request it will not act on; the
@@ -81,6 +84,12 @@ func (s *Server) Enqueue(ctx context.Context, in EnqueueInput) (sitestore.Job, e
 	if id == "" {
 		id = sitestore.NewID()
 	}
+	if s.cloud != nil {
+		return s.enqueueCloud(ctx, id, in, payload)
+	}
+	if in.Streaming {
+		return sitestore.Job{}, invalid("live streams are the cloud lane's")
+	}
 	now, err := s.store.Now(ctx)
 	if err != nil {
 		return sitestore.Job{}, err
@@ -120,16 +129,50 @@ type JobResult struct {
 	State      string                `json:"state"`
 	Outcome    *site.Outcome         `json:"outcome,omitempty"`
 	Provenance *sitestore.Provenance `json:"provenance,omitempty"`
+	// Reason says why a cloud-lane job ended without a device's result
+	// (evicted, a result refused, the stub refused).
+	Reason string `json:"reason,omitempty"`
 }
 
 // ResultOf is a job as the app reads it.
 func ResultOf(j sitestore.Job) JobResult {
-	return JobResult{JobID: j.ID, State: j.State, Outcome: j.Outcome, Provenance: j.Provenance}
+	return JobResult{JobID: j.ID, State: j.State, Outcome: j.Outcome, Provenance: j.Provenance, Reason: j.EndReason}
 }
 
-// Cancel cancels a job; false if unknown.
+// Result is Job read as a result; false if unknown.
+func (s *Server) Result(ctx context.Context, id string) (JobResult, bool, error) {
+	j, found, err := s.Job(ctx, id)
+	if err != nil || !found {
+		return JobResult{}, found, err
+	}
+	return ResultOf(j), true, nil
+}
+
+// Cancel cancels a job; false if unknown. A queued job is cancelled at
+// once, a held one asks its holder. On the cloud lane the relay is told
+// too (it stops offering the job and tells the holding device), and once
+// it has answered the job ends cancelled here; after an error, call Cancel
+// again (both halves are idempotent).
 func (s *Server) Cancel(ctx context.Context, id string) (sitestore.Job, bool, error) {
-	return s.store.Cancel(ctx, id)
+	if s.cloud == nil {
+		return s.store.Cancel(ctx, id)
+	}
+	if _, found, err := s.store.Get(ctx, id); err != nil || !found {
+		return sitestore.Job{}, found, err
+	}
+	if _, err := s.cloud.Cancel(ctx, id); err != nil {
+		return sitestore.Job{}, true, err
+	}
+	return s.store.Get(ctx, id)
+}
+
+// Subscribe calls onChange after every write this process makes to the
+// job (the push seam a web backend turns into server-sent events): read
+// the job again on each call. It unsubscribes with the returned function,
+// safe to call more than once. On DynamoDB another process's writes are
+// not heard; a waiter should also re-read on a timer.
+func (s *Server) Subscribe(jobID string, onChange func()) (unsubscribe func()) {
+	return s.store.Subscribe(jobID, onChange)
 }
 
 // Sweep fires everything due: the scheduled sweeper's call.
@@ -166,6 +209,9 @@ type Availability struct {
 // LivenessMs); no capability for the kind; nobody admitted (and whose side
 // refused); otherwise available.
 func (s *Server) RunnerAvailability(ctx context.Context, q AvailabilityQuery) (Availability, error) {
+	if s.cloud != nil {
+		return Availability{}, ErrCloudLane
+	}
 	now, err := s.store.Now(ctx)
 	if err != nil {
 		return Availability{}, err

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 
+	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
 )
 
@@ -73,6 +74,15 @@ func appError(err error) Response {
 	var bad *InvalidInput
 	if errors.As(err, &bad) {
 		return encode(fail(protocol.CodeBadRequest, bad.Reason))
+	}
+	if errors.Is(err, ErrCloudLane) {
+		return encode(fail(protocol.CodeBadRequest, err.Error()))
+	}
+	var refused *site.EnqueueRefused
+	if errors.As(err, &refused) {
+		// The relay's own word (purpose-not-declared, slot-unsatisfiable,
+		// …): the job ended, and publishing it unchanged will not help.
+		return encode(reply{status: http.StatusConflict, body: map[string]string{"error": refused.Code, "message": refused.Message}})
 	}
 	return encode(serverError)
 }

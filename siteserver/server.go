@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"strings"
 
+	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/sitestore"
 )
@@ -67,6 +68,10 @@ type Config struct {
 	// BasePath is where the daemon endpoints are mounted; "" is "/byollm".
 	BasePath string
 	Logger   *slog.Logger
+	// Cloud, when set, puts the server on the cloud lane: jobs are
+	// published to a relay (cloud.go) and the daemon endpoints are not
+	// served. Everything else is the same app over the same store.
+	Cloud *CloudLane
 }
 
 // Server is the direct lane: the daemon endpoints plus the App. Safe for
@@ -83,6 +88,8 @@ type Server struct {
 	livenessMs      int64
 	basePath        string
 	log             *slog.Logger
+	// cloud is the cloud lane's transport, nil on the direct lane.
+	cloud *site.Client
 }
 
 // New builds a server.
@@ -112,11 +119,18 @@ func New(cfg Config) (*Server, error) {
 	if s.basePath == "" {
 		s.basePath = "/byollm"
 	}
-	if s.verificationURL == "" {
+	if s.verificationURL == "" && cfg.Cloud == nil {
 		return nil, errors.New("siteserver: Config.VerificationURL is required (where a user approves a code)")
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Cloud != nil {
+		c, err := newCloudClient(s, *cfg.Cloud)
+		if err != nil {
+			return nil, err
+		}
+		s.cloud = c
 	}
 	return s, nil
 }
@@ -187,6 +201,11 @@ func (s *Server) dispatch(ctx context.Context, req Request) (reply, string, erro
 	// Exact base path, no suffix matching: /x/byollm/claim is not claim.
 	path := strings.TrimSuffix(req.Path, "/")
 	rest, found := strings.CutPrefix(path, s.basePath+"/")
+	if s.cloud != nil {
+		// On the cloud lane daemons reach the site's jobs through its relay;
+		// serving them here too would let one job run twice.
+		return fail(protocol.CodeNotFound, "this site serves its daemons through a relay"), "", nil
+	}
 	if !found || !contains(endpoints, rest) {
 		return fail(protocol.CodeNotFound, fmt.Sprintf("not a %s endpoint", s.basePath)), "", nil
 	}

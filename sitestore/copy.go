@@ -8,6 +8,7 @@ func CopyJob(j Job) Job {
 	j.AudienceAllow = cloneNil(j.AudienceAllow)
 	j.DependsOn = slices.Clone(j.DependsOn)
 	j.RefusedBy = slices.Clone(j.RefusedBy)
+	j.SealedTo = slices.Clone(j.SealedTo)
 	if j.Lease != nil {
 		l := *j.Lease
 		j.Lease = &l

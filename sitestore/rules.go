@@ -3,6 +3,7 @@ package sitestore
 import (
 	"slices"
 
+	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
 )
 
@@ -50,6 +51,9 @@ func NewJob(in CreateInput, blocked bool, now, defaultTTLMs int64) Job {
 		DeadlineAt:    in.DeadlineAt,
 		RefusedBy:     []string{},
 		UpdatedAt:     now,
+
+		AwaitingPublish: in.AwaitingPublish,
+		Streaming:       in.Streaming,
 	}
 	// The TTL clock starts only once nothing blocks the job: starting it at
 	// enqueue would expire a dependent for waiting on a slow dependency.
@@ -135,6 +139,65 @@ func Adopt(j Job, leaseID string, expiresAt, now int64) (Job, bool) {
 	return j, true
 }
 
+// MarkPublished is the relay's acceptance of the stub.
+func MarkPublished(j Job, now int64) (Job, bool) {
+	if !j.AwaitingPublish {
+		return j, false
+	}
+	j.AwaitingPublish = false
+	j.UpdatedAt = now
+	return j, true
+}
+
+// SealTo is the cloud lane's adopt, written before the sealed payload
+// leaves the site (write-ahead: a result from that device is accepted
+// after a restart). Unlike Adopt it replaces an earlier adopted lease: the
+// relay owns leases, and a device re-claiming after the awaiting window
+// lapsed holds a new one; the result is still accepted only from a device
+// in SealedTo. Refused for a job that is finished, expired, cancelled
+// (sealing is the irreversible half: once the ciphertext is out a device
+// can run it), or held by one of this site's own runners.
+func SealTo(j Job, leaseID string, expiresAt int64, device protocol.PublicIdentity, now int64) (Job, bool) {
+	if j.State != StateQueued && j.State != StateClaimed && j.State != StateRunning {
+		return j, false
+	}
+	if j.CancelRequested || (j.Lease != nil && !j.Adopted()) {
+		return j, false
+	}
+	if j.State == StateQueued {
+		j.State = StateClaimed
+	}
+	j.Lease = &protocol.Lease{ID: leaseID, RunnerID: "", ExpiresAt: expiresAt}
+	if !slices.Contains(j.SealedTo, device) {
+		j.SealedTo = append(slices.Clone(j.SealedTo), device)
+	}
+	j.UpdatedAt = now
+	return j, true
+}
+
+// EndJob ends a live job without a result a device signed: the relay
+// evicted it, it holds a result this site cannot accept, or a device
+// answered a cancel before it was sent anything. The state is the
+// outcome's (error unless canceled). A finished or expired job keeps its
+// end: a job ends once.
+func EndJob(j Job, outcome site.Outcome, reason string, now int64) (Job, bool) {
+	if j.Terminal() || j.State == StateExpired {
+		return j, false
+	}
+	j.State = StateError
+	if outcome.Outcome == StateCanceled {
+		j.State = StateCanceled
+	}
+	j.Lease = nil
+	j.CancelRequested = false
+	j.AwaitingPublish = false
+	o := outcome
+	j.Outcome = &o
+	j.EndReason = reason
+	j.UpdatedAt = now
+	return j, true
+}
+
 // CompleteJob is Complete's decision, in the reference's order:
 //  1. terminal is tested before the holder, and answered duplicate only to
 //     the same device under the same grant (anyone else gets the plain
@@ -158,7 +221,13 @@ func CompleteJob(j Job, in CompleteInput, now int64) (out Job, res CompleteResul
 		return j, CompleteResult{Job: &jj}, false
 	}
 	var held bool
-	if in.Holder.ByLease {
+	if in.Holder.Device != nil {
+		// The cloud lane: the payload post names no lease, so a seal can
+		// land on a newer lease than the one the site read; what proves the
+		// work is this site's is the device it sealed to, whose signature
+		// the caller has checked.
+		held = slices.Contains(j.SealedTo, *in.Holder.Device)
+	} else if in.Holder.ByLease {
 		// The grant, and on this site's own leases its runner too: the
 		// reference checks the lease id alone, which lets whoever learns a
 		// lease id write another runner's result. An adopted lease (a
@@ -180,7 +249,7 @@ func CompleteJob(j Job, in CompleteInput, now int64) (out Job, res CompleteResul
 	default:
 		j.State = StateError
 	}
-	if in.Holder.ByLease {
+	if in.Holder.ByLease || in.Holder.Device != nil {
 		j.CompletedByLeaseID = in.Holder.LeaseID
 	} else {
 		j.CompletedByLeaseID = j.Lease.ID
@@ -191,6 +260,7 @@ func CompleteJob(j Job, in CompleteInput, now int64) (out Job, res CompleteResul
 	j.Outcome = &outcome
 	j.Provenance = &prov
 	j.CancelRequested = false
+	j.AwaitingPublish = false
 	j.UpdatedAt = now
 	jj := j
 	return j, CompleteResult{Accepted: true, Job: &jj}, true

@@ -87,6 +87,31 @@ type Job struct {
 	// when a held job is cancelled, delivered to its holder at heartbeat,
 	// dropped when the job completes.
 	CancelRequested bool
+
+	// The cloud lane's (a job published to a relay, site-server.md §8).
+
+	// AwaitingPublish is set from Create until the relay has accepted the
+	// stub: a site restarted in between publishes it again (the relay's
+	// enqueue is idempotent per site and id).
+	AwaitingPublish bool
+	// Streaming is the stub's flag, kept so a republished stub is the
+	// stub first published.
+	Streaming bool
+	// SealedTo is every device the payload was sealed to, each recorded
+	// before the sealed payload left the site (SealTo): a result is
+	// accepted from one of them, whatever lease the relay names, and from
+	// nobody else, across restarts.
+	SealedTo []protocol.PublicIdentity
+	// EndReason says why a job ended without a result a device signed
+	// (End): evicted by the relay, a result this site refused, the stub
+	// refused.
+	EndReason string
+}
+
+// NeedsPublish reports whether a job's stub must still be (re)published:
+// set at create on the cloud lane, live, and not yet accepted by the relay.
+func (j Job) NeedsPublish() bool {
+	return j.AwaitingPublish && !j.Terminal() && j.State != StateExpired
 }
 
 // Adopted reports whether the job's lease was granted by a relay rather
@@ -161,6 +186,10 @@ type CreateInput struct {
 	DependsOn     []string
 	TTLMs         int64 // 0 means the store's default
 	DeadlineAt    int64 // 0 means none
+	// AwaitingPublish marks a cloud-lane job whose stub the relay has not
+	// accepted yet (Job.AwaitingPublish); Streaming is the stub's flag.
+	AwaitingPublish bool
+	Streaming       bool
 }
 
 // ClaimInput is a runner asking for work.
@@ -201,13 +230,34 @@ type AdoptInput struct {
 	ExpiresAt int64
 }
 
+// SealToInput records, before the sealed payload is posted, the relay's
+// lease on a job and the device the payload is sealed to.
+type SealToInput struct {
+	JobID     string
+	LeaseID   string
+	ExpiresAt int64
+	Device    protocol.PublicIdentity
+}
+
+// EndInput ends a live job without a device's result: Outcome's state
+// (error or canceled) and why.
+type EndInput struct {
+	JobID   string
+	Outcome site.Outcome
+	Reason  string
+}
+
 // Holder is who may complete a job: the direct lane names the grant
 // (ByLease, with the authenticated RunnerID, which must then also hold
-// it); a "by runner" holder exists for callers with no lease id.
+// it); a "by runner" holder exists for callers with no lease id. The cloud
+// lane names the device whose signature the result carries (Device, with
+// the lease the relay recorded it under in LeaseID): it holds the job if
+// the payload was sealed to it (Job.SealedTo), whatever the lease.
 type Holder struct {
 	ByLease  bool
 	LeaseID  string
 	RunnerID string
+	Device   *protocol.PublicIdentity
 }
 
 // CompleteInput is a verified result.
@@ -320,6 +370,23 @@ type JobStore interface {
 	CancelRequests(ctx context.Context, runnerID string) ([]protocol.GrantRef, error)
 	// ClaimedBy lists the jobs whose lease is this runner's.
 	ClaimedBy(ctx context.Context, runnerID string) ([]Job, error)
+
+	// The cloud lane (site-server.md §8): a job published to a relay.
+
+	// MarkPublished clears AwaitingPublish once the relay accepted the
+	// stub; false if unknown or already clear.
+	MarkPublished(ctx context.Context, jobID string) (Job, bool, error)
+	// Unpublished lists the jobs that NeedsPublish, oldest first.
+	Unpublished(ctx context.Context) ([]Job, error)
+	// SealTo expires the job if due, then applies the SealTo rule: the
+	// relay's lease adopted (replacing an earlier adopted one) and the
+	// device added to SealedTo, in one write. The job as it stands and
+	// whether it was sealed.
+	SealTo(ctx context.Context, in SealToInput) (Job, bool, error)
+	// End expires the job if due, then applies EndJob. The job as it
+	// stands and whether this call ended it.
+	End(ctx context.Context, in EndInput) (Job, bool, error)
+
 	// Subscribe calls onChange after every write this store makes to the
 	// job (the push seam). The returned function unsubscribes and is safe
 	// to call more than once.

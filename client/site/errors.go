@@ -62,7 +62,8 @@ func IsRetryable(err error) bool {
 		return re.Retryable()
 	}
 	var ne *networkError
-	return errors.As(err, &ne)
+	var le *LedgerError
+	return errors.As(err, &ne) || errors.As(err, &le)
 }
 
 // networkError is a request that got no HTTP answer.

@@ -126,8 +126,12 @@ func (c *Client) Pump(ctx context.Context) (Report, error) {
 // PumpSeals is Pump's first half: seal for every job a device claimed.
 func (c *Client) PumpSeals(ctx context.Context) (Report, error) {
 	var rep Report
-	err := c.sealPending(ctx, &rep)
-	return c.finish(rep, err)
+	_, refused, err := c.Republish(ctx)
+	rep.Refused = append(rep.Refused, refused...)
+	if err == nil {
+		err = c.sealPending(ctx, &rep)
+	}
+	return c.finish(ctx, rep, err)
 }
 
 // PumpResults is Pump's second half: collect results and evictions, end
@@ -135,14 +139,22 @@ func (c *Client) PumpSeals(ctx context.Context) (Report, error) {
 func (c *Client) PumpResults(ctx context.Context) (Report, error) {
 	var rep Report
 	err := c.collectResults(ctx, &rep)
-	return c.finish(rep, err)
+	return c.finish(ctx, rep, err)
 }
 
 // finish ends what the clock says is over, hands over every ending not yet
 // reported, and turns a retryable error into Deferred.
-func (c *Client) finish(rep Report, err error) (Report, error) {
-	c.endPastDeadline()
+func (c *Client) finish(ctx context.Context, rep Report, err error) (Report, error) {
+	expired, eerr := c.ledger.Expire(ctx, c.now())
+	err = errors.Join(err, ledgerErr(eerr))
 	c.mu.Lock()
+	c.outbox = append(c.outbox, expired...)
+	now := c.now()
+	for id, g := range c.streams {
+		if g.deadlineAt <= now {
+			delete(c.streams, id)
+		}
+	}
 	rep.Ended = append(rep.Ended, c.outbox...)
 	c.outbox = nil
 	c.mu.Unlock()
@@ -214,7 +226,10 @@ func (c *Client) sealPending(ctx context.Context, rep *Report) error {
 		if claim.Device == nil || claim.LeaseID == "" {
 			continue
 		}
-		envelope, refusal := c.resealFor(claim)
+		envelope, refusal, err := c.resealFor(ctx, claim)
+		if err != nil {
+			return err
+		}
 		if refusal != "" {
 			rep.Refused = append(rep.Refused, Refusal{JobID: claim.JobID, Reason: refusal})
 			continue
@@ -223,7 +238,7 @@ func (c *Client) sealPending(ctx context.Context, rep *Report) error {
 			continue // not a job this site published
 		}
 		var resp protocol.JobStateResponse
-		err := c.post(ctx, "payload", protocol.PayloadRequest{
+		err = c.post(ctx, "payload", protocol.PayloadRequest{
 			ProtocolVersion: protocol.ProtocolVersion, SiteID: c.siteID, JobID: claim.JobID, Envelope: *envelope,
 		}, &resp)
 		var re *RelayError
@@ -243,60 +258,64 @@ func (c *Client) sealPending(ctx context.Context, rep *Report) error {
 }
 
 // resealFor opens the job's at-rest payload and seals it to the claiming
-// device. A nil envelope and no refusal means the job is not this site's
-// to answer for (published by another process, or already forgotten).
-func (c *Client) resealFor(claim protocol.SitePendingJob) (*protocol.SealedEnvelope, string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	j, ok := c.jobs[claim.JobID]
+// device, recording the device in the ledger first. A nil envelope and no
+// refusal means the job is not this site's to answer for (published by
+// another process, or already forgotten).
+func (c *Client) resealFor(ctx context.Context, claim protocol.SitePendingJob) (*protocol.SealedEnvelope, string, error) {
+	j, ok, err := c.ledger.Lookup(ctx, claim.JobID)
+	if err != nil {
+		return nil, "", ledgerErr(err)
+	}
 	if !ok {
-		return nil, ""
+		return nil, "", nil
 	}
-	if j.cancelled {
-		// Sealing is the irreversible half: once the ciphertext is with the
-		// relay a device can run it.
-		return nil, "cancelled here; not sealing it to anybody"
-	}
-	if j.ended != "" {
-		return nil, "already ended here (" + string(j.ended) + "); not sealing it again"
+	if refusal := sealRefusal(j); refusal != "" {
+		return nil, refusal, nil
 	}
 	device := *claim.Device
 	// The relay's word for which key the device holds is checked before
 	// anything is sealed to it: an encryption key not signed by the identity
 	// presenting it would let whoever holds it read the payload.
 	if !protocol.VerifyPublicIdentity(device) {
-		return nil, "the claiming device's encryption key is not signed by its identity"
+		return nil, "the claiming device's encryption key is not signed by its identity", nil
 	}
 	deviceKeyID, err := protocol.KeyID(device.Identity)
 	if err != nil {
-		return nil, "the claiming device's identity is not a key"
+		return nil, "the claiming device's identity is not a key", nil
 	}
 	self := c.keys.KeyID()
-	plaintext, err := protocol.Open(j.atRest, c.keys, c.keys.Public().Identity, protocol.ExpectedEnvelope{
-		JobID: j.stub.ID, SenderKeyID: self, RecipientKeyID: self, Direction: protocol.DirectionPayload,
+	plaintext, err := protocol.Open(j.AtRest, c.keys, c.keys.Public().Identity, protocol.ExpectedEnvelope{
+		JobID: j.Stub.ID, SenderKeyID: self, RecipientKeyID: self, Direction: protocol.DirectionPayload,
 	})
 	if err != nil {
-		return nil, "this site cannot open its own at-rest payload: " + err.Error()
+		return nil, "this site cannot open its own at-rest payload: " + err.Error(), nil
 	}
 	envelope, err := protocol.Seal(plaintext, c.keys, device.Encryption, protocol.EnvelopeContext{
-		JobID: j.stub.ID, SenderKeyID: self, RecipientKeyID: deviceKeyID,
+		JobID: j.Stub.ID, SenderKeyID: self, RecipientKeyID: deviceKeyID,
 		// From the record, never a fresh clock read: the at-rest envelope's
 		// deadline is what reseal.ts binds (createdAt + the max age).
-		DeadlineAt: j.createdAt + protocol.EnvelopeMaxAgeMs, Direction: protocol.DirectionPayload,
+		DeadlineAt: j.CreatedAt + protocol.EnvelopeMaxAgeMs, Direction: protocol.DirectionPayload,
 	})
 	if err != nil {
-		return nil, "sealing to the device failed: " + err.Error()
+		return nil, "sealing to the device failed: " + err.Error(), nil
 	}
-	// A lease the relay granted after an earlier one lapsed is adopted
-	// too (the reference site refuses it, which leaves a job whose first
-	// device died unfinishable): the relay owns leases, and the result is
-	// still accepted only from a device this job was sealed to.
-	if !j.sealedToDevice(device) {
-		j.sealedTo = append(j.sealedTo, device)
+	// Recorded before the envelope leaves (write-ahead): a site that dies
+	// after posting must still accept this device's result when it comes
+	// back. A lease the relay granted after an earlier one lapsed is
+	// adopted too (the reference site refuses it, which leaves a job whose
+	// first device died unfinishable): the relay owns leases, and the
+	// result is still accepted only from a device this job was sealed to.
+	refusal, err := c.ledger.Sealing(ctx, claim)
+	if err != nil {
+		return nil, "", ledgerErr(err)
 	}
-	// The grant a live stream of this job is keyed to (stream.go).
-	j.streamLease, j.streamDevice = claim.LeaseID, device
-	return &envelope, ""
+	if refusal != "" {
+		return nil, refusal, nil
+	}
+	c.mu.Lock()
+	c.streams[claim.JobID] = streamGrant{lease: claim.LeaseID, device: device, deadlineAt: j.Stub.DeadlineAt}
+	c.mu.Unlock()
+	return &envelope, "", nil
 }
 
 func (c *Client) collectResults(ctx context.Context, rep *Report) error {
@@ -325,22 +344,31 @@ func (c *Client) collectResults(ctx context.Context, rep *Report) error {
 	c.mu.Unlock()
 
 	for _, done := range finished.Jobs {
-		if refusal := c.accept(done); refusal != "" {
+		refusal, err := c.accept(ctx, done)
+		if err != nil {
+			return err
+		}
+		if refusal != "" {
 			rep.Refused = append(rep.Refused, Refusal{JobID: done.JobID, Reason: refusal})
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	for _, id := range finished.Evicted {
-		j, ok := c.jobs[id]
+		_, ok, err := c.ledger.Lookup(ctx, id)
+		if err != nil {
+			return ledgerErr(err)
+		}
 		if !ok {
 			// Another process of this site published it: its notice is
 			// that process's to take.
 			continue
 		}
+		c.mu.Lock()
 		c.collect[id] = true
-		c.end(j, Ending{JobID: id, Fate: FateEvicted,
-			Reason: "the relay evicted it: its claim lapsed unsealed " + strconv.Itoa(evictionAfter) + " times"})
+		c.mu.Unlock()
+		if err := c.end(ctx, Ending{JobID: id, Fate: FateEvicted,
+			Reason: "the relay evicted it: its claim lapsed unsealed " + strconv.Itoa(evictionAfter) + " times"}); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -352,45 +380,53 @@ const evictionAfter = 3
 // accept judges one finished job and ends it. A refusal is returned for the
 // Report as well as recorded as the job's failure; nothing happens for a job
 // that already ended here (its result is only collected) or that is not
-// this process's.
-func (c *Client) accept(done protocol.SiteResult) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	j, ok := c.jobs[done.JobID]
+// this site's.
+func (c *Client) accept(ctx context.Context, done protocol.SiteResult) (string, error) {
+	j, ok, err := c.ledger.Lookup(ctx, done.JobID)
+	if err != nil {
+		return "", ledgerErr(err)
+	}
 	if !ok {
-		return ""
+		return "", nil
 	}
+	c.mu.Lock()
 	c.collect[done.JobID] = true
-	if j.ended != "" {
-		return ""
+	c.mu.Unlock()
+	if j.Ended != "" {
+		return "", nil
 	}
-	if len(j.sealedTo) == 0 && j.cancelled {
+	if len(j.SealedTo) == 0 && j.Cancelled {
 		// A device that was told of the cancel before this site sealed
 		// anything reports "canceled" for work it never saw. Nothing to
 		// verify it against, and nothing the app does not already know.
-		c.end(j, Ending{JobID: j.stub.ID, Fate: FateCancelled, Reason: "cancelled before any device was sent the payload"})
-		return ""
+		return "", c.end(ctx, Ending{JobID: j.Stub.ID, Fate: FateCancelled, Reason: "cancelled before any device was sent the payload"})
 	}
 	res, err := c.open(j, done)
 	if err != nil {
-		c.end(j, Ending{JobID: j.stub.ID, Fate: FateFailed, Reason: err.Error()})
-		return err.Error()
+		if eerr := c.end(ctx, Ending{JobID: j.Stub.ID, Fate: FateFailed, Reason: err.Error()}); eerr != nil {
+			return "", eerr
+		}
+		return err.Error(), nil
 	}
-	c.end(j, Ending{JobID: j.stub.ID, Fate: FateVerified, Result: res})
-	return ""
+	return "", c.end(ctx, Ending{JobID: j.Stub.ID, Fate: FateVerified, Result: res})
 }
 
-// end records j's one ending and queues it for the next report. Called with
-// c.mu held; a job that already ended keeps its first fate.
-func (c *Client) end(j *job, e Ending) {
-	if j.ended != "" {
-		return
+// end records a job's one ending in the ledger and, if this was it, queues
+// it for the next report; a job that already ended keeps its first fate.
+func (c *Client) end(ctx context.Context, e Ending) error {
+	first, err := c.ledger.End(ctx, e)
+	if err != nil {
+		return ledgerErr(err)
 	}
-	j.ended = e.Fate
-	c.outbox = append(c.outbox, e)
+	if first {
+		c.mu.Lock()
+		c.outbox = append(c.outbox, e)
+		c.mu.Unlock()
+	}
+	return nil
 }
 
-func (c *Client) open(j *job, done protocol.SiteResult) (*Result, error) {
+func (c *Client) open(j Tracked, done protocol.SiteResult) (*Result, error) {
 	if done.Envelope == nil || done.Device == nil || done.LeaseID == "" {
 		return nil, errors.New("the relay listed a result with no envelope, device or lease")
 	}
@@ -405,7 +441,7 @@ func (c *Client) open(j *job, done protocol.SiteResult) (*Result, error) {
 	// the relay and never delivered. A device never sealed to gets nothing
 	// it could answer.
 	if !j.sealedToDevice(*done.Device) {
-		if len(j.sealedTo) == 0 {
+		if len(j.SealedTo) == 0 {
 			return nil, errors.New("a result for a job this site never sealed to any device")
 		}
 		return nil, errors.New("the relay names a different device than the one this site sealed the work to")
@@ -415,7 +451,7 @@ func (c *Client) open(j *job, done protocol.SiteResult) (*Result, error) {
 		return nil, errors.New("the device's identity is not a key")
 	}
 	plaintext, err := protocol.Open(*done.Envelope, c.keys, done.Device.Identity, protocol.ExpectedEnvelope{
-		JobID: j.stub.ID, SenderKeyID: deviceKeyID, RecipientKeyID: c.keys.KeyID(), Direction: protocol.DirectionResult,
+		JobID: j.Stub.ID, SenderKeyID: deviceKeyID, RecipientKeyID: c.keys.KeyID(), Direction: protocol.DirectionResult,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("the result does not open as the device's: %w", err)
@@ -425,43 +461,35 @@ func (c *Client) open(j *job, done protocol.SiteResult) (*Result, error) {
 		return nil, err
 	}
 	return &Result{
-		JobID: j.stub.ID, Outcome: sealed.Outcome, Ran: sealed.Ran,
+		JobID: j.Stub.ID, Outcome: sealed.Outcome, Ran: sealed.Ran,
 		RunnerID: done.RunnerID, RunnerOwner: done.RunnerOwner, LeaseID: done.LeaseID,
 		Device: *done.Device, DeviceKeyID: deviceKeyID,
-		Audience: j.stub.Audience, Untrusted: j.stub.Audience != "private",
+		Audience: j.Stub.Audience, Untrusted: j.Stub.Audience != "private",
 	}, nil
 }
 
-// endPastDeadline ends every job whose deadline passed with no fate as
-// expired, and forgets the ones that ended before it: past the deadline the
-// relay has dropped the job too and nothing more can arrive for it, and a
-// site pumping for days must not grow without bound.
-func (c *Client) endPastDeadline() {
-	now := c.now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for id, j := range c.jobs {
-		if j.stub.DeadlineAt > now {
-			continue
-		}
-		if j.ended == "" {
-			c.end(j, Ending{JobID: id, Fate: FateExpired, Reason: "its deadline passed with no result"})
-			continue // forgotten next time, after the ending is reported
-		}
-		delete(c.jobs, id)
-		delete(c.collect, id)
+// Pending is how many published jobs have not ended yet, as the default
+// in-memory ledger counts them; with another ledger, ask its store.
+func (c *Client) Pending() int {
+	if m, ok := c.ledger.(*memoryLedger); ok {
+		return m.pending()
 	}
+	return 0
 }
 
-// Pending is how many published jobs have not ended yet.
-func (c *Client) Pending() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, j := range c.jobs {
-		if j.ended == "" {
-			n++
-		}
+// ledgerErr marks a ledger failure (a durable ledger's store was
+// unreachable) as worth trying again: the cycle ends Deferred, and Run
+// keeps going.
+func ledgerErr(err error) error {
+	if err == nil {
+		return nil
 	}
-	return n
+	return &LedgerError{Err: err}
 }
+
+// LedgerError is a Ledger that failed (its store did not answer). It is
+// retryable: nothing was decided.
+type LedgerError struct{ Err error }
+
+func (e *LedgerError) Error() string { return "site ledger: " + e.Err.Error() }
+func (e *LedgerError) Unwrap() error { return e.Err }

@@ -66,6 +66,8 @@ type Config struct {
 	RetryBackoff time.Duration
 	// Sleep waits between tries; nil waits on a timer. Tests inject one.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Ledger keeps the published jobs; nil keeps them in process memory.
+	Ledger Ledger
 }
 
 // Client is one site's connection to a relay. Safe for concurrent use.
@@ -79,47 +81,27 @@ type Client struct {
 	backoff  time.Duration
 	sleep    func(ctx context.Context, d time.Duration) error
 
-	mu   sync.Mutex
-	jobs map[string]*job
+	ledger Ledger
+
+	mu sync.Mutex
 	// collect are ids whose fate this site has taken from a results list,
 	// to be named in the next collect so the relay stops listing them.
+	// Memory only: after a restart the relay lists them again, and a job
+	// the ledger says has ended is then only collected.
 	collect map[string]bool
 	// outbox are endings not yet handed to a report.
 	outbox []Ending
+	// streams is the latest grant this process sealed each job's payload
+	// under: a live stream is keyed to it (stream.go).
+	streams map[string]streamGrant
 }
 
-// job is what the site remembers about one published job.
-type job struct {
-	stub protocol.JobStub
-	// atRest is the payload sealed to the site's own key (direct-mode
-	// jobs-at-rest encryption, which the cloud lane inherits): the
-	// plaintext exists only for the moment of re-sealing to a device.
-	atRest    protocol.SealedEnvelope
-	createdAt int64
-	cancelled bool
-	// sealedTo is every device this site handed the payload to. A result
-	// is accepted only from one of them, whatever lease the relay recorded
-	// it under: a relay that names some other device gets a refusal, not a
-	// result.
-	sealedTo []protocol.PublicIdentity
-	// ended is the job's fate once it has one; a result the relay re-serves
-	// after that is only collected, never judged again.
-	ended Fate
-	// streamLease and streamDevice are the latest grant this site sealed
-	// the payload under: a live stream is keyed to it.
-	streamLease  string
-	streamDevice protocol.PublicIdentity
-}
-
-// sealedToDevice reports whether this job's payload was sealed to device
-// (both keys: the identity that signs and the key the payload went to).
-func (j *job) sealedToDevice(device protocol.PublicIdentity) bool {
-	for _, d := range j.sealedTo {
-		if d == device {
-			return true
-		}
-	}
-	return false
+// streamGrant is the lease and device a live stream is keyed to.
+type streamGrant struct {
+	lease  string
+	device protocol.PublicIdentity
+	// deadlineAt is the job's: past it the grant is forgotten.
+	deadlineAt int64
 }
 
 // New checks the configuration and returns a client.
@@ -136,8 +118,12 @@ func New(cfg Config) (*Client, error) {
 		attempts: cfg.MaxAttempts,
 		backoff:  cfg.RetryBackoff,
 		sleep:    cfg.Sleep,
-		jobs:     map[string]*job{},
+		ledger:   cfg.Ledger,
 		collect:  map[string]bool{},
+		streams:  map[string]streamGrant{},
+	}
+	if c.ledger == nil {
+		c.ledger = newMemoryLedger()
 	}
 	if c.http == nil {
 		c.http = &http.Client{
@@ -195,22 +181,22 @@ func (c *Client) Publish(ctx context.Context, stub protocol.JobStub, payload Pay
 		return "", fmt.Errorf("seal at rest: %w", err)
 	}
 
-	// Remembered before the relay hears of it, so a Pump running alongside
-	// can seal for a device that claims it the instant it is queued.
-	// A job that already ended here is published anew: at the relay it is
-	// gone (evicted, expired) or done, and either way this is a new job.
-	c.mu.Lock()
-	if prev, ok := c.jobs[stub.ID]; ok && prev.ended == "" && prev.stub != stub {
-		c.mu.Unlock()
-		return "", fmt.Errorf("site: job %s was already published with a different stub", stub.ID)
-	} else if !ok || prev.ended != "" {
-		c.jobs[stub.ID] = &job{stub: stub, atRest: atRest, createdAt: createdAt}
-		delete(c.collect, stub.ID)
+	// Tracked before the relay hears of it, so a Pump running alongside
+	// can seal for a device that claims it the instant it is queued, and a
+	// durable ledger publishes it again after a restart.
+	if err := c.ledger.Track(ctx, Tracked{Stub: stub, AtRest: atRest, CreatedAt: createdAt}); err != nil {
+		return "", err
 	}
+	c.mu.Lock()
+	delete(c.collect, stub.ID)
 	c.mu.Unlock()
+	return c.announce(ctx, stub)
+}
 
+// announce posts a tracked stub and records that the relay accepted it.
+func (c *Client) announce(ctx context.Context, stub protocol.JobStub) (string, error) {
 	var resp protocol.JobStateResponse
-	err = c.post(ctx, "enqueue", protocol.EnqueueRequest{
+	err := c.post(ctx, "enqueue", protocol.EnqueueRequest{
 		ProtocolVersion: protocol.ProtocolVersion, SiteID: c.siteID, Stub: stub,
 	}, &resp)
 	if err != nil {
@@ -218,13 +204,41 @@ func (c *Client) Publish(ctx context.Context, stub protocol.JobStub, payload Pay
 		if errors.As(err, &refused) {
 			// Not queued, and waiting will not queue it: forget it, so a
 			// corrected stub can be published under the same id.
-			c.mu.Lock()
-			delete(c.jobs, stub.ID)
-			c.mu.Unlock()
+			if uerr := c.ledger.Untrack(ctx, stub.ID, refused.Error()); uerr != nil {
+				return "", ledgerErr(uerr)
+			}
 		}
 		return "", err
 	}
+	if err := c.ledger.Published(ctx, stub.ID); err != nil {
+		return "", ledgerErr(err)
+	}
 	return resp.State, nil
+}
+
+// Republish posts again every tracked stub the relay has not accepted
+// (a Publish that failed retryably, or a durable ledger's jobs from before
+// a restart); the relay's enqueue is idempotent per job. PumpSeals calls
+// it every cycle. It returns the ids published and the ones the relay
+// refused (untracked, as Publish does).
+func (c *Client) Republish(ctx context.Context) (published []string, refused []Refusal, err error) {
+	jobs, err := c.ledger.Unpublished(ctx)
+	if err != nil {
+		return nil, nil, ledgerErr(err)
+	}
+	for _, t := range jobs {
+		_, err := c.announce(ctx, t.Stub)
+		var er *EnqueueRefused
+		if errors.As(err, &er) {
+			refused = append(refused, Refusal{JobID: t.Stub.ID, Reason: er.Error()})
+			continue
+		}
+		if err != nil {
+			return published, refused, err
+		}
+		published = append(published, t.Stub.ID)
+	}
+	return published, refused, nil
 }
 
 func (c *Client) completeStub(stub protocol.JobStub, payload Payload) (protocol.JobStub, error) {
@@ -265,21 +279,17 @@ func (c *Client) completeStub(stub protocol.JobStub, payload Payload) (protocol.
 // ended), reported in the next Report; a result arriving after that is not
 // delivered. After an error it has not ended: call Cancel again.
 func (c *Client) Cancel(ctx context.Context, jobID string) (cancelled bool, err error) {
-	c.mu.Lock()
-	if j, ok := c.jobs[jobID]; ok {
-		j.cancelled = true
+	if err := c.ledger.Cancelling(ctx, jobID); err != nil {
+		return false, ledgerErr(err)
 	}
-	c.mu.Unlock()
 	var resp protocol.CancelResponse
 	if err := c.post(ctx, "cancel", protocol.CancelRequest{
 		ProtocolVersion: protocol.ProtocolVersion, SiteID: c.siteID, JobID: jobID,
 	}, &resp); err != nil {
 		return false, err
 	}
-	c.mu.Lock()
-	if j, ok := c.jobs[jobID]; ok {
-		c.end(j, Ending{JobID: jobID, Fate: FateCancelled, Reason: "cancelled by this site"})
+	if err := c.end(ctx, Ending{JobID: jobID, Fate: FateCancelled, Reason: "cancelled by this site"}); err != nil {
+		return false, err
 	}
-	c.mu.Unlock()
 	return resp.Cancelled, nil
 }

@@ -95,12 +95,8 @@ var errAttachClosed = errors.New("site: attach closed")
 
 func (c *Client) streamKey(jobID string) (seal.Key, error) {
 	c.mu.Lock()
-	j, ok := c.jobs[jobID]
-	var lease string
-	var device protocol.PublicIdentity
-	if ok {
-		lease, device = j.streamLease, j.streamDevice
-	}
+	g := c.streams[jobID]
+	lease, device := g.lease, g.device
 	c.mu.Unlock()
 	if lease == "" {
 		return seal.Key{}, ErrStreamAbsent

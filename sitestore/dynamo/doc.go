@@ -22,7 +22,8 @@
 //	           completed ok whose dependents have not all been told yet.
 //	group      gpk = HELD#<runner>, gsk = job id: what a runner holds (its
 //	           cancel requests, ClaimedBy); gpk = RUNNERS, gsk =
-//	           <owner>#<id>: every runner.
+//	           <owner>#<id>: every runner; gpk = UNPUBLISHED, gsk = job
+//	           id: cloud-lane jobs whose stub the relay has not accepted.
 //
 // # How a decision is made atomic
 //

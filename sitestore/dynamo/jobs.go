@@ -1,6 +1,7 @@
 package dynamo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -568,4 +569,56 @@ func (s *Store) dueIDs(ctx context.Context, pk string, now int64, limit int) ([]
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+}
+
+// MarkPublished records the relay's acceptance of the stub.
+func (s *Store) MarkPublished(ctx context.Context, id string) (sitestore.Job, bool, error) {
+	return s.applyOne(ctx, id, sitestore.MarkPublished)
+}
+
+// Unpublished reads the sparse UNPUBLISHED partition of the group index.
+func (s *Store) Unpublished(ctx context.Context) ([]sitestore.Job, error) {
+	out := []sitestore.Job{}
+	err := s.queryGroup(ctx, unpublishedPK, "", func(av map[string]types.AttributeValue) error {
+		st, err := decodeJob(av)
+		if err != nil {
+			return err
+		}
+		// The index lags the table: judge the copy again.
+		if st.job.NeedsPublish() {
+			out = append(out, st.job)
+		}
+		return nil
+	})
+	slices.SortFunc(out, func(a, b sitestore.Job) int { return cmp.Compare(a.CreatedAt, b.CreatedAt) })
+	return out, err
+}
+
+// SealTo adopts the relay's lease and records the device, write-ahead.
+func (s *Store) SealTo(ctx context.Context, in sitestore.SealToInput) (sitestore.Job, bool, error) {
+	return s.applyOne(ctx, in.JobID, func(j sitestore.Job, now int64) (sitestore.Job, bool) {
+		return sitestore.SealTo(j, in.LeaseID, in.ExpiresAt, in.Device, now)
+	})
+}
+
+// End ends a live job without a device's result.
+func (s *Store) End(ctx context.Context, in sitestore.EndInput) (sitestore.Job, bool, error) {
+	return s.applyOne(ctx, in.JobID, func(j sitestore.Job, now int64) (sitestore.Job, bool) {
+		return sitestore.EndJob(j, in.Outcome, in.Reason, now)
+	})
+}
+
+// applyOne applies a rule after what is due for the job, and reports
+// whether the rule changed it (an expiry alone is written, not reported).
+func (s *Store) applyOne(ctx context.Context, id string, r func(sitestore.Job, int64) (sitestore.Job, bool)) (sitestore.Job, bool, error) {
+	var applied bool
+	j, found, err := s.apply(ctx, id, nil, func(j sitestore.Job, now int64) (sitestore.Job, bool) {
+		j, expired := sitestore.ExpireJob(j, now)
+		j, applied = r(j, now)
+		return j, expired || applied
+	}, false)
+	if err != nil || !found {
+		return sitestore.Job{}, false, err
+	}
+	return j, applied, nil
 }

@@ -119,6 +119,10 @@ const (
 	dueKey    = "DUE"
 	unblockPK = "UNBLOCK"
 	runnersPK = "RUNNERS"
+	// unpublishedPK is the group partition of the cloud-lane jobs whose
+	// stub the relay has not accepted yet: sparse, so a restarted site
+	// finds what to publish again without a scan.
+	unpublishedPK = "UNPUBLISHED"
 )
 
 func jobPK(id string) string      { return "JOB#" + id }
@@ -183,6 +187,10 @@ func itemOf(j sitestore.Job, ver int64, wid string, unblockPending bool) (map[st
 	}
 	if j.Lease != nil && j.Lease.RunnerID != "" {
 		it.GPK, it.GSK = heldPK(j.Lease.RunnerID), j.ID
+	} else if j.NeedsPublish() {
+		// A cloud-lane job is never held by one of this site's runners
+		// (its lease, if any, is adopted), so the two never compete.
+		it.GPK, it.GSK = unpublishedPK, j.ID
 	}
 	return attributevalue.MarshalMap(it)
 }

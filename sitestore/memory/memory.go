@@ -332,3 +332,56 @@ func (s *Store) ClaimedBy(_ context.Context, runnerID string) ([]sitestore.Job, 
 	}
 	return out, nil
 }
+
+// MarkPublished records the relay's acceptance of the stub.
+func (s *Store) MarkPublished(_ context.Context, id string) (sitestore.Job, bool, error) {
+	return s.applyOne(id, sitestore.MarkPublished)
+}
+
+// Unpublished lists the jobs whose stub must still be published.
+func (s *Store) Unpublished(context.Context) ([]sitestore.Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []sitestore.Job{}
+	for _, id := range s.sortedIDs() {
+		if j := s.jobs[id]; j.NeedsPublish() {
+			out = append(out, sitestore.CopyJob(j))
+		}
+	}
+	return out, nil
+}
+
+// SealTo adopts the relay's lease and records the device, write-ahead.
+func (s *Store) SealTo(_ context.Context, in sitestore.SealToInput) (sitestore.Job, bool, error) {
+	return s.applyOne(in.JobID, func(j sitestore.Job, now int64) (sitestore.Job, bool) {
+		return sitestore.SealTo(j, in.LeaseID, in.ExpiresAt, in.Device, now)
+	})
+}
+
+// End ends a live job without a device's result.
+func (s *Store) End(_ context.Context, in sitestore.EndInput) (sitestore.Job, bool, error) {
+	return s.applyOne(in.JobID, func(j sitestore.Job, now int64) (sitestore.Job, bool) {
+		return sitestore.EndJob(j, in.Outcome, in.Reason, now)
+	})
+}
+
+// applyOne applies a rule to one job after what is due for it, and
+// reports whether the rule changed it (an expiry alone is written but not
+// reported).
+func (s *Store) applyOne(id string, rule func(sitestore.Job, int64) (sitestore.Job, bool)) (sitestore.Job, bool, error) {
+	var changed []string
+	defer func() { s.notify(changed) }()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[id]
+	if !ok {
+		return sitestore.Job{}, false, nil
+	}
+	now := s.now()
+	j, expired := sitestore.ExpireJob(j, now)
+	j, applied := rule(j, now)
+	if expired || applied {
+		s.write(j, &changed)
+	}
+	return sitestore.CopyJob(j), applied, nil
+}

@@ -53,6 +53,7 @@ func cases() []testCase {
 	all = append(all, cancelCases()...)
 	all = append(all, pairingCases()...)
 	all = append(all, concurrencyCases()...)
+	all = append(all, cloudCases()...)
 	return all
 }
 
