@@ -24,8 +24,9 @@ const claimSlack = 6
 
 // Claim grants queued work. It sweeps in-line (bounded) first, reads a bounded number of
 // candidates from each queue partition the device may take from (its routes
-// times its kinds, private partitions only for its owner's own routes, and
-// its sticky partition), walks them in enqueue order with the contract's
+// times its kinds, private partitions only for its owner's own routes,
+// streaming partitions only if it opted in to streams, and its sticky
+// partition), walks them in enqueue order with the contract's
 // guards, and grants each in one transaction: the job (conditioned on the
 // version it was read at), its lease pointer, the runner's holder entry and
 // the pair's unsealed set (conditioned on the cap). Cost depends on the
@@ -50,11 +51,19 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 
 	limit := int32(min(in.Max, store.UnsealedPerPair) + claimSlack)
 	var partitions []string
+	// Streaming partitions only for a device that opted in: the others
+	// never read a job they may not take.
+	classes := []bool{false}
+	if in.Streams {
+		classes = append(classes, true)
+	}
 	for r := range routes {
 		for k := range kinds {
-			partitions = append(partitions, queueKey(r.SiteID, r.Owner, k, false))
-			if r.Owner == in.Owner {
-				partitions = append(partitions, queueKey(r.SiteID, r.Owner, k, true))
+			for _, streaming := range classes {
+				partitions = append(partitions, queueKey(r.SiteID, r.Owner, k, false, streaming))
+				if r.Owner == in.Owner {
+					partitions = append(partitions, queueKey(r.SiteID, r.Owner, k, true, streaming))
+				}
 			}
 		}
 	}
@@ -186,10 +195,10 @@ func (s *Store) claimable(c *jobItem, in store.ClaimInput, routes map[store.Rout
 	// see; the rest of the claim goes on.
 	stub, ok := c.stub()
 	if ok && stub.Streaming && !in.Streams {
-		// Live streams go only to devices that opted in. Known limit: a
-		// partition whose head holds more streaming jobs than one bounded
-		// read takes can hide the jobs behind them from a device that
-		// does not stream, until they are claimed.
+		// Live streams go only to devices that opted in. Streaming jobs
+		// queue in their own partitions, so this guards the sticky
+		// partition (which holds both) and a stub whose flag the partition
+		// key missed.
 		return protocol.JobStub{}, false
 	}
 	return stub, ok

@@ -24,7 +24,8 @@
 //
 // # Indexes (sparse)
 //
-//	queue     qk = Q#<site>\0<owner>\0<kind>\0<private|team>, or R#<runner>
+//	queue     qk = Q#<site>\0<owner>\0<kind>\0<private|team>[\0stream]
+//	          (the suffix for a live-stream job), or R#<runner>
 //	          for a job re-offered only to one runner; sort seq (enqueue
 //	          order). Only queued, uncancelled jobs carry qk. Projection ALL.
 //	sitelist  lk = S#<site>\0<awaiting-payload|done|evicted>; sort seq. Keys
@@ -63,7 +64,8 @@
 //
 // Claim reads at most min(Max, UnsealedPerPair)+6 candidates from each queue
 // partition the device may take from (its routes times its kinds, private
-// partitions only on its owner's own routes, and its sticky partition), so
+// partitions only on its owner's own routes, streaming partitions only for
+// a device that opted in to live streams, and its sticky partition), so
 // its cost depends on the route set and never on the depth of the queue.
 // The partitions are fine-grained so that every candidate read passes the
 // route, kind and audience guards: a bounded read is not starved by a deep

@@ -96,7 +96,7 @@ func (j *jobItem) index(shards int) {
 			if j.ReofferTo != "" {
 				j.QK = stickyQueueKey(j.ReofferTo)
 			} else {
-				j.QK = queueKey(j.Site, j.Owner, j.Kind, j.Audience == "private")
+				j.QK = queueKey(j.Site, j.Owner, j.Kind, j.Audience == "private", j.streaming())
 			}
 		}
 	case store.StateAwaitingPayload:
@@ -159,6 +159,16 @@ func (j *jobItem) stub() (protocol.JobStub, bool) {
 		return protocol.JobStub{}, false
 	}
 	return s, true
+}
+
+// streaming is the stub's streaming flag, read alone: the queue partition
+// depends on it. A stub that does not decode says false, which the claim's
+// full decode then leaves queued for an operator, as before.
+func (j *jobItem) streaming() bool {
+	var s struct {
+		Streaming bool `json:"streaming"`
+	}
+	return json.Unmarshal([]byte(j.Stub), &s) == nil && s.Streaming
 }
 
 // job converts to the contract's Job. Envelopes must already be loaded

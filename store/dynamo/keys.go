@@ -64,11 +64,16 @@ const pairingLedgerPK = "CL"
 // it, the sticky partition of the one runner it may go back to. Splitting by
 // kind and audience means the candidates a claim reads are ones it may
 // take, so a bounded read is not starved by a deep queue of work this
-// device can never run.
-func queueKey(siteID, owner, kind string, private bool) string {
+// device can never run. Live-stream jobs (docs/streaming.md) queue apart,
+// for the same reason: only a device that opted in may take them, and it
+// reads both.
+func queueKey(siteID, owner, kind string, private, streaming bool) string {
 	class := "team"
 	if private {
 		class = "private"
+	}
+	if streaming {
+		class += "\x00stream"
 	}
 	return "Q#" + siteID + "\x00" + owner + "\x00" + kind + "\x00" + class
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/byorelay/byorelay/protocol"
@@ -217,5 +218,29 @@ var streamClaimCases = []testCase{
 		in := asRunner("runner_2")
 		in.Streams = true
 		e.same("a device that streams", ids(e.claim(in)), []string{"live"})
+	}}, {"a device that does not stream reaches plain jobs queued behind many streaming ones", func(e *env) {
+		// More streaming jobs ahead than any bounded read of one queue
+		// partition takes: they must not hide the plain job from a device
+		// that may not have them.
+		for i := range 40 {
+			e.enqueue(site, streamingStub(fmt.Sprintf("live-%02d", i)))
+		}
+		e.enqueue(site, stub("plain", "alice"))
+		e.same("a device that does not stream", ids(e.claim(claimArgs())), []string{"plain"})
+		in := asRunner("runner_2")
+		in.Streams = true
+		// One: the plain grant, unsealed, holds the pair's other slot.
+		e.same("a device that streams, oldest first", ids(e.claim(in)), []string{"live-00"})
+	}},
+	{"a device that streams takes plain and streaming jobs in enqueue order", func(e *env) {
+		e.enqueue(site, stub("first", "alice"))
+		e.enqueue(site, streamingStub("second"))
+		e.enqueue(site, stub("third", "alice"))
+		in := claimArgs()
+		in.Streams = true
+		in.Max = 1
+		e.same("first claim", ids(e.claim(in)), []string{"first"})
+		in.RunnerID, in.Device = "runner_2", device("runner_2")
+		e.same("second claim", ids(e.claim(in)), []string{"second"})
 	}},
 }
