@@ -3,6 +3,7 @@ package peers
 import (
 	"encoding/base64"
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
@@ -10,7 +11,7 @@ import (
 )
 
 // Site is a running @byollm/server 0.1.1 site on its relay lane (site.mjs)
-// with one job enqueued, pumping until that job ends.
+// with its jobs enqueued, pumping until every one has ended.
 type Site struct {
 	*Script
 }
@@ -23,9 +24,13 @@ type SiteOptions struct {
 	// relay must already have registered under SiteID.
 	SiteID string
 	Keys   *protocol.Keys
-	// Owner is the person the job is for; Prompt its llm.generate prompt.
+	// Owner is the person the jobs are for; Prompt their llm.generate
+	// prompt.
 	Owner  string
 	Prompt string
+	// Count is how many jobs it enqueues; 0 is one. With more than one,
+	// job i's prompt is Prompt + " #i" (i from 1).
+	Count int
 }
 
 // StartSite starts the site. Its keys reach it the way a deployment
@@ -39,17 +44,18 @@ func StartSite(t testing.TB, o SiteOptions) *Site {
 	env := []string{"BYOLLM_SITE_KEYS=" + base64.StdEncoding.EncodeToString(stored)}
 	return &Site{Start(t, "site.mjs", env,
 		"--relay", o.Relay, "--siteId", o.SiteID, "--owner", o.Owner, "--prompt", o.Prompt,
-		"--timeoutMs", "55000")}
+		"--count", strconv.Itoa(max(o.Count, 1)), "--timeoutMs", "55000")}
 }
 
-// Enqueued is the site's record of the job it published.
+// Enqueued is the site's record of a job it published.
 type Enqueued struct {
 	JobID     string `json:"jobId"`
+	Prompt    string `json:"prompt"`
 	Audience  string `json:"audience"`
 	SizeClass string `json:"sizeClass"`
 }
 
-// Enqueued waits for the job to be published at the relay.
+// Enqueued waits for the next job to be published at the relay.
 func (s *Site) Enqueued(t testing.TB) Enqueued {
 	t.Helper()
 	var e Enqueued
@@ -75,7 +81,7 @@ type Delivered struct {
 	} `json:"provenance"`
 }
 
-// Result waits for the job to end at the site: its result opened,
+// Result waits for the next job to end at the site: its result opened,
 // verified against the claiming device's key, and completed in the site's
 // own store.
 func (s *Site) Result(t testing.TB) Delivered {
