@@ -69,6 +69,14 @@ chaos: deps
 	BYORELAY_CHAOS_JOBS=$(CHAOS_JOBS) BYORELAY_CHAOS_KILL_EVERY=$(CHAOS_KILL_EVERY) \
 	  $(WITH_SERVICES) $(GO) test -count=1 -timeout 6h -run '^TestChaos$$' -v ./localtest/chaos/
 
+## site-restart: the cloud lane's restart test RUNS times in a row: a Go site app on the site table, killed with SIGKILL at
+## chosen moments and restarted, JOBS jobs each run, with the Go daemon and the real byollm daemon; `make test` runs one 10-job run
+RUNS ?= 10
+JOBS ?= 20
+site-restart: deps
+	BYORELAY_SITERESTART_JOBS=$(JOBS) $(WITH_SERVICES) $(GO) test -count=$(RUNS) -failfast -timeout 2h \
+	  -run '^TestASiteKilledAtAnyMomentAndRestartedLosesNoJob$$' -v ./localtest/siterestart/
+
 ## lint: go.mod tidy, gofmt, go vet, staticcheck
 lint:
 	@$(GO) mod tidy -diff || { echo "go.mod: run go mod tidy"; exit 1; }

@@ -13,6 +13,8 @@
 //
 // Sites are not killed: the Go site SDK keeps its jobs (the at-rest payloads
 // it seals from, the devices it sealed to) in memory, so a killed site
-// loses its jobs by construction. What is killed is what a deployment
+// loses its jobs by construction (the site app on the cloud lane keeps
+// them in the site job store instead, and localtest/siterestart kills
+// that). What is killed is what a deployment
 // loses without warning: relay instances and users' machines.
 package chaos

@@ -1,0 +1,394 @@
+package siterestart
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/byorelay/byorelay/client/daemon"
+	site "github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/peers"
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/relay/relaytest"
+	"github.com/byorelay/byorelay/siteserver"
+	"github.com/byorelay/byorelay/sitestore"
+	sitedynamo "github.com/byorelay/byorelay/sitestore/dynamo"
+)
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(envRole); role != "" {
+		if err := runSite(); err != nil {
+			fmt.Fprintf(os.Stderr, "siterestart site: %v\n", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	localtest.Main(m)
+}
+
+// The moments the site is killed at, as the coordinator saw the store and
+// the relay just before the kill.
+const (
+	beforeSeal    = "a job not yet sealed"
+	afterSeal     = "a job sealed, its result not yet back"
+	resultWaiting = "a result waiting at the relay"
+)
+
+var moments = []string{beforeSeal, afterSeal, resultWaiting}
+
+// A daemon under test: started and paired to the world's relay; answer is
+// the text its model gives a prompt.
+type daemonKind struct {
+	name  string
+	start func(t *testing.T, w *peers.World) (runnerID string, answer func(prompt string) string)
+}
+
+var goDaemon = daemonKind{"go daemon", func(t *testing.T, w *peers.World) (string, func(string) string) {
+	t.Helper()
+	keys, err := protocol.GenerateKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	d, err := daemon.New(daemon.Config{RelayURL: w.Origin, Keys: keys, Backend: daemon.EchoBackend{},
+		HeartbeatInterval: 500 * time.Millisecond, Concurrency: 4,
+		// The relay asks pairing polls to wait 2 s; a test need not.
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(min(d, 100*time.Millisecond)):
+				return nil
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := make(chan daemon.PairCode, 1)
+	paired := make(chan error, 1)
+	go func() {
+		_, err := d.Pair(ctx, "restart-test", func(c daemon.PairCode) { codes <- c })
+		paired <- err
+	}()
+	select {
+	case c := <-codes:
+		w.Approve(t, c.UserCode)
+	case err := <-paired:
+		t.Fatalf("pairing ended before a code: %v", err)
+	}
+	if err := <-paired; err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	return d.Pairing().RunnerID, func(prompt string) string {
+		return "echo: " + daemon.ComposePrompt(protocol.KindGenerate, site.GeneratePayload(prompt))
+	}
+}}
+
+var byollmDaemon = daemonKind{"byollm 0.1.1 daemon", func(t *testing.T, w *peers.World) (string, func(string) string) {
+	t.Helper()
+	_, p := w.PairDaemon(t, peers.NewModel(t, "stand-in"))
+	return p.RunnerID, peers.Answer
+}}
+
+// jobsFromEnv is how many jobs a run publishes: a smoke's worth unless
+// BYORELAY_SITERESTART_JOBS says otherwise.
+func jobsFromEnv(t *testing.T) int {
+	n := 10
+	if v := os.Getenv(envJobs); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
+			t.Fatalf("%s=%q is not a positive integer", envJobs, v)
+		}
+	}
+	return n
+}
+
+func TestASiteKilledAtAnyMomentAndRestartedLosesNoJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("siterestart: processes, DynamoDB Local, kills")
+	}
+	for _, k := range []daemonKind{goDaemon, byollmDaemon} {
+		t.Run(k.name, func(t *testing.T) { runRestarts(t, k, jobsFromEnv(t)) })
+	}
+}
+
+func runRestarts(t *testing.T, kind daemonKind, jobs int) {
+	ctx := context.Background()
+	started := time.Now()
+	br := peers.StartByorelay(t)
+	seed := rand.Text()
+	keys, err := siteKeys(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &peers.World{Origin: br.Origin, Admin: controlplane.NewClient(br.Origin, nil), Site: &relaytest.Site{Keys: keys, SiteID: siteID}}
+	if _, err := w.Admin.RegisterSite(ctx, controlplane.RegisterSiteRequest{SiteID: siteID, Site: keys.Public()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Admin.Consent(ctx, controlplane.ConsentAdd, controlplane.ConsentRequest{Owner: jobOwner, SiteID: siteID}); err != nil {
+		t.Fatal(err)
+	}
+	runnerID, answer := kind.start(t, w)
+
+	ddb := localtest.DynamoEndpoint(t)
+	db := dynamodb.NewFromConfig(localtest.AWSConfig(ddb))
+	table := localtest.UniqueName("siterestart")
+	if err := sitedynamo.CreateTable(ctx, db, table); err != nil {
+		t.Fatal(err)
+	}
+	// The coordinator's own view of the site table: it only reads.
+	st, err := sitedynamo.New(sitedynamo.Config{DB: db, Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "site.log")
+	sp := &siteProc{t: t, dir: dir, env: []string{envRole + "=site", envSeed + "=" + seed, envRelay + "=" + br.Origin,
+		envDDB + "=" + ddb, envTable + "=" + table, envJobs + "=" + strconv.Itoa(jobs), envLog + "=" + logPath}}
+	defer sp.kill()
+	sp.start()
+
+	o := observer{t: t, st: st, keys: keys, origin: br.Origin, jobs: jobs}
+	killed := map[string]int{}
+	budget := time.Now().Add(45*time.Second + time.Duration(jobs)*time.Second)
+	for k := 0; ; k++ {
+		// Aim at each moment in turn; kill when it is seen, or after a
+		// while whatever the moment (then it counts as what was seen).
+		target := moments[k%len(moments)]
+		var seen map[string]bool
+		for aim := time.Now().Add(3 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			seen = o.look()
+			if seen["all ended"] || seen[target] || time.Now().After(aim) {
+				break
+			}
+		}
+		if seen["all ended"] {
+			break
+		}
+		if time.Now().After(budget) {
+			t.Fatalf("not every job ended within the budget; kills %v\n%s", killed, o.summary())
+		}
+		sp.kill()
+		label := "another moment"
+		if seen[target] {
+			label = target
+		} else {
+			for _, m := range moments {
+				if seen[m] {
+					label = m
+					break
+				}
+			}
+		}
+		killed[label]++
+		time.Sleep(time.Duration(100+mrand.IntN(300)) * time.Millisecond)
+		sp.start()
+	}
+	sp.kill()
+
+	// Every job ended exactly once, verified, with the model's text.
+	ends := map[string]int{}
+	readLines(t, logPath, func(f []string) {
+		if len(f) == 3 && f[0] == "end" {
+			ends[f[1]]++
+		}
+	})
+	verified := 0
+	for i := range jobs {
+		id := jobID(i)
+		j, found, err := st.Get(ctx, id)
+		if err != nil || !found {
+			t.Errorf("job %s: lost (found=%v err=%v)", id, found, err)
+			continue
+		}
+		if ends[id] > 1 {
+			t.Errorf("job %s: reported ended %d times", id, ends[id])
+		}
+		fate := siteserver.FateOf(j)
+		switch {
+		case fate != site.FateVerified:
+			t.Errorf("job %s: %s (%s), want a verified result", id, fate, j.EndReason)
+		case j.State != sitestore.StateOK || j.Outcome.TextOrEmpty() != answer(promptOf(id)):
+			t.Errorf("job %s: %s %q, want ok %q", id, j.State, j.Outcome.TextOrEmpty(), answer(promptOf(id)))
+		case j.Provenance.RunnerID != runnerID:
+			t.Errorf("job %s: ran on %s, want %s", id, j.Provenance.RunnerID, runnerID)
+		default:
+			verified++
+		}
+	}
+	total := 0
+	for _, n := range killed {
+		total += n
+	}
+	summary := fmt.Sprintf("siterestart %s: %d jobs, %d verified; %d site processes, %d SIGKILLs (%s %d, %s %d, %s %d, other %d); wall %v",
+		kind.name, jobs, verified, sp.starts, total, beforeSeal, killed[beforeSeal], afterSeal, killed[afterSeal],
+		resultWaiting, killed[resultWaiting], killed["another moment"], time.Since(started).Round(time.Millisecond))
+	fmt.Println(summary)
+	t.Log(summary)
+	if total == 0 {
+		t.Error("the site was never killed")
+	}
+}
+
+// siteProc is the site app process, one incarnation at a time.
+type siteProc struct {
+	t      *testing.T
+	dir    string
+	env    []string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	starts int
+}
+
+func (p *siteProc) start() {
+	p.t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	out, err := os.OpenFile(filepath.Join(p.dir, "site.out"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	out.Close()
+	p.cmd, p.exited, p.starts = cmd, make(chan struct{}), p.starts+1
+	exited := p.exited
+	go func() { _ = cmd.Wait(); close(exited) }()
+}
+
+// kill sends SIGKILL to the live incarnation by its pid and waits for it.
+func (p *siteProc) kill() {
+	if p.cmd == nil {
+		return
+	}
+	select {
+	case <-p.exited:
+		// It stopped by itself: that is a failure of the site, not a kill.
+		out, _ := os.ReadFile(filepath.Join(p.dir, "site.out"))
+		p.t.Errorf("the site process exited on its own:\n%s", out)
+	default:
+		_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+	}
+	p.cmd = nil
+}
+
+// observer reads the site table and the relay's results list (a GET: the
+// pure read, which collects nothing) to tell which moments are now.
+type observer struct {
+	t      *testing.T
+	st     *sitedynamo.Store
+	keys   *protocol.Keys
+	origin string
+	jobs   int
+	last   []sitestore.Job
+}
+
+func (o *observer) look() map[string]bool {
+	o.t.Helper()
+	ctx := context.Background()
+	waiting := o.waitingResults()
+	seen := map[string]bool{}
+	ended := 0
+	o.last = o.last[:0]
+	for i := range o.jobs {
+		j, found, err := o.st.Get(ctx, jobID(i))
+		if err != nil {
+			o.t.Fatal(err)
+		}
+		if !found {
+			continue
+		}
+		o.last = append(o.last, j)
+		switch {
+		case siteserver.FateOf(j) != "":
+			ended++
+		case waiting[j.ID]:
+			seen[resultWaiting] = true
+		case len(j.SealedTo) == 0:
+			seen[beforeSeal] = true
+		default:
+			seen[afterSeal] = true
+		}
+	}
+	seen["all ended"] = ended == o.jobs
+	return seen
+}
+
+func (o *observer) waitingResults() map[string]bool {
+	o.t.Helper()
+	r := relaytest.SignedSiteRequest(o.t, o.keys, siteID, "results", time.Now(), nil)
+	req, err := http.NewRequest(r.Method, o.origin+r.Path+"?"+r.RawQuery, nil)
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	req.Header = r.Header
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		o.t.Fatalf("results: %d %s", resp.StatusCode, body)
+	}
+	var list protocol.SiteResultsResponse
+	if err := json.Unmarshal(body, &list); err != nil {
+		o.t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, r := range list.Jobs {
+		out[r.JobID] = true
+	}
+	return out
+}
+
+func (o *observer) summary() string {
+	var b strings.Builder
+	for _, j := range o.last {
+		fmt.Fprintf(&b, "%s %s sealedTo=%d awaitingPublish=%v fate=%q reason=%q\n", j.ID, j.State, len(j.SealedTo), j.AwaitingPublish, siteserver.FateOf(j), j.EndReason)
+	}
+	return b.String()
+}
+
+func readLines(t *testing.T, path string, each func(fields []string)) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		each(strings.Fields(sc.Text()))
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+}

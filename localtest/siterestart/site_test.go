@@ -1,0 +1,113 @@
+package siterestart
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	site "github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/siteserver"
+	sitedynamo "github.com/byorelay/byorelay/sitestore/dynamo"
+)
+
+// The site process's environment.
+const (
+	envRole   = "BYORELAY_SITERESTART_ROLE" // "site"
+	envSeed   = "BYORELAY_SITERESTART_SEED"
+	envRelay  = "BYORELAY_SITERESTART_RELAY"
+	envDDB    = "BYORELAY_SITERESTART_DDB"
+	envTable  = "BYORELAY_SITERESTART_TABLE"
+	envJobs   = "BYORELAY_SITERESTART_JOBS"
+	envLog    = "BYORELAY_SITERESTART_LOG"
+	siteID    = "site-restart"
+	jobOwner  = "alice"
+	pumpEvery = 150 * time.Millisecond
+	// enqueueGap spaces the jobs out so that, at any moment, some are
+	// waiting for a seal, some running and some finished.
+	enqueueGap = 120 * time.Millisecond
+	jobTTL     = 2 * time.Minute
+)
+
+// siteKeys derives the site's keys from the run's secret seed, so the
+// coordinator (which registers the site) and every incarnation of the site
+// process hold the same keys without a key file.
+func siteKeys(seed string) (*protocol.Keys, error) {
+	id := sha256.Sum256([]byte("identity\x00" + seed + "\x00site"))
+	enc := sha256.Sum256([]byte("encryption\x00" + seed + "\x00site"))
+	return protocol.NewKeys(id[:], enc[:])
+}
+
+func jobID(i int) string { return fmt.Sprintf("job-%03d", i) }
+
+func promptOf(id string) string { return "restart test " + id + ": say something" }
+
+// runSite is one incarnation of the site app: open the store, publish the
+// jobs the store does not hold yet, and pump until killed. It never exits
+// on its own; everything it knows is in the store.
+func runSite() error {
+	keys, err := siteKeys(os.Getenv(envSeed))
+	if err != nil {
+		return err
+	}
+	jobs, err := strconv.Atoi(os.Getenv(envJobs))
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(os.Getenv(envLog), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	st, err := sitedynamo.New(sitedynamo.Config{
+		DB:    dynamodb.NewFromConfig(localtest.AWSConfig(os.Getenv(envDDB))),
+		Table: os.Getenv(envTable),
+	})
+	if err != nil {
+		return err
+	}
+	s, err := siteserver.New(siteserver.Config{Store: st, Keys: keys,
+		Cloud: &siteserver.CloudLane{RelayURL: os.Getenv(envRelay), SiteID: siteID}})
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	fmt.Fprintf(logf, "start %d\n", os.Getpid())
+	runErr := make(chan error, 1)
+	go func() {
+		runErr <- s.Run(ctx, pumpEvery, func(rep site.Report) {
+			// One line per ending this process made: a job ended twice
+			// would show as two lines, whichever incarnations wrote them.
+			for _, e := range rep.Ended {
+				fmt.Fprintf(logf, "end %s %s\n", e.JobID, e.Fate)
+			}
+		})
+	}()
+	for i := range jobs {
+		id := jobID(i)
+		if _, found, err := s.Job(ctx, id); err != nil {
+			return err
+		} else if found {
+			continue
+		}
+		_, err := s.Enqueue(ctx, siteserver.EnqueueInput{ID: id, Kind: protocol.KindGenerate,
+			Payload: []byte(fmt.Sprintf(`{"prompt":%q}`, promptOf(id))), Owner: jobOwner, TTLMs: jobTTL.Milliseconds()})
+		if err != nil {
+			return fmt.Errorf("enqueue %s: %w", id, err)
+		}
+		select {
+		case err := <-runErr:
+			return fmt.Errorf("pumping stopped: %w", err)
+		case <-time.After(enqueueGap):
+		}
+	}
+	err = <-runErr
+	return errors.Join(errors.New("pumping stopped"), err)
+}
