@@ -37,6 +37,19 @@ type DenyRequest struct {
 	UserCode string `json:"userCode"`
 }
 
+// PendingPairingsResponse is GET /admin/pairings/pending.
+type PendingPairingsResponse struct {
+	// Pairings are the live pending pairings, newest first, at most
+	// MaxListedPairings of them.
+	Pairings []Pairing `json:"pairings"`
+	// More says more are pending than are listed; a pairing not listed is
+	// still found and decided by its code.
+	More bool `json:"more,omitempty"`
+	// Now is the control plane's clock (epoch ms), so a page can say how
+	// long each code has left without trusting the browser's clock.
+	Now int64 `json:"now"`
+}
+
 // ConsentRequest is POST /admin/consents (add) and
 // /admin/consents/{pause,resume,revoke}.
 type ConsentRequest struct {

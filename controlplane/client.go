@@ -101,6 +101,12 @@ func (c *Client) Pairing(ctx context.Context, userCode string) (Pairing, error) 
 	return out, c.call(ctx, http.MethodGet, "/pairings/"+url.PathEscape(userCode), nil, &out)
 }
 
+// PendingPairings lists the pending pairings, newest first.
+func (c *Client) PendingPairings(ctx context.Context) (PendingPairingsResponse, error) {
+	var out PendingPairingsResponse
+	return out, c.call(ctx, http.MethodGet, "/pairings/pending", nil, &out)
+}
+
 // Approve approves a pending pairing.
 func (c *Client) Approve(ctx context.Context, req ApproveRequest) (DeviceResponse, error) {
 	var out DeviceResponse

@@ -15,13 +15,20 @@ import (
 // what the machine calls itself and the fingerprint of the key they are
 // about to approve, to compare with what the daemon printed.
 type Pairing struct {
-	UserCode     string                  `json:"userCode"`
-	Fingerprint  string                  `json:"fingerprint"`
-	Device       protocol.PublicIdentity `json:"device"`
-	Label        string                  `json:"label"`
-	Platform     string                  `json:"platform"`
-	Capabilities []protocol.Capability   `json:"capabilities"`
-	ExpiresAt    int64                   `json:"expiresAt"`
+	UserCode    string                  `json:"userCode"`
+	Fingerprint string                  `json:"fingerprint"`
+	Device      protocol.PublicIdentity `json:"device"`
+	Label       string                  `json:"label"`
+	Platform    string                  `json:"platform"`
+	// DaemonVersion is what the daemon said it runs; absent on codes
+	// stored before the relay kept it.
+	DaemonVersion string                `json:"daemonVersion,omitempty"`
+	Capabilities  []protocol.Capability `json:"capabilities"`
+	ExpiresAt     int64                 `json:"expiresAt"`
+	// ApprovedAs is the runner id the key was approved as, when it was:
+	// the code stays pending until the daemon's next poll spends it, and
+	// a page must not offer to approve it twice.
+	ApprovedAs string `json:"approvedAs,omitempty"`
 }
 
 // PendingPairing finds the live pairing a person's user code names.
@@ -30,7 +37,32 @@ func (a *Admin) PendingPairing(ctx context.Context, userCode string) (Pairing, e
 	if err != nil {
 		return Pairing{}, err
 	}
-	return shown(p)
+	shownPairing, err := shown(p)
+	if err != nil {
+		return Pairing{}, err
+	}
+	list := []Pairing{shownPairing}
+	if err := a.markApproved(ctx, list); err != nil {
+		return Pairing{}, err
+	}
+	return list[0], nil
+}
+
+// markApproved fills in ApprovedAs from the projection.
+func (a *Admin) markApproved(ctx context.Context, list []Pairing) error {
+	f, _, err := a.store.Fixture(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range list {
+		for _, d := range f.Devices {
+			if d.Device.Identity == list[i].Device.Identity && !isRevoked(d) {
+				list[i].ApprovedAs = d.RunnerID
+				break
+			}
+		}
+	}
+	return nil
 }
 
 // shown is a pending pairing as a person sees it.
@@ -45,16 +77,64 @@ func shown(p store.PendingPairing) (Pairing, error) {
 	}
 	return Pairing{
 		UserCode: p.UserCode, Fingerprint: fingerprint, Device: p.Device,
-		Label: p.Label, Platform: p.Platform, Capabilities: caps, ExpiresAt: p.ExpiresAt,
+		Label: p.Label, Platform: p.Platform, DaemonVersion: p.DaemonVersion,
+		Capabilities: caps, ExpiresAt: p.ExpiresAt,
 	}, nil
 }
+
+// MaxListedPairings is how many pending pairings one list shows. Honest
+// use is a handful at a time; the bound keeps a list's cost and size
+// fixed when somebody floods pairing (each pending pairing may carry up
+// to store.MaxCapabilityBytes of capabilities, and a deployed answer must
+// fit a Lambda response). A pairing below it is still found by its code.
+const MaxListedPairings = 20
+
+// PendingPairings lists the live pending pairings, newest first, at most
+// MaxListedPairings of them, so an operator can approve one with a click
+// instead of typing the code from the daemon's terminal. Nothing listed
+// carries a device code: that is the daemon's secret, and the user code
+// is what approve and deny take.
+//
+// Listing gives up one thing the typed code gave: the code tied the person
+// at the browser to the machine. The list shows each pairing's key
+// fingerprint, which the daemon printed beside its code; the operator
+// approves the one whose fingerprint matches, as they would after typing.
+func (a *Admin) PendingPairings(ctx context.Context) (PendingPairingsResponse, error) {
+	if a.pairings == nil {
+		return PendingPairingsResponse{}, noPairings
+	}
+	// One more than shown says whether there are more.
+	list, err := a.pairings.ListPairings(ctx, MaxListedPairings+1)
+	if err != nil {
+		return PendingPairingsResponse{}, err
+	}
+	out := PendingPairingsResponse{Pairings: []Pairing{}, Now: store.EpochMs(a.clock.Now())}
+	if len(list) > MaxListedPairings {
+		list, out.More = list[:MaxListedPairings], true
+	}
+	for _, p := range list {
+		shownPairing, err := shown(p)
+		if err != nil {
+			return PendingPairingsResponse{}, err
+		}
+		out.Pairings = append(out.Pairings, shownPairing)
+	}
+	if err := a.markApproved(ctx, out.Pairings); err != nil {
+		return PendingPairingsResponse{}, err
+	}
+	return out, nil
+}
+
+// noPairings refuses every pairing call of a control plane that was given
+// no pairing store.
+var noPairings = &Error{Status: http.StatusNotImplemented, Code: "not-implemented", Message: "this control plane was given no pairing codes to approve"}
 
 // maxUserCodeBytes leaves room for white space around a typed code.
 const maxUserCodeBytes = 64
 
 func (a *Admin) pending(ctx context.Context, userCode string) (store.PendingPairing, error) {
 	if a.pairings == nil {
-		return store.PendingPairing{}, &Error{Status: http.StatusNotImplemented, Code: "not-implemented", Message: "this control plane was given no pairing codes to approve"}
+		return store.PendingPairing{}, noPairings
 	}
 	if strings.TrimSpace(userCode) == "" {
 		return store.PendingPairing{}, invalid("userCode must not be empty")

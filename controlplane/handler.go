@@ -31,6 +31,7 @@ const maxBodyBytes = 8 << 20
 //	PUT    /admin/fixture                   import a whole RelayFixture
 //	POST   /admin/sites                     register a site
 //	POST   /admin/sites/{siteId}/rotate     rotate a site's key
+//	GET    /admin/pairings/pending          list pending pairings, newest first
 //	GET    /admin/pairings/{userCode}       show a pending pairing
 //	POST   /admin/pairings/approve          approve a pairing
 //	POST   /admin/pairings/deny             refuse a pairing (drop its code)
@@ -51,6 +52,9 @@ func AdminHandler(a *Admin) http.Handler {
 	mux.HandleFunc("PUT "+AdminPrefix+"/fixture", h.importFixture)
 	mux.HandleFunc("POST "+AdminPrefix+"/sites", h.registerSite)
 	mux.HandleFunc("POST "+AdminPrefix+"/sites/{siteId}/rotate", h.rotateSite)
+	// A literal segment outranks the wildcard, and no user code can be
+	// "pending" (codes are XXXX-XXXX).
+	mux.HandleFunc("GET "+AdminPrefix+"/pairings/pending", h.pendingPairings)
 	mux.HandleFunc("GET "+AdminPrefix+"/pairings/{userCode}", h.pairing)
 	mux.HandleFunc("POST "+AdminPrefix+"/pairings/approve", h.approve)
 	mux.HandleFunc("POST "+AdminPrefix+"/pairings/deny", h.deny)
@@ -115,6 +119,11 @@ func (h *handler) rotateSite(w http.ResponseWriter, r *http.Request) {
 func (h *handler) pairing(w http.ResponseWriter, r *http.Request) {
 	p, err := h.admin.PendingPairing(r.Context(), r.PathValue("userCode"))
 	h.answer(w, r, p, err)
+}
+
+func (h *handler) pendingPairings(w http.ResponseWriter, r *http.Request) {
+	list, err := h.admin.PendingPairings(r.Context())
+	h.answer(w, r, list, err)
 }
 
 func (h *handler) approve(w http.ResponseWriter, r *http.Request) {

@@ -6,11 +6,15 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/byorelay/byorelay/controlplane"
 	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
 )
 
 func serve(t *testing.T, r *rig) (*httptest.Server, *controlplane.Client) {
@@ -79,6 +83,96 @@ func TestTheAdminAPIDrivesEveryChange(t *testing.T) {
 	again, _, err := c.ExportJSON(ctx)
 	if err != nil || string(again) != string(exported) {
 		t.Fatalf("the re-imported export differs:\n%s\n%s", exported, again)
+	}
+}
+
+// The operator's list: the live pending pairings, newest first, each as
+// the typed-code lookup shows it and never with its device code, bounded,
+// and each decided by the user code it lists.
+func TestTheAdminAPIListsPendingPairingsNewestFirstWithoutTheirDeviceCodes(t *testing.T) {
+	r := newRig(t)
+	srv, c := serve(t, r)
+	ctx := t.Context()
+	list, err := c.PendingPairings(ctx)
+	if err != nil || len(list.Pairings) != 0 || list.More || list.Now != store.EpochMs(epoch) {
+		t.Fatalf("an empty list: %+v %v", list, err)
+	}
+
+	desk, laptop, phone := newKeys(t), newKeys(t), newKeys(t)
+	deskCode := r.pending(t, desk, "desk")
+	r.clock.Advance(time.Second)
+	laptopCode := r.pending(t, laptop, "laptop")
+	r.clock.Advance(time.Second)
+	phoneCode := r.pending(t, phone, "phone")
+	list, err = c.PendingPairings(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	for _, p := range list.Pairings {
+		codes = append(codes, p.UserCode)
+	}
+	if !slices.Equal(codes, []string{phoneCode, laptopCode, deskCode}) || list.More {
+		t.Fatalf("listed %v (more %v), want newest first %v", codes, list.More, []string{phoneCode, laptopCode, deskCode})
+	}
+	byCode, err := c.Pairing(ctx, laptopCode)
+	if err != nil || !reflect.DeepEqual(list.Pairings[1], byCode) {
+		t.Fatalf("the list shows\n %+v\nthe lookup by code\n %+v (%v)", list.Pairings[1], byCode, err)
+	}
+	if p := list.Pairings[0]; p.Fingerprint != phone.KeyID() || p.Label != "phone" || p.Platform != "linux" ||
+		p.DaemonVersion != "0.1.1" || p.ExpiresAt != store.EpochMs(epoch)+2000+store.PairingCodeTTLMs || list.Now != store.EpochMs(epoch)+2000 {
+		t.Fatalf("the newest: %+v at %d", p, list.Now)
+	}
+
+	// No device code on the wire: not as a key, not as a value.
+	resp, err := srv.Client().Get(srv.URL + "/admin/pairings/pending")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(strings.ToLower(string(raw)), "devicecode") {
+		t.Fatalf("the list names device codes: %s", raw)
+	}
+	for _, p := range []*protocol.Keys{desk, laptop, phone} {
+		held, ok, err := r.pairings.PairingByUserCode(ctx, map[*protocol.Keys]string{desk: deskCode, laptop: laptopCode, phone: phoneCode}[p])
+		if err != nil || !ok || strings.Contains(string(raw), held.DeviceCode) {
+			t.Fatalf("the list carries a device code, or the pairing is gone: %v %v", ok, err)
+		}
+	}
+
+	// Decided by the codes the list gives, they leave it.
+	if _, err := c.Approve(ctx, controlplane.ApproveRequest{UserCode: list.Pairings[0].UserCode, Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Deny(ctx, controlplane.DenyRequest{UserCode: list.Pairings[1].UserCode}); err != nil {
+		t.Fatal(err)
+	}
+	// The relay drops an approved code on the daemon's next poll; until
+	// then it is listed as approved, under its new runner id.
+	list, err = c.PendingPairings(ctx)
+	if err != nil || len(list.Pairings) != 2 || list.Pairings[0].UserCode != phoneCode || list.Pairings[1].UserCode != deskCode ||
+		!strings.HasPrefix(list.Pairings[0].ApprovedAs, "runner_") || list.Pairings[1].ApprovedAs != "" {
+		t.Fatalf("after approving the phone and denying the laptop: %+v %v", list, err)
+	}
+	if again, err := c.Pairing(ctx, phoneCode); err != nil || again.ApprovedAs != list.Pairings[0].ApprovedAs {
+		t.Fatalf("the lookup of an approved code: %+v %v", again, err)
+	}
+
+	// Bounded: the newest MaxListedPairings, and word that there are more.
+	for range controlplane.MaxListedPairings {
+		r.pending(t, newKeys(t), "flood")
+	}
+	list, err = c.PendingPairings(ctx)
+	if err != nil || len(list.Pairings) != controlplane.MaxListedPairings || !list.More || list.Pairings[0].Label != "flood" {
+		t.Fatalf("over the bound: %d listed, more %v, %v", len(list.Pairings), list.More, err)
+	}
+
+	// Expired codes are not listed.
+	r.clock.Advance(time.Duration(store.PairingCodeTTLMs) * time.Millisecond)
+	list, err = c.PendingPairings(ctx)
+	if err != nil || len(list.Pairings) != 0 || list.More {
+		t.Fatalf("after every code expired: %+v %v", list, err)
 	}
 }
 

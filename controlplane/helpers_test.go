@@ -56,7 +56,7 @@ func (r *rig) pending(t *testing.T, keys *protocol.Keys, label string) string {
 	code := store.NewUserCode()
 	res, err := r.pairings.PutPairing(t.Context(), store.PendingPairing{
 		DeviceCode: store.NewDeviceCode(), UserCode: code, Device: keys.Public(),
-		Label: label, Platform: "linux", Capabilities: []protocol.Capability{},
+		Label: label, Platform: "linux", DaemonVersion: "0.1.1", Capabilities: []protocol.Capability{},
 		ExpiresAt: store.EpochMs(r.clock.Now()) + store.PairingCodeTTLMs,
 	})
 	if err != nil || res != store.PutStored {

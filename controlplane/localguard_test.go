@@ -106,14 +106,29 @@ func TestTheLocalGuardRefusesEverythingButTheOperator(t *testing.T) {
 		resp.Header.Get("X-Frame-Options") != "DENY" {
 		t.Fatalf("console: %d %v\n%.200s", resp.StatusCode, resp.Header, page)
 	}
-	// A pending pairing by code is data: token only.
-	resp, err = http.Get(srv.URL + controlplane.ConsolePath + "/ABCD-EFGH")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("a pairing without the token: %d", resp.StatusCode)
+	// A pending pairing by code, and the list of them, are data: token
+	// only, and never to another origin's page even with it.
+	for _, c := range []struct {
+		path   string
+		header map[string]string
+		want   int
+	}{
+		{"/ABCD-EFGH", nil, http.StatusUnauthorized},
+		{"/pending", nil, http.StatusUnauthorized},
+		{"/pending", map[string]string{"Authorization": auth, "Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}, http.StatusForbidden},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+controlplane.ConsolePath+c.path, nil)
+		for k, v := range c.header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Fatalf("GET %s with %v: %d, want %d", c.path, c.header, resp.StatusCode, c.want)
+		}
 	}
 }
 

@@ -34,9 +34,16 @@ import (
 // approvals (a text/plain form post whose body is valid JSON, and a
 // no-cors fetch) and changes nothing.
 //
+// The console also lists the pending pairings: the first daemon's is
+// listed when the page opens, and with the page open a second daemon
+// starts pairing, appears in the list by itself (with its label, platform,
+// version, capabilities, key id and time left), and is approved with one
+// click on its row.
+//
 // Screenshots of the console showing the pending pairing and after
 // approving are kept in .cache/test-artifacts/ (git-ignored):
-// console-pending.png, console-approved.png (console-failed.png on failure).
+// console-pending.png, console-approved.png, console-listed.png,
+// console-list-approved.png (console-failed.png on failure).
 func TestTheConsoleApprovesARealDaemonsPairingInChromium(t *testing.T) {
 	_, modules := localtest.RequireNode(t, "byollm")
 	bin := filepath.Join(modules, ".bin", "byollm")
@@ -110,6 +117,11 @@ fetch("%[1]s/admin/pairings/approve", {method: "POST", mode: "no-cors", credenti
 		chromedp.Click(chromedp.ID("save-token")),
 		pollTrue(`document.getElementById("auth-status").textContent === "token accepted"`),
 	))
+	// The pending list shows the daemon's pairing without being asked.
+	step(t, browser, "see the pairing listed", pollTrue(listedRow(code)+` !== null`))
+	if listedKey, err := chromedp.Run(browser, chromedp.Evaluate[string](listedRow(code)+`.cells[5].textContent`)); err != nil || listedKey != fingerprint {
+		t.Fatalf("the list shows key id %q (%v), the daemon printed %s", listedKey, err, fingerprint)
+	}
 	step(t, browser, "look up the code", chromedp.Steps(
 		chromedp.SendKeys(chromedp.ID("code"), strings.ToLower(code)), // as typed, not as printed
 		chromedp.Click(chromedp.ID("lookup")),
@@ -146,6 +158,46 @@ fetch("%[1]s/admin/pairings/approve", {method: "POST", mode: "no-cors", credenti
 	if strings.Contains(daemon.transcript(), "test seam") {
 		t.Errorf("the daemon warned about its state directory:\n%s", daemon.transcript())
 	}
+
+	// Its poll spent the code: it leaves the list.
+	step(t, browser, "see the paired code leave the list", pollTrue(listedRow(code)+` === null`))
+
+	// With the page open, a second machine asks to pair; it appears in the
+	// list by itself and one click approves it.
+	second := startConnect(t, ctx, bin, ls.url)
+	secondCode := second.waitFor(t, regexp.MustCompile(`Enter code:\s+([0-9A-HJKMNP-TV-Z]{4}-[0-9A-HJKMNP-TV-Z]{4})`))
+	secondKey := second.waitFor(t, regexp.MustCompile(`(BYOLLM(?:-[0-9A-Z]{4}){6})`))
+	step(t, browser, "see the second pairing appear", pollTrue(listedRow(secondCode)+` !== null`))
+	row, err := chromedp.Run(browser, chromedp.Evaluate[[]string](`Array.from(`+listedRow(secondCode)+`.cells, (c) => c.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// code, label, platform, daemon version, can run, key id, expires in
+	if len(row) != 8 || row[0] != secondCode || row[1] == "" || row[2] == "" || !regexp.MustCompile(`^\d+\.\d+\.\d+`).MatchString(row[3]) ||
+		row[4] == "" || row[5] != secondKey || !regexp.MustCompile(`^(9|10) min \d\d s$`).MatchString(row[6]) {
+		t.Fatalf("the list shows %q; the daemon printed code %s and key %s", row, secondCode, secondKey)
+	}
+	saveScreenshot(t, browser, "console-listed.png")
+	step(t, browser, "approve it with one click", chromedp.Steps(
+		chromedp.SetValue(chromedp.ID("list-owner"), demo.Owner),
+		chromedp.Click(chromedp.CSS(`#pending tr[data-code="`+secondCode+`"] button.approve`)),
+		pollTrue(`document.getElementById("pending-status").textContent.startsWith("approved: `+secondCode+`")`),
+		pollTrue(`document.getElementById("devices").textContent.includes(`+jsString(secondKey)+`)`),
+	))
+	saveScreenshot(t, browser, "console-list-approved.png")
+	if err := second.wait(); err != nil {
+		t.Fatalf("the second byollm connect: %v\n%s", err, second.transcript())
+	}
+	if !strings.Contains(second.transcript(), "paired as "+demo.Owner) {
+		t.Fatalf("the second daemon did not pair as %s:\n%s", demo.Owner, second.transcript())
+	}
+	step(t, browser, "see it leave the list", pollTrue(listedRow(secondCode)+` === null`))
+}
+
+// listedRow is a JS expression for the pending list's row for a user code,
+// or null.
+func listedRow(code string) string {
+	return `document.querySelector('#pending tr[data-code="` + code + `"]')`
 }
 
 // connectRun is a running `byollm connect` and what it printed.

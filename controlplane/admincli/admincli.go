@@ -29,6 +29,8 @@ commands:
   site add ID FILE              register a site; FILE holds its PublicIdentity JSON
   site rotate ID FILE           rotate a site's key; FILE holds {"site":PublicIdentity,"succession":Succession},
                                 the succession signed by the site's current key
+  pairings                      list the pending pairings, newest first (user code, label, platform,
+                                daemon version, key fingerprint, expiry); never a device code
   pairing USERCODE              show a pending pairing: label, platform, key fingerprint
   approve USERCODE --owner O [--runner R]
                                 approve a pending pairing (runner id minted when not given)
@@ -146,6 +148,11 @@ func parseCommand(g *globals, args []string) (command, error) {
 			return siteAdd(pos[1], pos[2]), nil
 		}
 		return siteRotate(pos[1], pos[2]), nil
+	case "pairings":
+		if err := need(0, "pairings"); err != nil {
+			return nil, err
+		}
+		return listPairings, nil
 	case "pairing":
 		if err := need(1, "pairing USERCODE"); err != nil {
 			return nil, err
@@ -274,6 +281,14 @@ func siteRotate(id, path string) command {
 		}
 		return printJSON(stdout, res)
 	}
+}
+
+func listPairings(ctx context.Context, c *controlplane.Client, stdout io.Writer) error {
+	res, err := c.PendingPairings(ctx)
+	if err != nil {
+		return err
+	}
+	return printJSON(stdout, res)
 }
 
 func showPairing(code string) command {

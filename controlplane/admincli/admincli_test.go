@@ -116,6 +116,14 @@ func TestTheCLIDrivesTheAdminAPI(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	var listed controlplane.PendingPairingsResponse
+	if err := json.Unmarshal([]byte(s.mustRun(t, "pairings")), &listed); err != nil || len(listed.Pairings) != 1 ||
+		listed.Pairings[0].UserCode != code || listed.Pairings[0].Fingerprint != device.KeyID() {
+		t.Fatalf("pairings lists %+v (%v), want the one pending", listed, err)
+	}
+	if code, _, _ := s.run(t, "pairings", "extra"); code != 2 {
+		t.Fatalf("pairings with an argument: exit %d, want 2", code)
+	}
 	if out := s.mustRun(t, "pairing", code); !strings.Contains(out, device.KeyID()) {
 		t.Fatalf("pairing does not show the fingerprint: %s", out)
 	}

@@ -8,6 +8,9 @@
   const tokenKey = "byorelay-admin-token";
   let token = "";
   let current = null; // the pending pairing on screen
+  let listed = ""; // what the pending list shows, to redraw only on change
+  let skew = 0; // the control plane's clock minus this browser's, in ms
+  let listing = false; // a list request is in flight
 
   function say(el, text, ok) {
     el.textContent = text;
@@ -66,6 +69,7 @@
     b.addEventListener("click", action);
     td.appendChild(b);
     td.appendChild(document.createTextNode(" "));
+    return b;
   }
 
   async function refresh() {
@@ -123,6 +127,87 @@
     list.replaceChildren();
     for (const o of owners) list.appendChild(document.createElement("option")).value = o;
     if ($("owner").value === "" && owners.size > 0) $("owner").value = [...owners][0];
+    if ($("list-owner").value === "" && owners.size > 0) $("list-owner").value = [...owners][0];
+  }
+
+  function expiresIn(expiresAt) {
+    const left = Math.floor((expiresAt - (Date.now() + skew)) / 1000);
+    if (left <= 0) return "expired";
+    return Math.floor(left / 60) + " min " + String(left % 60).padStart(2, "0") + " s";
+  }
+
+  function tick() {
+    for (const td of document.querySelectorAll("#pending td[data-expires]")) {
+      td.textContent = expiresIn(Number(td.dataset.expires));
+    }
+  }
+
+  // The pending pairings, newest first. Redrawn only when the list changed,
+  // so a button is not replaced under the pointer between two polls.
+  async function refreshPending() {
+    if (listing || token === "") return;
+    listing = true;
+    let data;
+    try {
+      data = await api("GET", "/pairings/pending");
+    } catch (e) {
+      say($("pending-status"), e.status === 401 ? "the token was refused" : e.message, false);
+      return;
+    } finally {
+      listing = false;
+    }
+    skew = data.now - Date.now();
+    const seen = JSON.stringify([data.more, data.pairings.map((p) => [p.userCode, p.approvedAs || ""])]);
+    if (seen !== listed) {
+      listed = seen;
+      const body = $("pending");
+      body.replaceChildren();
+      for (const p of data.pairings) {
+        const row = body.insertRow();
+        row.dataset.code = p.userCode;
+        cell(row, "").appendChild(document.createElement("strong")).textContent = p.userCode;
+        cell(row, p.label || "(no label)");
+        cell(row, p.platform || "(not given)");
+        cell(row, p.daemonVersion || "(not given)");
+        cell(row, p.capabilities.map((c) => c.kind).join(", ") || "(nothing advertised)");
+        cell(row, "").appendChild(document.createElement("code")).textContent = p.fingerprint;
+        cell(row, "").dataset.expires = String(p.expiresAt);
+        const act = cell(row, "");
+        if (p.approvedAs) {
+          act.textContent = "approved as " + p.approvedAs + "; waiting for the device's next poll";
+          continue;
+        }
+        button(act, "Approve", false, () => decideListed(p, true)).classList.add("approve");
+        button(act, "Deny", true, () => decideListed(p, false)).classList.add("deny");
+      }
+      if (data.pairings.length === 0) cell(body.insertRow(), "no device is asking to pair").colSpan = 8;
+      if (data.more) {
+        cell(body.insertRow(), "more are pending than shown: find one by its code below").colSpan = 8;
+      }
+    }
+    tick();
+  }
+
+  async function decideListed(p, approve) {
+    const status = $("pending-status");
+    try {
+      if (approve) {
+        const owner = $("list-owner").value.trim();
+        if (owner === "") {
+          say(status, "name the owner this device runs for", false);
+          return;
+        }
+        const d = await api("POST", "/pairings/approve", { userCode: p.userCode, owner });
+        say(status, "approved: " + p.userCode + " is runner " + d.device.runnerId + " of " + owner + "; the device finishes pairing on its next poll", true);
+      } else {
+        await api("POST", "/pairings/deny", { userCode: p.userCode });
+        say(status, "denied: " + p.userCode + " no longer resolves; the device reports it expired", true);
+      }
+    } catch (e) {
+      say(status, e.message, false);
+    }
+    await refreshPending();
+    await refresh();
   }
 
   async function change(call, done) {
@@ -152,6 +237,7 @@
       $("p-code").textContent = p.userCode;
       $("p-label").textContent = p.label || "(no label)";
       $("p-platform").textContent = p.platform || "(not given)";
+      $("p-version").textContent = p.daemonVersion || "(not given)";
       $("p-fingerprint").textContent = p.fingerprint;
       $("p-capabilities").textContent = p.capabilities.map((c) => c.kind).join(", ") || "(nothing advertised)";
       $("p-expires").textContent = new Date(p.expiresAt).toLocaleTimeString();
@@ -184,6 +270,7 @@
     } catch (e) {
       say(status, e.message, false);
     }
+    await refreshPending();
     await refresh();
   }
 
@@ -204,16 +291,24 @@
       e.preventDefault();
       token = $("token").value.trim();
       localStorage.setItem(tokenKey, token);
+      listed = "";
       refresh();
+      refreshPending();
     });
     $("code-form").addEventListener("submit", (e) => { e.preventDefault(); lookup(); });
     $("decide-form").addEventListener("submit", (e) => { e.preventDefault(); decide(true); });
     $("deny").addEventListener("click", () => decide(false));
     $("refresh").addEventListener("click", refresh);
+    $("refresh-pending").addEventListener("click", () => { listed = ""; refreshPending(); });
     if (token !== "") {
       refresh();
+      refreshPending();
       if (code) lookup();
     }
+    // A daemon that starts pairing shows up without a click; a hidden tab
+    // asks nothing.
+    setInterval(() => { if (!document.hidden) refreshPending(); }, 3000);
+    setInterval(tick, 1000);
   }
   start();
 })();
