@@ -38,6 +38,8 @@ type cloudWorld struct {
 	keys   *protocol.Keys
 	store  *sitememory.Store
 	daemon *daemon.Daemon
+	// device is the daemon's identity, for a test that claims by hand.
+	device *relaytest.Daemon
 }
 
 func newCloudWorld(t *testing.T) *cloudWorld {
@@ -68,7 +70,7 @@ func newCloudWorld(t *testing.T) *cloudWorld {
 		t.Fatal(err)
 	}
 	return &cloudWorld{t: t, ctx: context.Background(), clock: clock, relay: r, url: srv.URL, keys: shop.Keys,
-		store: sitememory.New(sitememory.Options{Clock: clock}), daemon: d}
+		store: sitememory.New(sitememory.Options{Clock: clock}), daemon: d, device: device}
 }
 
 // start starts a site process on the world's store; transport, if set,
@@ -337,4 +339,40 @@ func (w *cloudWorld) resultWaiting(id string) bool {
 		w.t.Fatalf("results: %d %s", resp.Status, resp.Body)
 	}
 	return strings.Contains(string(resp.Body), `"jobId":"`+id+`"`)
+}
+
+// Against the relay's own rule: a job whose three claims all go unsealed
+// (here, every payload post is lost) is evicted, and the site store ends it
+// with the reason instead of waiting for its deadline.
+func TestAnEvictedCloudJobEndsInTheStoreWithItsReason(t *testing.T) {
+	w := newCloudWorld(t)
+	s := w.start(failOn{"/payload"})
+	w.enqueue(s, "j1", "never sealed")
+	claim := protocol.ClaimRequest{ProtocolVersion: protocol.ProtocolVersion, RunnerID: w.device.RunnerID, Max: 1,
+		Capabilities: []protocol.Capability{{Kind: protocol.KindGenerate, Service: "local", BackendID: "ollama",
+			BackendClass: "http", Model: "m", OfferScope: "private"}}}
+	for range store.SealAttemptsBeforeEviction {
+		if resp := w.relay.Handle(w.ctx, w.device.Request(t, "claim", w.clock.Now(), claim)); resp.Status != 200 ||
+			!strings.Contains(string(resp.Body), `"id":"j1"`) {
+			t.Fatalf("claim: %d %s", resp.Status, resp.Body)
+		}
+		if rep, err := s.Pump(w.ctx); err != nil || len(rep.Ended) != 0 {
+			t.Fatalf("pump while the seal is lost: %+v %v", rep, err)
+		}
+		w.clock.Advance(store.AwaitingPayloadMs * time.Millisecond)
+		if _, err := w.relay.Sweep(w.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := s.Pump(w.ctx)
+	if err != nil || endings([]site.Report{rep}, "j1") != 1 {
+		t.Fatalf("pump after the eviction: %+v %v", rep, err)
+	}
+	j := w.job("j1")
+	if siteserver.FateOf(j) != site.FateEvicted || j.State != sitestore.StateError || !strings.Contains(j.EndReason, "evicted") {
+		t.Fatalf("evicted job: fate %s %+v", siteserver.FateOf(j), j)
+	}
+	if res, _, _ := s.Result(w.ctx, "j1"); res.Reason == "" || res.Outcome == nil || res.Outcome.Code != "evicted" {
+		t.Fatalf("result of an evicted job: %+v", res)
+	}
 }
