@@ -12,6 +12,9 @@
 //	go run ./examples/chat -lane cloud -relay http://127.0.0.1:8787 -site demo-site -keys .cache/demo/site-keys.json
 //	    the site publishes through byorelay; daemons pair with the relay
 //
+// Either way the page talks to one site app, siteserver.Server, with the
+// same calls.
+//
 // The site's keys are read from -keys, and made there (mode 0600) on the
 // first run: a site's identity must outlive the process, or every paired
 // daemon's pin breaks. Never commit them.
@@ -126,33 +129,36 @@ func serve(ctx context.Context, o options, stdout io.Writer) error {
 	return err
 }
 
-// build wires the chosen lane behind the web backend. pump, when not nil,
-// is what the lane runs in the background until its context ends.
+// build wires the site app on the chosen lane behind the web backend.
+// pump, when not nil, is what the lane runs in the background until its
+// context ends.
 func build(o options, keys *protocol.Keys, origin string) (http.Handler, func(context.Context) error, error) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	switch o.lane {
-	case "direct":
-		store := memory.New(memory.Options{})
-		app, err := siteserver.New(siteserver.Config{Store: store, Keys: keys, VerificationURL: origin + "/", Logger: log})
-		if err != nil {
-			return nil, nil, err
-		}
-		lane := directLane{app: app, store: store}
-		web := &Web{Lane: lane, Owner: o.owner, Pair: lane.pair}
-		mux := http.NewServeMux()
-		mux.Handle("/byollm/", app)
-		mux.Handle("/", web.Handler())
-		return mux, nil, nil
-	case "cloud":
-		client, err := site.New(site.Config{RelayURL: strings.TrimRight(o.relay, "/"), SiteID: o.siteID, Keys: keys})
-		if err != nil {
-			return nil, nil, err
-		}
-		lane := newCloudLane(client, 15*time.Minute)
-		web := &Web{Lane: lane, Owner: o.owner}
-		return web.Handler(), lane.run, nil
+	// The memory store keeps the example small; a real site gives the app
+	// sitestore/dynamo (what `make site` runs), and a restart loses nothing.
+	cfg := siteserver.Config{Store: memory.New(memory.Options{}), Keys: keys, Logger: log}
+	if o.lane == "cloud" {
+		cfg.Cloud = &siteserver.CloudLane{RelayURL: strings.TrimRight(o.relay, "/"), SiteID: o.siteID}
+	} else {
+		cfg.VerificationURL = origin + "/"
 	}
-	return nil, nil, fmt.Errorf("-lane is direct or cloud, not %q", o.lane)
+	app, err := siteserver.New(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	lane := appLane{app: app}
+	if o.lane == "cloud" {
+		// The app publishes, seals for claims and collects results on its
+		// own loops; each job's end is in the store, which Subscribe hears.
+		pump := func(ctx context.Context) error {
+			return app.Run(ctx, 250*time.Millisecond, func(site.Report) {})
+		}
+		return (&Web{Lane: lane, Owner: o.owner}).Handler(), pump, nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/byollm/", app) // the daemon endpoints, on the page's origin
+	mux.Handle("/", (&Web{Lane: lane, Owner: o.owner, Pair: lane.pair}).Handler())
+	return mux, nil, nil
 }
 
 // loadOrCreateKeys reads the site's keys, or makes them and saves them

@@ -3,24 +3,30 @@ package sdk_test
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/peers"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/relay/relaytest"
+	"github.com/byorelay/byorelay/siteserver"
+	sitedynamo "github.com/byorelay/byorelay/sitestore/dynamo"
 )
 
 // Two sites publish through one byorelay at the same time, to the same
 // real byollm 0.1.1 daemon: the real @byollm/server 0.1.1 site on its
-// relay lane, and a Go site. The daemon pins both at pairing; each site
-// receives every one of its own results, opened and verified as the
-// daemon's, and never sees the other's jobs; the model is asked every
-// prompt exactly once.
+// relay lane, and the Go site app (siteserver on the cloud lane, its jobs
+// in a site table on DynamoDB Local). Every job of both is queued before
+// the daemon pairs, so the two sites pump side by side while it works.
+// The daemon pins both at pairing; each site receives every one of its
+// own results, opened and verified as the daemon's, and never sees the
+// other's jobs; the model is asked every prompt exactly once.
 func TestTwoSitesOneRelayOneRealDaemon(t *testing.T) {
 	t.Parallel()
 	const jobs = 3
@@ -36,6 +42,51 @@ func TestTwoSitesOneRelayOneRealDaemon(t *testing.T) {
 		t.Fatalf("consent to the Go site: %v", err)
 	}
 
+	// The Go site app pumps from the start, so it seals as soon as a claim
+	// lands.
+	table := "site-go-" + strings.ToLower(rand.Text())
+	db := localtest.DynamoClient(t)
+	if err := sitedynamo.CreateTable(ctx, db, table); err != nil {
+		t.Fatal(err)
+	}
+	store, err := sitedynamo.New(sitedynamo.Config{DB: db, Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := siteserver.New(siteserver.Config{Store: store, Keys: goSite.Keys,
+		Cloud: &siteserver.CloudLane{RelayURL: w.Origin, SiteID: goSiteID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reports := make(chan site.Report, 64)
+	pumped := make(chan error, 1)
+	go func() { pumped <- app.Run(ctx, 100*time.Millisecond, func(r site.Report) { reports <- r }) }()
+	t.Cleanup(func() { cancel(); <-pumped })
+
+	// Both sites enqueue at once.
+	real := peers.StartSite(t, peers.SiteOptions{
+		Relay: w.Origin, SiteID: peers.SiteID, Keys: w.Site.Keys, Owner: peers.Owner, Prompt: "a job from the real site", Count: jobs,
+	})
+	goPrompts := map[string]string{}
+	for i := 1; i <= jobs; i++ {
+		prompt := fmt.Sprintf("a job from the Go site #%d", i)
+		payload, err := json.Marshal(map[string]string{"prompt": prompt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := app.Enqueue(ctx, siteserver.EnqueueInput{Kind: "llm.generate", Payload: payload, Owner: peers.Owner})
+		if err != nil {
+			t.Fatalf("the Go site enqueueing %q: %v", prompt, err)
+		}
+		goPrompts[j.ID] = prompt
+	}
+	realPrompts := map[string]string{}
+	for range jobs {
+		e := real.Enqueued(t)
+		realPrompts[e.JobID] = e.Prompt
+	}
+
+	// Only now does the daemon pair, with all six jobs queued.
 	model := peers.NewModel(t, "stand-in")
 	daemon := peers.StartDaemon(t, peers.DaemonOptions{Origin: w.Origin, Model: model})
 	dev := w.Approve(t, daemon.UserCode(t))
@@ -45,35 +96,6 @@ func TestTwoSitesOneRelayOneRealDaemon(t *testing.T) {
 		t.Fatalf("the daemon pinned %v, want both sites %v", pinned, want)
 	}
 	runner := dev.Device.RunnerID
-
-	// The Go site pumps from the start, so it seals as soon as a claim lands.
-	client, err := site.New(site.Config{RelayURL: w.Origin, SiteID: goSiteID, Keys: goSite.Keys})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reports := make(chan site.Report, 64)
-	pumped := make(chan error, 1)
-	go func() { pumped <- client.Run(ctx, 100*time.Millisecond, func(r site.Report) { reports <- r }) }()
-	t.Cleanup(func() { cancel(); <-pumped })
-
-	// Both sites enqueue at once.
-	real := peers.StartSite(t, peers.SiteOptions{
-		Relay: w.Origin, SiteID: peers.SiteID, Keys: w.Site.Keys, Owner: peers.Owner, Prompt: "a job from the real site", Count: jobs,
-	})
-	goPrompts := map[string]string{}
-	for i := 1; i <= jobs; i++ {
-		id := "go-" + rand.Text()
-		goPrompts[id] = fmt.Sprintf("a job from the Go site #%d", i)
-		stub := protocol.JobStub{ID: id, Kind: "llm.generate", Owner: peers.Owner, DeadlineAt: time.Now().Add(10 * time.Minute).UnixMilli()}
-		if _, err := client.Publish(ctx, stub, site.GeneratePayload(goPrompts[id])); err != nil {
-			t.Fatalf("the Go site publishing %s: %v", id, err)
-		}
-	}
-	realPrompts := map[string]string{}
-	for range jobs {
-		e := real.Enqueued(t)
-		realPrompts[e.JobID] = e.Prompt
-	}
 
 	// The real site: every one of its jobs ends ok with the daemon's answer.
 	for range jobs {
@@ -88,9 +110,10 @@ func TestTwoSitesOneRelayOneRealDaemon(t *testing.T) {
 		delete(realPrompts, done.JobID)
 	}
 
-	// The Go site: every one of its jobs verified as the daemon's, and no
-	// job it did not publish.
-	for len(goPrompts) > 0 {
+	// The Go site: every one of its jobs ends in its store, verified as the
+	// daemon's (its reports say so as each ends), and it refuses nothing:
+	// a job it did not publish never reaches it.
+	for ended := 0; ended < jobs; {
 		var rep site.Report
 		select {
 		case rep = <-reports:
@@ -101,19 +124,22 @@ func TestTwoSitesOneRelayOneRealDaemon(t *testing.T) {
 			t.Fatalf("the Go site refused %+v", rep.Refused)
 		}
 		for _, e := range rep.Ended {
-			prompt, ours := goPrompts[e.JobID]
-			if !ours {
-				t.Fatalf("the Go site ended a job it never published, or twice: %+v", e)
+			if _, ours := goPrompts[e.JobID]; !ours || e.Fate != site.FateVerified {
+				t.Fatalf("the Go site ended %+v, want one of its own jobs verified", e)
 			}
-			if e.Fate != site.FateVerified || e.Result.Outcome.Outcome != site.OutcomeOK || e.Result.Outcome.Text == nil ||
-				*e.Result.Outcome.Text != peers.Answer(prompt) {
-				t.Fatalf("the Go site's job %s ended %s %s %+v, want verified %q", e.JobID, e.Fate, e.Reason, e.Result, peers.Answer(prompt))
-			}
-			if e.Result.RunnerID != runner || e.Result.RunnerOwner != peers.Owner || e.Result.Ran.Model != model.Name {
-				t.Fatalf("the Go site's job %s ran on %s (%s) with %s, want the real daemon %s", e.JobID,
-					e.Result.RunnerID, e.Result.RunnerOwner, e.Result.Ran.Model, runner)
-			}
-			delete(goPrompts, e.JobID)
+			ended++
+		}
+	}
+	for id, prompt := range goPrompts {
+		got, found, err := app.Result(ctx, id)
+		if err != nil || !found {
+			t.Fatalf("the Go site's job %s: found %v, %v", id, found, err)
+		}
+		if got.State != "ok" || got.Outcome == nil || got.Outcome.Text == nil || *got.Outcome.Text != peers.Answer(prompt) {
+			t.Fatalf("the Go site's job %s ended %+v, want ok %q", id, got, peers.Answer(prompt))
+		}
+		if p := got.Provenance; p == nil || p.RunnerID != runner || p.RunnerOwner != peers.Owner || p.Model != model.Name || p.Audience != "team" {
+			t.Fatalf("the Go site's job %s has provenance %+v, want the real daemon %s", id, got.Provenance, runner)
 		}
 	}
 

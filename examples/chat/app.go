@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/byorelay/byorelay/siteserver"
+	"github.com/byorelay/byorelay/sitestore"
+)
+
+// appLane is the site app (siteserver.Server) behind the page, on either
+// lane: the same calls whether the site serves daemons itself or publishes
+// through a relay.
+type appLane struct{ app *siteserver.Server }
+
+func (a appLane) Ask(ctx context.Context, owner, prompt string) (string, error) {
+	payload, err := json.Marshal(map[string]string{"prompt": prompt})
+	if err != nil {
+		return "", err
+	}
+	j, err := a.app.Enqueue(ctx, siteserver.EnqueueInput{Kind: "llm.generate", Payload: payload, Owner: owner})
+	return j.ID, err
+}
+
+func (a appLane) View(ctx context.Context, owner, jobID string) (JobView, bool, error) {
+	j, found, err := a.app.Job(ctx, jobID)
+	// Another person's job reads exactly like one that does not exist.
+	if err != nil || !found || j.Owner != owner {
+		return JobView{}, false, err
+	}
+	v := JobView{ID: j.ID, State: j.State, Done: j.Terminal() || j.State == sitestore.StateExpired}
+	if o := j.Outcome; o != nil {
+		if o.Text != nil {
+			v.Answer = *o.Text
+		}
+		if o.Outcome != "ok" {
+			v.Error = o.Code + ": " + o.Message
+		}
+	}
+	if v.Error == "" && j.EndReason != "" {
+		v.Error = j.EndReason
+	}
+	return v, true, nil
+}
+
+func (a appLane) Subscribe(jobID string, onChange func()) func() {
+	return a.app.Subscribe(jobID, onChange)
+}
+
+func (a appLane) pair(ctx context.Context, userCode, owner string) (string, error) {
+	r, err := a.app.ApprovePairing(ctx, userCode, owner)
+	return r.ID, err
+}
