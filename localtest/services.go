@@ -150,10 +150,16 @@ func StartDynamoWithProgress(progress io.Writer) (endpoint string, stop func(), 
 
 // StartMoto starts a moto server outside of a test, like StartDynamo.
 func StartMoto() (endpoint string, stop func(), err error) {
+	return StartMotoWithProgress(nil)
+}
+
+// StartMotoWithProgress is StartMoto for a person waiting at a terminal,
+// as StartDynamoWithProgress is StartDynamo.
+func StartMotoWithProgress(progress io.Writer) (endpoint string, stop func(), err error) {
 	if ep := os.Getenv(EnvMotoEndpoint); ep != "" {
 		return ep, func() {}, nil
 	}
-	p, ep, err := startMoto(nil)
+	p, ep, err := startMoto(progress)
 	if err != nil {
 		return "", nil, err
 	}

@@ -35,6 +35,11 @@ With TABLE_NAME unset it starts DynamoDB Local, creates the table and loads
 the demo projection; with TABLE_NAME set (and AWS_ENDPOINT_URL_DYNAMODB for
 a local table) it uses that table as it is.
 
+A site-stack function (functions/site*, site-template.yaml) always runs
+against its own DynamoDB Local holding the site demo world (the demo daemon
+paired, demo-job-1 queued); under the emulator moto's SSM holds the site's
+keys, which the bootstrap reads as it does deployed.
+
 flags:
 `
 
@@ -55,14 +60,8 @@ func runInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fs.Usage()
 		return 2
 	}
-	fn, err := lambdafn.Lookup(fs.Arg(0))
+	fn, err := lookupAnyFunction(fs.Arg(0))
 	if err != nil {
-		if _, siteErr := sitefn.Lookup(fs.Arg(0)); siteErr == nil {
-			// The site stack has no sample events or demo world yet: say
-			// so and name what does run it, rather than "no function".
-			fmt.Fprintf(stderr, "byorelay invoke: %s belongs to the site stack (site-template.yaml), which invoke does not run yet; run the site stack locally with `make site` and send it requests\n", fs.Arg(0))
-			return 2
-		}
 		fmt.Fprintln(stderr, "byorelay invoke:", err)
 		return 2
 	}
@@ -71,7 +70,14 @@ func runInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "byorelay invoke:", err)
 		return 1
 	}
-	answer, err := invoke(ctx, fn, raw, invokeOptions{inProcess: *inProcess, bootstrap: *bootstrap, rie: *rie, logs: stderr})
+	opts := invokeOptions{inProcess: *inProcess, bootstrap: *bootstrap, rie: *rie, logs: stderr}
+	var answer []byte
+	switch f := fn.(type) {
+	case lambdafn.Function:
+		answer, err = invoke(ctx, f, raw, opts)
+	case sitefn.Function:
+		answer, err = invokeSite(ctx, f, raw, opts)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "byorelay invoke:", err)
 		return 1
@@ -84,6 +90,19 @@ func runInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	pretty.WriteByte('\n')
 	_, _ = stdout.Write(pretty.Bytes())
 	return 0
+}
+
+// lookupAnyFunction finds name among the relay's functions (template.yaml)
+// and the site stack's (site-template.yaml): a lambdafn.Function or a
+// sitefn.Function.
+func lookupAnyFunction(name string) (any, error) {
+	if f, err := lambdafn.Lookup(name); err == nil {
+		return f, nil
+	}
+	if f, err := sitefn.Lookup(name); err == nil {
+		return f, nil
+	}
+	return nil, fmt.Errorf("no function %q in template.yaml or site-template.yaml", name)
 }
 
 type invokeOptions struct {
@@ -108,19 +127,29 @@ func invoke(ctx context.Context, fn lambdafn.Function, raw []byte, opts invokeOp
 	}
 	defer stop()
 
-	event, err := lambdadev.PrepareEvent(fn, raw, world, time.Now())
-	if err != nil {
-		return nil, err
-	}
+	prepare := func() ([]byte, error) { return lambdadev.PrepareEvent(fn, raw, world, time.Now()) }
 	if opts.inProcess {
+		event, err := prepare()
+		if err != nil {
+			return nil, err
+		}
 		return invokeInProcess(ctx, fn, env, event, opts.logs)
 	}
+	return emulate(ctx, root, fn.Name, env, prepare, opts)
+}
 
+// emulate builds the named function (unless opts names a bootstrap) and
+// runs the event prepare makes through it under the runtime interface
+// emulator with env. The event is prepared last, once the emulator
+// listens: its signature is fresh for two minutes, and a build on a loaded
+// machine can take longer than that.
+func emulate(ctx context.Context, root, name string, env []string, prepare func() ([]byte, error), opts invokeOptions) ([]byte, error) {
+	var err error
 	bin := opts.bootstrap
 	if bin == "" {
 		// Built for this machine's architecture: the deployed arm64 binary
 		// cannot run on an amd64 host.
-		if bin, err = lambdadev.BuildBootstrap(ctx, root, fn.Name, filepath.Join(root, ".cache", "invoke"), ""); err != nil {
+		if bin, err = lambdadev.BuildBootstrap(ctx, root, name, filepath.Join(root, ".cache", "invoke"), ""); err != nil {
 			return nil, err
 		}
 	}
@@ -131,11 +160,15 @@ func invoke(ctx context.Context, fn lambdafn.Function, raw []byte, opts invokeOp
 		}
 	}
 	logs := &untilAnswered{w: opts.logs}
-	e, err := lambdadev.StartEmulator(ctx, emu, bin, append(env, "AWS_LAMBDA_FUNCTION_NAME=byorelay-"+fn.Name), logs)
+	e, err := lambdadev.StartEmulator(ctx, emu, bin, append(env, "AWS_LAMBDA_FUNCTION_NAME=byorelay-"+name), logs)
 	if err != nil {
 		return nil, err
 	}
 	defer e.Stop()
+	event, err := prepare()
+	if err != nil {
+		return nil, err
+	}
 	answer, err := e.Invoke(ctx, event)
 	// Stopping the emulator under a function waiting for its next event
 	// makes the runtime print "failed to get the next invoke … connection

@@ -11,6 +11,7 @@ import (
 
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/demo"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 func TestInvokeRefusesMisuse(t *testing.T) {
@@ -22,7 +23,7 @@ func TestInvokeRefusesMisuse(t *testing.T) {
 		{"no function or event", nil, 2},
 		{"an event without a function", []string{"../../events/claim.json"}, 2},
 		{"a function that does not exist", []string{"nope", "../../events/claim.json"}, 2},
-		{"a site-stack function, which invoke does not run yet", []string{"siteclaim", "../../events/claim.json"}, 2},
+		{"a site-stack function's event file that does not exist", []string{"siteclaim", "no-such-event.json"}, 1},
 		{"an event file that does not exist", []string{"claim", "no-such-event.json"}, 1},
 	}
 	for _, tt := range tests {
@@ -100,5 +101,48 @@ func TestInvokeAgainstARunningStackUsesItsCredentialsNotTheDevelopers(t *testing
 	}
 	if err := json.Unmarshal(out.Bytes(), &resp); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("claim against the stack's table: %s\n%s", out.String(), errs.String())
+	}
+}
+
+// A site-stack function, self-contained and in-process: invoke starts
+// DynamoDB Local, seeds the site demo world (the demo daemon paired as
+// runner-demo, demo-job-1 queued) and runs the claim sample, which takes
+// the queued job under a fresh lease.
+func TestInvokeInProcessRunsASiteSampleEventAgainstTheSiteDemoWorld(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts DynamoDB Local")
+	}
+	t.Setenv("BYORELAY_DEMO_DIR", t.TempDir())
+	t.Setenv("TABLE_NAME", "")
+	var out, errs bytes.Buffer
+	if code := runInvoke(context.Background(), []string{"-in-process", "siteclaim", "../../events/siteclaim.json"}, &out, &errs); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs.String())
+	}
+	var resp struct {
+		StatusCode int    `json:"statusCode"`
+		Body       string `json:"body"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &resp); err != nil {
+		t.Fatalf("stdout is not a response: %q", out.String())
+	}
+	var claim protocol.ClaimResponse
+	if resp.StatusCode != 200 || protocol.DecodeStrict([]byte(resp.Body), &claim) != nil {
+		t.Fatalf("answer = %d %s", resp.StatusCode, resp.Body)
+	}
+	if len(claim.Jobs) != 1 || claim.Jobs[0].ID != demo.JobID || claim.Jobs[0].Lease.RunnerID != demo.RunnerID {
+		t.Fatalf("claim = %+v, want %s leased to %s", claim, demo.JobID, demo.RunnerID)
+	}
+}
+
+// TABLE_NAME names a relay table: a site function refuses it rather than
+// running against a table of the wrong shape.
+func TestInvokeOfASiteFunctionRefusesARelayTable(t *testing.T) {
+	t.Setenv("TABLE_NAME", "byorelay-local")
+	var out, errs bytes.Buffer
+	if code := runInvoke(context.Background(), []string{"-in-process", "siteclaim", "../../events/siteclaim.json"}, &out, &errs); code != 1 {
+		t.Fatalf("exit %d, want 1 (stderr: %s)", code, errs.String())
+	}
+	if !strings.Contains(errs.String(), "unset it") || out.Len() != 0 {
+		t.Errorf("stdout %q, stderr %q", out.String(), errs.String())
 	}
 }

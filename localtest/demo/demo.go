@@ -1,8 +1,10 @@
 // Package demo is the local stack's demo world: one site and one paired,
-// consented daemon, with keys generated on first use into a git-ignored
-// cache directory and reused by everything local (the local server, `make
-// invoke`, the invoke test), so a request signed by one is accepted by the
-// others. No key material is ever committed: a fresh clone makes its own.
+// consented daemon (and, for the site stack, the same daemon paired to a
+// direct-lane site holding the demo site's keys, with a job queued), with
+// keys generated on first use into a git-ignored cache directory and
+// reused by everything local (the local server, `make invoke`, the invoke
+// test), so a request signed by one is accepted by the others. No key
+// material is ever committed: a fresh clone makes its own.
 //
 // It also prepares the sample events in events/: a committed event cannot
 // stay validly signed (signatures are fresh for ±120 s), so Prepare fills

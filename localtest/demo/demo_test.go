@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/projection"
 	"github.com/byorelay/byorelay/protocol"
 )
@@ -166,5 +167,41 @@ func TestPrepareRefusesAnUnknownPlaceholder(t *testing.T) {
 	ev := events.APIGatewayV2HTTPRequest{RawPath: "/byollm/claim", Body: `{"x":{{nope}}}`}
 	if err := w.Prepare(&ev, time.Now()); err == nil || !strings.Contains(err.Error(), "{{nope}}") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// A site-stack event names the lease the demo daemon holds, and its result
+// envelope carries a sealed outcome the site opens and decodes as the
+// disposition the body states.
+func TestPrepareSiteFillsTheLeaseAndSealsAnOutcomeTheSiteAccepts(t *testing.T) {
+	w, err := Load(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := loadEvent(t, "siteresult")
+	if err := w.PrepareSite(&ev, time.Now(), "lease-42"); err != nil {
+		t.Fatal(err)
+	}
+	var req protocol.ResultRequest
+	if err := protocol.DecodeStrict([]byte(ev.Body), &req); err != nil {
+		t.Fatalf("filled body is not a result request: %v", err)
+	}
+	if req.LeaseID != "lease-42" || req.RunnerID != RunnerID {
+		t.Errorf("request = %+v", req)
+	}
+	plain, err := protocol.Open(req.Envelope, w.Site, w.Daemon.Public().Identity, protocol.ExpectedEnvelope{
+		JobID: JobID, SenderKeyID: w.Daemon.KeyID(), RecipientKeyID: w.Site.KeyID(), Direction: protocol.DirectionResult,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := site.DecodeSealedOutcome(plain, req.Disposition); err != nil {
+		t.Fatalf("the sealed outcome: %v", err)
+	}
+	// The relay's events have no lease to fill: Prepare leaves the
+	// placeholder unknown rather than inventing one.
+	ev = loadEvent(t, "siteresult")
+	if err := w.Prepare(&ev, time.Now()); err == nil || !strings.Contains(err.Error(), PlaceholderLeaseID) {
+		t.Fatalf("Prepare of a site event = %v, want the unknown {{leaseId}} named", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
 )
 
@@ -22,6 +23,9 @@ const (
 	PlaceholderDeadlineAt      = "{{deadlineAt}}"
 	PlaceholderPayloadEnvelope = "{{payloadEnvelope}}"
 	PlaceholderResultEnvelope  = "{{resultEnvelope}}"
+	// PlaceholderLeaseID is the site stack's only (PrepareSite): the lease
+	// the demo daemon holds on JobID there.
+	PlaceholderLeaseID = "{{leaseId}}"
 )
 
 // Deadline is the deadlineAt Prepare writes: the top of the hour after next,
@@ -39,6 +43,17 @@ func Deadline(now time.Time) int64 {
 // filled and re-encoded, so it still arrives as API Gateway would send it.
 // Requests naming anyone else are left as they are.
 func (w *World) Prepare(ev *events.APIGatewayV2HTTPRequest, now time.Time) error {
+	return w.prepare(ev, now, nil)
+}
+
+// PrepareSite is Prepare for a site-stack sample event, which may also
+// name {{leaseId}}: leaseID, the lease the demo daemon holds on JobID in
+// the site store (SiteLease).
+func (w *World) PrepareSite(ev *events.APIGatewayV2HTTPRequest, now time.Time, leaseID string) error {
+	return w.prepare(ev, now, []string{PlaceholderLeaseID, leaseID})
+}
+
+func (w *World) prepare(ev *events.APIGatewayV2HTTPRequest, now time.Time, extra []string) error {
 	body := []byte(ev.Body)
 	if ev.IsBase64Encoded {
 		b, err := base64.StdEncoding.DecodeString(ev.Body)
@@ -47,7 +62,7 @@ func (w *World) Prepare(ev *events.APIGatewayV2HTTPRequest, now time.Time) error
 		}
 		body = b
 	}
-	body, err := w.fill(body, now)
+	body, err := w.fill(body, now, extra)
 	if err != nil {
 		return err
 	}
@@ -79,7 +94,7 @@ func (w *World) Prepare(ev *events.APIGatewayV2HTTPRequest, now time.Time) error
 	return nil
 }
 
-func (w *World) fill(body []byte, now time.Time) ([]byte, error) {
+func (w *World) fill(body []byte, now time.Time, extra []string) ([]byte, error) {
 	s := string(body)
 	if !strings.Contains(s, "{{") {
 		return body, nil
@@ -94,6 +109,7 @@ func (w *World) fill(body []byte, now time.Time) ([]byte, error) {
 		PlaceholderDevice, string(device),
 		PlaceholderDeadlineAt, strconv.FormatInt(deadline, 10),
 	}
+	repl = append(repl, extra...)
 	if strings.Contains(s, PlaceholderPayloadEnvelope) {
 		env, err := w.seal(w.Site, w.Daemon, protocol.DirectionPayload, "demo payload: say hello", deadline)
 		if err != nil {
@@ -102,7 +118,7 @@ func (w *World) fill(body []byte, now time.Time) ([]byte, error) {
 		repl = append(repl, PlaceholderPayloadEnvelope, env)
 	}
 	if strings.Contains(s, PlaceholderResultEnvelope) {
-		env, err := w.seal(w.Daemon, w.Site, protocol.DirectionResult, "demo result: hello", deadline)
+		env, err := w.seal(w.Daemon, w.Site, protocol.DirectionResult, demoOutcome, deadline)
 		if err != nil {
 			return nil, err
 		}
@@ -114,6 +130,21 @@ func (w *World) fill(body []byte, now time.Time) ([]byte, error) {
 	}
 	return []byte(s), nil
 }
+
+// demoOutcome is the result leg's plaintext, a sealed outcome as a daemon
+// writes it ({outcome, ran}): the relay never opens it, the site stack
+// opens and checks it before it completes the job.
+var demoOutcome = func() string {
+	text := "demo result: hello"
+	s, err := site.SealedOutcome{
+		Outcome: site.OK(text),
+		Ran:     site.RunMetadata{Model: DemoCapability.Model, BackendClass: DemoCapability.BackendClass, DurationMs: 420},
+	}.Plaintext()
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
 
 // seal is a real envelope for JobID from one demo party to the other, so
 // the daemon of the local stack can open what the sample payload carries.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,6 +48,44 @@ var invokeSteps = []invokeStep{
 	{fn: lambdafn.Sweeper},
 }
 
+// built is every function built once for this test binary: the relay's
+// and the site stack's emulator tests share one go build.
+var built struct {
+	sync.Mutex
+	bins map[string]string
+	dir  string
+}
+
+func builtFunctions(ctx context.Context, t *testing.T, root string) map[string]string {
+	t.Helper()
+	built.Lock()
+	defer built.Unlock()
+	if built.bins == nil {
+		dir, err := os.MkdirTemp("", "lambdadev-test-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bins, err := BuildAll(ctx, root, dir, "")
+		if err != nil {
+			os.RemoveAll(dir)
+			t.Fatal(err)
+		}
+		built.bins, built.dir = bins, dir
+	}
+	return built.bins
+}
+
+// TestMain removes the shared build and stops the services the tests
+// started (localtest.Main's work).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	localtest.Stop()
+	os.Exit(code)
+}
+
 // Every sample event in events/ through the real bootstrap, built for this
 // machine, under the Lambda runtime interface emulator, against DynamoDB
 // Local holding the demo projection: what `make invoke` does, for all of
@@ -66,10 +105,7 @@ func TestEverySampleEventInvokesThroughTheEmulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bins, err := BuildAll(ctx, root, t.TempDir(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bins := builtFunctions(ctx, t, root)
 
 	// Fresh keys for this test, so it never depends on (or rewrites) the
 	// developer's .cache/demo.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/lambdafn"
+	"github.com/byorelay/byorelay/sitefn"
 )
 
 // RIEModule is the Lambda runtime interface emulator, pinned: the same
@@ -38,13 +39,15 @@ func InstallRIE(ctx context.Context, binDir string) (string, error) {
 	return bin, nil
 }
 
-// BuildBootstrap builds functions/<name> into outDir/<name>/bootstrap
+// BuildBootstrap builds functions/<name> (a relay or a site-stack function) into outDir/<name>/bootstrap
 // exactly as it is deployed (static, lambda.norpc, trimmed, stripped) but
 // for goarch: arm64 to deploy, the host's architecture to run under the
 // emulator here (an arm64 binary does not run on an amd64 machine).
 func BuildBootstrap(ctx context.Context, repoRoot, name, outDir, goarch string) (string, error) {
 	if _, err := lambdafn.Lookup(name); err != nil {
-		return "", err
+		if _, siteErr := sitefn.Lookup(name); siteErr != nil {
+			return "", err
+		}
 	}
 	if goarch == "" {
 		goarch = runtime.GOARCH
@@ -93,6 +96,11 @@ func BuildAll(ctx context.Context, repoRoot, outDir, goarch string) (map[string]
 		paths[e.Name()] = out
 	}
 	for _, f := range lambdafn.Functions() {
+		if paths[f.Name] == "" {
+			return nil, fmt.Errorf("build functions: %s was not built", f.Name)
+		}
+	}
+	for _, f := range sitefn.Functions() {
 		if paths[f.Name] == "" {
 			return nil, fmt.Errorf("build functions: %s was not built", f.Name)
 		}
