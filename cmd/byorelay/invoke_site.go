@@ -29,7 +29,7 @@ const (
 
 // invokeSite is invoke for a function of the site stack
 // (site-template.yaml): DynamoDB Local started here holding the site demo
-// world (demo.SeedSite: the demo daemon paired as runner-demo, demo-job-1
+// world (demo.World.SeedSite: the demo daemon paired as runner-demo, demo-job-1
 // queued), the event prepared with the lease the demo daemon holds on
 // demo-job-1, then run in-process or under the emulator. Under the
 // emulator the real bootstrap reads the site's keys from SSM as it does
@@ -53,10 +53,7 @@ func invokeSite(ctx context.Context, fn sitefn.Function, raw []byte, opts invoke
 	}
 	defer stopDB()
 	db := dynamodb.NewFromConfig(localtest.AWSConfig(endpoint))
-	if err := world.SeedSite(ctx, db, invokeSiteTable); err != nil {
-		return nil, err
-	}
-	st, err := world.OpenSite(ctx, db, invokeSiteTable)
+	st, err := lambdadev.OpenDemoSite(ctx, world, db, invokeSiteTable)
 	if err != nil {
 		return nil, err
 	}

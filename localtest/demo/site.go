@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/sitefn"
 	"github.com/byorelay/byorelay/siteserver"
 	"github.com/byorelay/byorelay/sitestore"
 	sitedynamo "github.com/byorelay/byorelay/sitestore/dynamo"
@@ -28,38 +26,30 @@ import (
 // pairing daemon: `make site`'s page on its default port.
 const SiteVerificationURL = "http://127.0.0.1:8788/pair"
 
-// SiteDB is what SeedSite needs from a DynamoDB client.
-type SiteDB interface {
-	storedynamo.API
-	storedynamo.TableCreator
-}
-
-// OpenSite is the demo site's stack over table, in this process: the
-// same wiring a site function builds, with the demo site's keys.
-func (w *World) OpenSite(ctx context.Context, db storedynamo.API, table string) (*sitefn.Stack, error) {
-	return sitefn.Open(ctx, sitefn.Env{TableName: table, VerificationURL: SiteVerificationURL},
-		sitefn.Options{DB: db, Keys: w.Site, Logger: slog.New(slog.DiscardHandler)})
-}
-
-// SeedSite makes table ready for the site demo: created from
-// site-template.yaml if it does not exist, the demo daemon paired (through
-// a pairing approved for Owner, the way an app approves one) unless it
-// already is, and JobID enqueued through the app's Enqueue (idempotent by
-// id: a job already there is left as it is).
-func (w *World) SeedSite(ctx context.Context, db SiteDB, table string) error {
+// CreateSiteTable creates table from site-template.yaml unless it exists.
+func CreateSiteTable(ctx context.Context, db storedynamo.TableCreator, table string) error {
 	err := sitedynamo.CreateTable(ctx, db, table)
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
 		return err
 	}
-	st, err := w.OpenSite(ctx, db, table)
-	if err != nil {
-		return err
+	return nil
+}
+
+// SeedSite makes a site holding the demo site's keys ready for the site
+// demo, through its own server and store (sitefn.Open's, so this package
+// links no function wiring): the demo daemon paired (through a pairing
+// approved for Owner, the way an app approves one) unless it already is,
+// and JobID enqueued through the app's Enqueue (idempotent by id: a job
+// already there is left as it is).
+func (w *World) SeedSite(ctx context.Context, srv *siteserver.Server, st sitestore.RunnerStore) error {
+	if srv.SiteKeyID() != w.Site.KeyID() {
+		return fmt.Errorf("demo: the site holds key %s, not the demo site's %s", srv.SiteKeyID(), w.Site.KeyID())
 	}
-	if err := w.pairSite(ctx, st.Store); err != nil {
+	if err := w.pairSite(ctx, st); err != nil {
 		return fmt.Errorf("demo: pair the demo daemon with the site: %w", err)
 	}
-	_, err = st.Server.Enqueue(ctx, siteserver.EnqueueInput{
+	_, err := srv.Enqueue(ctx, siteserver.EnqueueInput{
 		ID: JobID, Kind: protocol.KindGenerate, Owner: Owner,
 		Payload: json.RawMessage(`{"prompt":"Say hello to the site."}`),
 	})

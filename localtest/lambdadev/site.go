@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/sitefn"
+	storedynamo "github.com/byorelay/byorelay/store/dynamo"
 )
 
 // PrepareSiteEvent is PrepareEvent for a site-stack function: an HTTP
@@ -56,4 +58,29 @@ func InvokeSiteInProcess(ctx context.Context, st *sitefn.Stack, f sitefn.Functio
 		return nil, err
 	}
 	return json.Marshal(resp)
+}
+
+// OpenDemoSite is the site demo world on table, in this process: the
+// table created if it is not there, a site stack opened with sitefn's own
+// wiring and the demo site's keys, and the demo daemon and job seeded
+// (demo.World.SeedSite).
+func OpenDemoSite(ctx context.Context, w *demo.World, db SiteDB, table string) (*sitefn.Stack, error) {
+	if err := demo.CreateSiteTable(ctx, db, table); err != nil {
+		return nil, err
+	}
+	st, err := sitefn.Open(ctx, sitefn.Env{TableName: table, VerificationURL: demo.SiteVerificationURL},
+		sitefn.Options{DB: db, Keys: w.Site, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
+	if err := w.SeedSite(ctx, st.Server, st.Store); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// SiteDB is what OpenDemoSite needs from a DynamoDB client.
+type SiteDB interface {
+	storedynamo.API
+	storedynamo.TableCreator
 }

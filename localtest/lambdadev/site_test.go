@@ -64,10 +64,7 @@ func TestEverySiteSampleEventInvokesThroughTheEmulator(t *testing.T) {
 	}
 	db := dynamodb.NewFromConfig(localtest.AWSConfig(endpoint))
 	table := localtest.UniqueName("site-invoke")
-	if err := world.SeedSite(ctx, db, table); err != nil {
-		t.Fatal(err)
-	}
-	st, err := world.OpenSite(ctx, db, table)
+	st, err := OpenDemoSite(ctx, world, db, table)
 	if err != nil {
 		t.Fatal(err)
 	}
