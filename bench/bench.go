@@ -295,7 +295,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				tag: fmt.Sprintf("depth%d", i), deadline: cfg.JobDeadline, limit: cfg.DepthLimit, progress: cfg.Progress,
 			})
 			if claims := pt.Phase.Latency["claim"].Count; claims > 0 && pt.Phase.Capacity != nil {
+				// The claim's own work and the in-line sweep it runs first.
 				c := pt.Phase.Capacity[claimFunction()]
+				c.add(pt.Phase.Capacity[claimFunction()+sweepSuffix])
 				n := float64(claims)
 				pt.ClaimCapacity = &Capacity{Calls: c.Calls, ReadUnits: c.ReadUnits / n, WriteUnits: c.WriteUnits / n, IndexWrite: c.IndexWrite / n}
 			}

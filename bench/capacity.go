@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
+
+	"github.com/byorelay/byorelay/store/dynamo"
 )
 
 // capacityMeter counts the DynamoDB capacity every call reports, by the
@@ -88,10 +90,20 @@ func (m *capacityMeter) apiOption(stack *middleware.Stack) error {
 				c = billedRefusal(in.Parameters, err)
 			}
 			c.Calls = 1
-			m.record(functionOf(ctx), c)
+			fn := functionOf(ctx)
+			if dynamo.Sweeping(ctx) && fn != notFunction {
+				fn += sweepSuffix
+			}
+			m.record(fn, c)
 			return out, md, err
 		}), middleware.After)
 }
+
+// sweepSuffix names the part of a function's capacity its in-line sweep
+// spent (store/dynamo marks the sweep's calls): the end of other jobs'
+// lives (and any requeue) rides on whichever request sweeps first, so it
+// is billed apart from the request's own work.
+const sweepSuffix = " (in-line sweep)"
 
 // functionOf is the function whose invocation ctx belongs to: the last
 // segment of the invoked ARN, which the local API server sets to the

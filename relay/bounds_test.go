@@ -227,7 +227,7 @@ func jobCount(t *testing.T, w *world) int {
 
 // A job's whole life with every identifier at its bound at once (site id,
 // runner id, owner, job id, purpose): every key and index the table builds
-// for it (job, lease pointer, holder, unsealed set, queue partition, site
+// for it (job, lease tag, holder hint, unsealed set, queue partition, site
 // lists, cancel list, presence, churn, due index) holds the longest
 // composite, and on DynamoDB Local nothing is refused for size.
 func TestAWholeJobLifeWithEveryIdentifierAtItsBound(t *testing.T) {

@@ -61,7 +61,8 @@ type RoutingStore interface {
 	// claim that has already lapsed (the reference sweeps fully first).
 	Awaiting(ctx context.Context, siteID string) ([]Job, error)
 	// Finished lists the site's done jobs that carry a result and that the
-	// site has not collected. A pure read: results are listed on every poll
+	// site has not collected (a store may leave their Payload out). A pure
+	// read: results are listed on every poll
 	// until the deadline sweep deletes the job or the site collects it (a
 	// site that never collects, as every reference site, sees the
 	// reference's behaviour).

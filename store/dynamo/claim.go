@@ -28,9 +28,9 @@ const claimSlack = 6
 // streaming partitions only if it opted in to streams, and its sticky
 // partition), walks them in enqueue order with the contract's
 // guards, and grants each in one transaction: the job (conditioned on the
-// version it was read at), its lease pointer, the runner's holder entry and
-// the pair's unsealed set (conditioned on the cap). Cost depends on the
-// route set, never on how deep the queue is.
+// version it was read at) and the pair's unsealed set (conditioned on the
+// cap), after a holder hint. Cost depends on the route set, never on how
+// deep the queue is.
 func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.ClaimedStub, error) {
 	if _, err := s.SweepInline(ctx); err != nil {
 		return nil, err
@@ -158,7 +158,7 @@ func (s *Store) claimOne(ctx context.Context, c *jobItem, in store.ClaimInput, r
 
 // claimable is the contract's guards, in its order, on one job.
 func (s *Store) claimable(c *jobItem, in store.ClaimInput, routes map[store.Route]bool, kinds map[string]bool, now int64) (protocol.JobStub, bool) {
-	if c.State != string(store.StateQueued) || s.expired(c) {
+	if c.State != string(store.StateQueued) || s.absent(c) {
 		return protocol.JobStub{}, false
 	}
 	// Past its deadline and not yet reached by the bounded sweep: never
@@ -209,7 +209,13 @@ func (s *Store) claimable(c *jobItem, in store.ClaimInput, routes map[store.Rout
 // index showed: if the job moved since, the write fails and the job is
 // skipped (someone else has it, or it is no longer what was judged).
 func (s *Store) grant(ctx context.Context, c *jobItem, in store.ClaimInput, device string, now int64) (protocol.Lease, outcome, error) {
-	leaseID := store.NewLeaseID()
+	leaseID, err := s.newLease(ctx, c.Site)
+	if err != nil {
+		return protocol.Lease{}, 0, err
+	}
+	if err := s.putHint(ctx, in.RunnerID, c); err != nil {
+		return protocol.Lease{}, 0, err
+	}
 	next := *c
 	next.State = string(store.StateAwaitingPayload)
 	next.Runner, next.HOwner, next.Device, next.Lease = in.RunnerID, in.Owner, device, leaseID
@@ -221,17 +227,11 @@ func (s *Store) grant(ctx context.Context, c *jobItem, in store.ClaimInput, devi
 		// The slot is checked once the awaiting window is well past: by then
 		// the sweep has freed it, unless the job vanished without a sweep.
 		s.takeSlot(c, leaseID, next.AwaitingUntil+s.awaitingMs),
-		s.putLease(&next, leaseID, in.RunnerID),
-		s.addHolder(&next, in.RunnerID),
 	}
-	out, failedAt, err := s.commit(ctx, jobWrite{pk: c.PK, put: &next, ver: c.Ver, extra: extra})
+	// extraFailed: the slot's condition, the pair's set is full.
+	out, _, err := s.commit(ctx, jobWrite{pk: c.PK, put: &next, ver: c.Ver, extra: extra})
 	if err != nil {
 		return protocol.Lease{}, 0, err
-	}
-	if out == extraFailed && failedAt != 0 {
-		// Only the slot carries a condition a live job can fail; a lease
-		// id collision is a UUID collision.
-		return protocol.Lease{}, lostRace, nil
 	}
 	return protocol.Lease{ID: leaseID, RunnerID: in.RunnerID, ExpiresAt: next.LeaseExp}, out, nil
 }

@@ -670,7 +670,7 @@ func snapshot(t *testing.T, s *Store, w *workload) (jobs []*jobItem, held map[st
 	held = map[string][]string{}
 	for i, r := range out.Responses {
 		if i >= len(w.jobs) {
-			held[owners[i-len(w.jobs)]] = getSS(r.Item, "held")
+			held[owners[i-len(w.jobs)]] = heldLeases(r.Item)
 			continue
 		}
 		if len(r.Item) == 0 {
@@ -680,6 +680,10 @@ func snapshot(t *testing.T, s *Store, w *workload) (jobs []*jobItem, held map[st
 		if err != nil {
 			t.Errorf("snapshot: %v", err)
 			return nil, nil
+		}
+		if j.Gone {
+			// A removed job's tombstone: no job at all.
+			continue
 		}
 		jobs = append(jobs, j)
 	}

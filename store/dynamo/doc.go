@@ -6,12 +6,17 @@
 //
 // # Items
 //
-//	J#<site>\0<jobId>     the job: stub, state, holder, clocks, refusals,
-//	                      envelopes (inline JSON or an S3 key), ver, wid
-//	L#<leaseId>           lease pointer: site, jobId, runner
-//	H#<runner>\0<jobId>   holder entry: the sites where this runner holds
-//	                      a job with this bare id
-//	U#<site>\0<owner>     the pair's unsealed grants, as a set of lease ids
+//	J#<site>\0<jobId>     sk J: the job: stub, state, holder, clocks,
+//	                      refusals, the result (inline JSON or an S3 key),
+//	                      where its payload is, ver, wid; once removed, its
+//	                      tombstone (gone, no ciphertext) until TTL
+//	                      sk EP#<id>: a payload, in an item of its own,
+//	                      written once per seal (above 32 KiB: in S3)
+//	T#<tag>               the site a lease tag stands for (lease.go)
+//	H#<runner>\0<jobId>   sk H#<site>: a hint that this runner held a job
+//	                      with this bare id on that site
+//	U#<site>\0<owner>     the pair's unsealed grants, as a set of
+//	                      <leaseId>\0<jobId>
 //	K#<runner>            jobs cancelled while this runner held them
 //	E#<site>\0<jobId>     eviction notice: the site's job was evicted; kept
 //	                      until the site collects it (TTL past the deadline)
@@ -31,36 +36,42 @@
 //	sitelist  lk = S#<site>\0<awaiting-payload|done|evicted>; sort seq. Keys
 //	          only: lists read the items back consistently. A done job
 //	          leaves it when the site collects it.
-//	due       dk = D#<shard>, du = the job's next deadline (deadlineAt, the
-//	          awaiting window or the lease expiry, whichever is first); also
-//	          unsealed sets, when their grants should all have ended.
+//	due       dk = D#<shard>, du = when a sweep should next look at the job:
+//	          its next deadline (deadlineAt, the awaiting window or the
+//	          lease expiry, whichever is first), or earlier for a sealed
+//	          grant, whose due time moves later only when a sweep reaches it
+//	          (a seal and a renewal do not move the entry); also unsealed
+//	          sets, when their grants should be checked. A removed job's
+//	          tombstone carries no index key.
 //
 // # How a transition is written
 //
 // Every job write is a whole-item Put conditioned on the version it was
 // decided on (ver), alone or in a TransactWriteItems with the items that
-// must change with it: a claim writes the job, the lease pointer, the
-// holder entry and the pair's unsealed set (ADD, conditioned on the set
-// holding fewer than UnsealedPerPair) in one transaction, so the cap holds
-// across replicas and is released by every transition out of
-// awaiting-payload in the same transaction (seal, complete, release,
-// sweep). A failed condition means someone else changed the job: the
-// operation reads again and decides again. No decision is written without
-// the condition that makes it still true.
+// must change with it: a claim writes the job and the pair's unsealed set
+// (ADD, conditioned on the set holding fewer than UnsealedPerPair) in one
+// transaction, so the cap holds across replicas and is released by every
+// transition out of awaiting-payload in the same transaction (seal,
+// complete, release, sweep). Every other transition is a single Put. A
+// failed condition means someone else changed the job: the operation reads
+// again and decides again. No decision is written without the condition
+// that makes it still true.
 //
 // Every write also stamps a fresh wid. When a write's answer is lost
 // (timeout, connection reset, throttling after the fact), the job is read
 // back: it carries the wid exactly when the write committed, so the caller
 // gets the right answer instead of a guess. Transactions also carry the wid
-// as their ClientRequestToken.
+// as their ClientRequestToken. There is no delete: a sweep removes a job by
+// writing its tombstone, so a removal too is known to be this replica's own
+// and is reported once.
 //
-// A holder-scoped call that names its current grant resolves it with two
-// plain reads, the lease pointer and then the job (strongly consistent):
-// the pointer lives exactly as long as its job carries the lease, so a job
-// read carrying it is the grant at that instant. Anything else (stale-lease,
-// not-found, …) is resolved from one TransactGetItems of the lease pointer,
-// the holder entry and the candidate jobs, so that answer too comes from a
-// single consistent state.
+// A lease id is a version 4 UUID whose first four bytes are a tag of its
+// job's site (lease.go), so a holder-scoped call, which carries a job id
+// and a lease but no site, resolves its grant with one strongly consistent
+// read of the job, and no item points from the lease to the job. Anything
+// else (stale-lease, not-found, …) reads the runner's holder hints for the
+// job id (written before every claim, never deleted before their TTL) and
+// the jobs they name, each judged by what it holds when read.
 //
 // Claim reads at most min(Max, UnsealedPerPair)+6 candidates from each queue
 // partition the device may take from (its routes times its kinds, private
@@ -83,8 +94,12 @@
 // item: Claim skips a job past its deadline, and RenewLeases and Awaiting
 // treat a grant past its deadline, window or lease as over.
 //
-// Envelopes whose JSON is larger than Config.InlineEnvelopeBytes (32 KiB by
-// default) are written to S3 before the job write that points at them and
-// deleted after the write that drops them; the bucket's lifecycle rule
-// collects what a crash leaves behind.
+// A payload is written to an item of its own before the seal that names it,
+// so the later writes of the job (fetch, renewals, result, removal) are not
+// billed for it; a requeue deletes it, and a removed job's is left to TTL
+// (nothing can reach it). A result stays inline: nothing but the removal
+// writes the job after it. Envelopes whose JSON is larger than
+// Config.InlineEnvelopeBytes (32 KiB by default) are written to S3 before
+// the job write that points at them and deleted after the write that drops
+// them; the bucket's lifecycle rule collects what a crash leaves behind.
 package dynamo

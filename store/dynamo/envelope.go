@@ -10,30 +10,63 @@ import (
 	"io"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/byorelay/byorelay/protocol"
 )
 
-// storedEnvelope is an envelope ready to go into a job item: inline JSON, or
-// the key of the S3 object already written.
+// storedEnvelope is an envelope ready to go into a job item: inline JSON,
+// the sort key of its own item under the job's partition key, or the key of
+// the S3 object; the item and the object are already written.
 type storedEnvelope struct {
 	inline string
+	item   string
 	s3Key  string
 }
+
+// skPayloadPrefix begins the sort key of a payload's own item. Each seal
+// writes a fresh one (the prefix and a random id): two seals racing for one
+// grant each write their own, and the job names the one whose write won.
+const skPayloadPrefix = "EP#"
+
+// envelopeAttr holds an envelope item's JSON.
+const envelopeAttr = "env"
 
 // putEnvelope encodes e and, when it is larger than the inline limit,
 // writes it to S3 first, so the item never points at an object that does
 // not exist. If the job write that follows loses its condition, the caller
 // deletes the object again (dropObject); the bucket's lifecycle rule
 // collects anything a crash leaves behind.
-func (s *Store) putEnvelope(ctx context.Context, pk, leaseID, direction string, e protocol.SealedEnvelope) (storedEnvelope, error) {
+//
+// A small payload goes to an item of its own rather than inline: every
+// write of the job after the seal (the fetch, each lease renewal, the
+// result, the removal) is billed on the whole job item, so an inline
+// payload would be paid for on each of them; in its own item it is written
+// once. A small result stays inline: the result's write is the job's last
+// but its removal, so moving it out would save nothing and cost every
+// results listing a second read.
+func (s *Store) putEnvelope(ctx context.Context, j *jobItem, direction string, e protocol.SealedEnvelope) (storedEnvelope, error) {
+	pk, leaseID := j.PK, j.Lease
 	body, err := json.Marshal(e)
 	if err != nil {
 		return storedEnvelope{}, fmt.Errorf("encode envelope: %w", err)
 	}
-	if len(body) <= s.inlineBytes {
+	if len(body) <= s.inlineBytes && direction != "payload" {
 		return storedEnvelope{inline: string(body)}, nil
+	}
+	if len(body) <= s.inlineBytes {
+		sk := skPayloadPrefix + newWID()
+		err := s.putOnce(ctx, map[string]types.AttributeValue{
+			"pk": str(pk), "sk": str(sk), envelopeAttr: str(string(body)),
+			// Collected with its job's item, at the latest.
+			"ttl": num(j.Deadline/1000 + ttlGraceSeconds),
+		})
+		if err != nil {
+			return storedEnvelope{}, fmt.Errorf("put envelope item: %w", err)
+		}
+		return storedEnvelope{item: sk}, nil
 	}
 	if s.s3 == nil || s.bucket == "" {
 		return storedEnvelope{}, ErrNoBucket
@@ -50,9 +83,14 @@ func (s *Store) putEnvelope(ctx context.Context, pk, leaseID, direction string, 
 	return storedEnvelope{s3Key: k}, nil
 }
 
-// loadEnvelopes fetches the job's S3-held envelopes into it.
+// loadEnvelopes fetches the job's envelopes held outside its item into it.
 func (s *Store) loadEnvelopes(ctx context.Context, j *jobItem) error {
 	var err error
+	if j.PayloadItem != "" && j.payload == nil {
+		if j.payload, err = s.envelopeItem(ctx, j.PK, j.PayloadItem); err != nil {
+			return err
+		}
+	}
 	if j.PayloadS3 != "" && j.payload == nil {
 		if j.payload, err = s.getEnvelope(ctx, j.PayloadS3); err != nil {
 			return err
@@ -64,6 +102,32 @@ func (s *Store) loadEnvelopes(ctx context.Context, j *jobItem) error {
 		}
 	}
 	return nil
+}
+
+// envelopeItem reads an envelope's own item. It is written once, before the
+// job write that names it, and never changed: an eventually consistent read
+// finds it unless it is very fresh, and only then is it read again
+// strongly.
+func (s *Store) envelopeItem(ctx context.Context, pk, sk string) (*protocol.SealedEnvelope, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: key(pk, sk)})
+	if err != nil {
+		return nil, fmt.Errorf("get envelope item: %w", err)
+	}
+	av := out.Item
+	if len(av) == 0 {
+		if av, err = s.getRaw(ctx, pk, sk); err != nil {
+			return nil, fmt.Errorf("get envelope item: %w", err)
+		}
+	}
+	body := getS(av, envelopeAttr)
+	if body == "" {
+		return nil, fmt.Errorf("envelope item %q of %q is missing", sk, pk)
+	}
+	var e protocol.SealedEnvelope
+	if err := json.Unmarshal([]byte(body), &e); err != nil {
+		return nil, fmt.Errorf("decode envelope item: %w", err)
+	}
+	return &e, nil
 }
 
 func (s *Store) getEnvelope(ctx context.Context, k string) (*protocol.SealedEnvelope, error) {
@@ -97,4 +161,16 @@ func (s *Store) dropObjects(ctx context.Context, keys ...string) {
 		}
 		_, _ = s.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: aws.String(k)})
 	}
+}
+
+// dropPayloadItem deletes the payload item of a grant that was requeued: it
+// was sealed to a device that no longer holds the job. Called only after the
+// write that dropped the reference committed; a failure is not reported,
+// TTL collects the item with its job. A removed job's payload item is left
+// to TTL too: nothing can reach it once the job is gone.
+func (s *Store) dropPayloadItem(ctx context.Context, j *jobItem) {
+	if j.PayloadItem == "" {
+		return
+	}
+	_, _ = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.table, Key: key(j.PK, j.PayloadItem)})
 }

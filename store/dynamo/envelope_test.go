@@ -98,14 +98,14 @@ func TestEnvelopesUpToTheProtocolLimitRoundTripThroughS3(t *testing.T) {
 		t.Fatalf("bucket holds %v, want the payload and the result", got)
 	}
 
-	// A small envelope stays in the item.
+	// A small payload goes to an item of its own, not to S3.
 	g2 := claim()
 	small := protocol.SealedEnvelope{Ciphertext: "tiny", RecipientKeyID: "r", SenderKeyID: "s", Direction: "payload", DeadlineAt: 1}
 	if _, err := s.Seal(ctx, store.SealInput{SiteID: "site", JobID: g2.ID, Envelope: small}); err != nil {
 		t.Fatal(err)
 	}
-	if raw, _, _ := s.readJob(ctx, jobPK("site", g2.ID)); raw.Payload == "" || raw.PayloadS3 != "" {
-		t.Fatalf("a small envelope went to S3")
+	if raw, _, _ := s.readJob(ctx, jobPK("site", g2.ID)); raw.PayloadItem == "" || raw.Payload != "" || raw.PayloadS3 != "" {
+		t.Fatalf("a small payload is not in an item of its own")
 	}
 	if got := objects(t, client, bucket); len(got) != 2 {
 		t.Fatalf("bucket holds %v after an inline seal", got)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -206,7 +207,17 @@ func (e *faultEnv) held(id string) (store.Job, []string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return j, getSS(av, "held")
+	return j, heldLeases(av)
+}
+
+// heldLeases is the lease ids in an unsealed set item.
+func heldLeases(av map[string]types.AttributeValue) []string {
+	var out []string
+	for _, m := range getSS(av, "held") {
+		lease, _, _ := strings.Cut(m, "\x00")
+		out = append(out, lease)
+	}
+	return out
 }
 
 // TestFaultsClaimAnswersOnceWhateverDynamoDBDoes claims one job through each
@@ -295,7 +306,8 @@ func TestFaultsHolderCallsAnswerCorrectly(t *testing.T) {
 				t.Fatalf("finished: %+v %v", finished, err)
 			}
 
-			// Release is a transaction (job, lease pointer, holder entry).
+			// Release of an unsealed grant is a transaction (the job and the
+			// pair's slot).
 			g2, err := e.clean.Claim(e.ctx, faultClaim("r1"))
 			if err != nil || len(g2) != 1 {
 				t.Fatalf("claim b: %v %v", g2, err)

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/byorelay/byorelay/protocol"
@@ -18,128 +17,67 @@ import (
 // that id on any site held by this runner (stale-lease), else nil
 // (not-found).
 //
-// Almost every call names its current grant: exactGrant answers that with
-// two plain reads. Everything else (a lease that ended, a job this runner
-// does not hold, an unknown id) is resolved from one consistent snapshot,
-// because telling those apart needs the holder entry and the jobs to agree.
+// Almost every call names its current grant: the lease id names the site
+// (lease.go), so that is one strongly consistent read of the job, which
+// answers at the instant it is read. Anything else (a lease that ended, a
+// job this runner does not hold, an id that is not one of ours) reads the
+// runner's holder hints for this job id and then the jobs they name.
 func (s *Store) grantFor(ctx context.Context, jobID, runnerID, leaseID string) (*jobItem, error) {
-	j, err := s.exactGrant(ctx, jobID, leaseID)
-	if err != nil || j != nil {
-		return j, err
-	}
-	return s.resolveGrant(ctx, jobID, runnerID, leaseID)
-}
-
-// exactGrant returns the job named jobID if its current lease is leaseID
-// when read, else nil: not a refusal, only "ask resolveGrant".
-//
-// No transaction is needed for that answer. The lease pointer exists
-// exactly while its job carries the lease (the claim writes both, and every
-// transition that ends the grant deletes the pointer, in one transaction),
-// so a job that carries leaseID when it is read strongly consistently is
-// what a snapshot taken at that instant would resolve to. A transactional
-// read costs twice a strongly consistent one, and resolveGrant takes two
-// snapshots: for a small job this path costs 1.5 RCU where they cost 10, on
-// every fetch, result, renewal and release.
-func (s *Store) exactGrant(ctx context.Context, jobID, leaseID string) (*jobItem, error) {
-	// Eventually consistent is enough for the pointer: it is written once,
-	// never changed, and only deleted. A stale read can only miss a new
-	// pointer (resolveGrant then decides) or show a deleted one, whose job
-	// no longer carries the lease when read consistently below: lease ids
-	// are never reused.
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: key(leasePK(leaseID), skLease)})
+	site, err := s.leaseSite(ctx, leaseID)
 	if err != nil {
-		return nil, fmt.Errorf("resolve grant: %w", err)
+		return nil, err
 	}
-	if len(out.Item) == 0 || getS(out.Item, "jobId") != jobID {
-		return nil, nil
-	}
-	j, ok, err := s.readJob(ctx, jobPK(getS(out.Item, "site"), jobID))
-	if err != nil {
-		return nil, fmt.Errorf("resolve grant: %w", err)
-	}
-	if !ok || j.Lease != leaseID {
-		return nil, nil
-	}
-	return j, nil
-}
-
-// resolveGrant is grantFor from one consistent state: the lease pointer,
-// the runner's holder item and the candidate jobs are read in one
-// TransactGetItems. Which jobs to read is known only from the pointers, so
-// it reads again, with the sites it learned, until the snapshot names no
-// site it did not include.
-func (s *Store) resolveGrant(ctx context.Context, jobID, runnerID, leaseID string) (*jobItem, error) {
-	var sites []string
-	for round := 0; round < maxAttempts; round++ {
-		gets := []types.TransactGetItem{
-			{Get: &types.Get{TableName: &s.table, Key: key(leasePK(leaseID), skLease)}},
-			{Get: &types.Get{TableName: &s.table, Key: key(holderPK(runnerID, jobID), skHolder)}},
-		}
-		for _, site := range sites {
-			gets = append(gets, types.TransactGetItem{Get: &types.Get{TableName: &s.table, Key: key(jobPK(site, jobID), skJob)}})
-		}
-		out, err := s.db.TransactGetItems(ctx, &dynamodb.TransactGetItemsInput{TransactItems: gets})
+	var named *jobItem
+	if site != "" {
+		j, ok, err := s.readJob(ctx, jobPK(site, jobID))
 		if err != nil {
-			if isCanceled(err) {
-				backoff(ctx, round+1)
-				continue
-			}
 			return nil, fmt.Errorf("resolve grant: %w", err)
 		}
-		lease, holder := out.Responses[0].Item, out.Responses[1].Item
-		jobs := map[string]*jobItem{}
-		for i, site := range sites {
-			if av := out.Responses[2+i].Item; len(av) > 0 {
-				j, err := unmarshalJob(av)
-				if err != nil {
-					return nil, err
-				}
-				if !s.expired(j) {
-					jobs[site] = j
-				}
-			}
-		}
-		exactSite := ""
-		if len(lease) > 0 && getS(lease, "jobId") == jobID {
-			exactSite = getS(lease, "site")
-		}
-		need := getSS(holder, "sites")
-		if exactSite != "" && !slices.Contains(need, exactSite) {
-			need = append(need, exactSite)
-		}
-		if missing(need, sites) {
-			sites = need
-			continue
-		}
-		// The exact grant, checked against the job the caller named.
-		if j := jobs[exactSite]; exactSite != "" && j != nil && j.Lease == leaseID {
+		if ok && j.Lease == leaseID {
 			return j, nil
 		}
-		// The same id held by this runner under another grant: the first
-		// in enqueue order, as the reference walks its list.
-		var held []*jobItem
-		for _, j := range jobs {
-			if j.claimed() && j.Runner == runnerID {
-				held = append(held, j)
-			}
+		if ok {
+			named = j
 		}
-		if len(held) == 0 {
-			return nil, nil
-		}
-		slices.SortFunc(held, func(a, b *jobItem) int { return strings.Compare(a.Seq, b.Seq) })
-		return held[0], nil
 	}
-	return nil, fmt.Errorf("resolve grant: %w", ErrContention)
+	return s.heldByRunner(ctx, jobID, runnerID, site, named)
 }
 
-func missing(need, have []string) bool {
-	for _, n := range need {
-		if !slices.Contains(have, n) {
-			return true
+// heldByRunner is a job with this id that runnerID holds, the first in
+// enqueue order as the reference walks its list, or nil. named is the job
+// on the lease's own site, already read (or nil). Every job a hint names is
+// read strongly consistently and judged by what it holds now; a job held by
+// this runner always has a hint, because the claim writes the hint before
+// the grant.
+func (s *Store) heldByRunner(ctx context.Context, jobID, runnerID, namedSite string, named *jobItem) (*jobItem, error) {
+	sites, err := s.hintedSites(ctx, runnerID, jobID)
+	if err != nil {
+		return nil, err
+	}
+	var pks []string
+	for _, site := range sites {
+		if site != namedSite {
+			pks = append(pks, jobPK(site, jobID))
 		}
 	}
-	return false
+	jobs, err := s.batchJobs(ctx, pks)
+	if err != nil {
+		return nil, fmt.Errorf("resolve grant: %w", err)
+	}
+	if named != nil {
+		jobs = append(jobs, named)
+	}
+	var held []*jobItem
+	for _, j := range jobs {
+		if j.claimed() && j.Runner == runnerID {
+			held = append(held, j)
+		}
+	}
+	if len(held) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(held, func(a, b *jobItem) int { return strings.Compare(a.Seq, b.Seq) })
+	return held[0], nil
 }
 
 // holderRefusal is the common prefix of TakePayload and Complete.
@@ -170,7 +108,7 @@ func (s *Store) TakePayload(ctx context.Context, in store.HolderInput) (store.Pa
 		if j.Lease != in.LeaseID {
 			return store.PayloadResult{Refused: store.RefusedStaleLease}, nil
 		}
-		if j.Payload == "" && j.PayloadS3 == "" {
+		if j.Payload == "" && j.PayloadItem == "" && j.PayloadS3 == "" {
 			return store.PayloadResult{Refused: store.RefusedNotReady}, nil
 		}
 		// A replayed fetch on a done job must not set it running again: the
@@ -233,7 +171,7 @@ func (s *Store) Complete(ctx context.Context, in store.CompleteInput) (store.Com
 			return store.CompleteResult{Refused: store.RefusedStaleLease}, nil
 		}
 		if env == (storedEnvelope{}) {
-			if env, err = s.putEnvelope(ctx, j.PK, j.Lease, "result", in.Envelope); err != nil {
+			if env, err = s.putEnvelope(ctx, j, "result", in.Envelope); err != nil {
 				return store.CompleteResult{}, err
 			}
 		}
@@ -258,7 +196,7 @@ func (s *Store) Complete(ctx context.Context, in store.CompleteInput) (store.Com
 }
 
 // ReleaseLeases gives back the grants a runner names, each in its own
-// transaction with the grant's pointers.
+// write (a transaction with the pair's slot when the grant was unsealed).
 func (s *Store) ReleaseLeases(ctx context.Context, in store.ReleaseInput) ([]string, error) {
 	released := []string{}
 	for _, ref := range in.Leases {
@@ -307,6 +245,7 @@ func (s *Store) release(ctx context.Context, in store.ReleaseInput, ref protocol
 		}
 		if out == committed {
 			s.dropObjects(context.WithoutCancel(ctx), j.PayloadS3)
+			s.dropPayloadItem(context.WithoutCancel(ctx), j)
 			return true, nil
 		}
 	}

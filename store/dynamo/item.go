@@ -54,9 +54,15 @@ type jobItem struct {
 	Cancelled     bool             `dynamodbav:"cx,omitempty"`
 	// Collected: the site has this done job's fate and it leaves the list.
 	Collected bool `dynamodbav:"col,omitempty"`
+	// Gone marks a removed job: what a sweep leaves instead of deleting
+	// the item, so the write that removed it carries a wid like every other
+	// (see commit). Every read treats it as absent; TTL collects it.
+	Gone bool `dynamodbav:"gone,omitempty"`
 
-	// Envelopes are JSON, inline, or a pointer to an S3 object.
+	// Envelopes are JSON, inline, or the sort key of the payload's own item
+	// (envelope.go), or a pointer to an S3 object.
 	Payload     string `dynamodbav:"pl,omitempty"`
+	PayloadItem string `dynamodbav:"plI,omitempty"`
 	PayloadS3   string `dynamodbav:"plS3,omitempty"`
 	Result      string `dynamodbav:"rs,omitempty"`
 	ResultS3    string `dynamodbav:"rsS3,omitempty"`
@@ -65,8 +71,8 @@ type jobItem struct {
 	// Index attributes, derived from the state by index() before each write.
 	QK string `dynamodbav:"qk,omitempty"`
 	LK string `dynamodbav:"lk,omitempty"`
-	DK string `dynamodbav:"dk"`
-	DU int64  `dynamodbav:"du"`
+	DK string `dynamodbav:"dk,omitempty"`
+	DU int64  `dynamodbav:"du,omitempty"`
 
 	// payload and result hold envelopes loaded from S3 (never stored).
 	payload *protocol.SealedEnvelope `dynamodbav:"-"`
@@ -75,7 +81,7 @@ type jobItem struct {
 
 // ttlGraceSeconds keeps TTL from collecting a job before the sweep does: TTL
 // deletes without telling anyone, so a job it takes first would leave its
-// lease pointer, its unsealed slot and its S3 objects behind. The sweep's
+// unsealed slot and its S3 objects behind. The sweep's
 // repair of the unsealed set and the bucket lifecycle rule cover that case.
 const ttlGraceSeconds = 24 * 60 * 60
 
@@ -86,8 +92,20 @@ func (j *jobItem) claimed() bool { return j.Lease != "" }
 // in the queue index only while queued and not cancelled, and in a site list
 // only while awaiting-payload or done with a result the site has not
 // collected.
+//
+// The due time only ever moves later lazily: a sealed grant (ready or
+// running) keeps a due time that is earlier than its next deadline instead
+// of moving its due index entry (a delete and a put, billed twice inside a
+// transaction) on the seal and on every lease renewal. A sweep that reaches
+// it early finds nothing due and writes the real due time then (sweepJob),
+// which for most jobs never happens: they are done first.
 func (j *jobItem) index(shards int) {
-	j.QK, j.LK = "", ""
+	stored := j.DU
+	j.QK, j.LK, j.DK, j.DU = "", "", "", 0
+	j.TTL = j.Deadline/1000 + ttlGraceSeconds
+	if j.Gone {
+		return
+	}
 	switch store.State(j.State) {
 	case store.StateQueued:
 		// A cancelled job can never be claimed, so it leaves the queue
@@ -108,7 +126,16 @@ func (j *jobItem) index(shards int) {
 	}
 	j.DK = dueKey(j.PK, shards)
 	j.DU = j.nextDeadline()
-	j.TTL = j.Deadline/1000 + ttlGraceSeconds
+	if (j.State == string(store.StateReady) || j.State == string(store.StateRunning)) && stored > 0 && stored < j.DU {
+		j.DU = stored
+	}
+}
+
+// tombstone is what is left of j once a sweep removed it: the keys, the
+// deadline that sets its TTL, and nothing a read could return.
+func (j *jobItem) tombstone() *jobItem {
+	return &jobItem{PK: j.PK, SK: j.SK, Site: j.Site, JobID: j.JobID, Owner: j.Owner, Kind: j.Kind,
+		Deadline: j.Deadline, State: "gone", Seq: j.Seq, Gone: true}
 }
 
 // nextDeadline is the earliest instant a sweep has something to do with
@@ -236,5 +263,5 @@ func (j *jobItem) requeue() {
 	j.State = string(store.StateQueued)
 	j.Runner, j.HOwner, j.Device, j.Lease, j.LeaseExp = "", "", "", "", 0
 	j.AwaitingUntil = 0
-	j.Payload, j.PayloadS3, j.payload = "", "", nil
+	j.Payload, j.PayloadItem, j.PayloadS3, j.payload = "", "", "", nil
 }

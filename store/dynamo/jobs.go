@@ -24,27 +24,42 @@ func (s *Store) Enqueue(ctx context.Context, in store.EnqueueInput) (store.Job, 
 	}
 	now := s.now()
 	pk := jobPK(in.SiteID, in.ID)
+	// 0: the key must be free. A removed job's tombstone, or an item TTL
+	// has not collected yet, is overwritten under its version instead.
+	ver := int64(0)
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		j := &jobItem{
 			PK: pk, SK: skJob, Site: in.SiteID, JobID: in.ID, Stub: string(stub),
 			Owner: in.Stub.Owner, Kind: in.Stub.Kind, Audience: in.Stub.Audience,
 			Deadline: in.Stub.DeadlineAt, State: string(store.StateQueued), Seq: s.nextSeq(now),
 		}
-		out, _, err := s.commit(ctx, jobWrite{pk: pk, put: j})
+		out, _, err := s.commit(ctx, jobWrite{pk: pk, put: j, ver: ver})
 		if err != nil {
 			return store.Job{}, err
 		}
 		if out == committed {
 			return j.job()
 		}
-		existing, ok, err := s.loadJob(ctx, pk)
+		av, err := s.getRaw(ctx, pk, skJob)
 		if err != nil {
 			return store.Job{}, err
 		}
-		if ok {
-			return existing.job()
+		if av == nil {
+			ver = 0
+			continue
 		}
-		// Deleted between our put and our read: try to create it again.
+		existing, err := unmarshalJob(av)
+		if err != nil {
+			return store.Job{}, err
+		}
+		if s.absent(existing) {
+			ver = existing.Ver
+			continue
+		}
+		if err := s.loadEnvelopes(ctx, existing); err != nil {
+			return store.Job{}, err
+		}
+		return existing.job()
 	}
 	return store.Job{}, ErrContention
 }
@@ -60,8 +75,9 @@ func (s *Store) Job(ctx context.Context, siteID, jobID string) (store.Job, bool,
 }
 
 // readJob reads a job item strongly consistently, without its S3 envelopes.
-// A job whose TTL has passed is absent: TTL deletes lazily, so an item that
-// is still there may be gone on the next read anyway.
+// A removed job (its tombstone) or one whose TTL has passed is absent: TTL
+// deletes lazily, so an item that is still there may be gone on the next
+// read anyway.
 func (s *Store) readJob(ctx context.Context, pk string) (*jobItem, bool, error) {
 	av, err := s.getRaw(ctx, pk, skJob)
 	if err != nil || av == nil {
@@ -71,7 +87,7 @@ func (s *Store) readJob(ctx context.Context, pk string) (*jobItem, bool, error) 
 	if err != nil {
 		return nil, false, err
 	}
-	if s.expired(j) {
+	if s.absent(j) {
 		return nil, false, nil
 	}
 	return j, true, nil
@@ -89,18 +105,24 @@ func (s *Store) loadJob(ctx context.Context, pk string) (*jobItem, bool, error) 
 	return j, true, nil
 }
 
-func (s *Store) expired(j *jobItem) bool { return j.TTL != 0 && j.TTL*1000 <= s.now() }
+// absent reports an item that stands for no job: a tombstone, or past its
+// TTL and not yet collected.
+func (s *Store) absent(j *jobItem) bool { return j.Gone || (j.TTL != 0 && j.TTL*1000 <= s.now()) }
 
 // Jobs lists every job of every site in enqueue order. A scan: for debug
 // pages and tests, never on a request path.
 func (s *Store) Jobs(ctx context.Context) ([]store.Job, error) {
 	var items []*jobItem
 	err := s.scanPrefix(ctx, "J#", func(av map[string]types.AttributeValue) error {
+		if getS(av, "sk") != skJob {
+			// A payload's own item, under its job's partition key.
+			return nil
+		}
 		j, err := unmarshalJob(av)
 		if err != nil {
 			return err
 		}
-		if !s.expired(j) {
+		if !s.absent(j) {
 			items = append(items, j)
 		}
 		return nil
@@ -150,6 +172,10 @@ func (s *Store) Finished(ctx context.Context, siteID string) ([]store.Job, error
 	kept := items[:0]
 	for _, j := range items {
 		if (j.Result != "" || j.ResultS3 != "") && !j.Collected {
+			// Listed without the payload: a site reading its results has
+			// no use for the envelope it sealed, and reading it back would
+			// cost every poll a read per job.
+			j.Payload, j.PayloadItem, j.PayloadS3 = "", "", ""
 			kept = append(kept, j)
 		}
 	}
@@ -185,7 +211,7 @@ func (s *Store) batchJobs(ctx context.Context, pks []string) ([]*jobItem, error)
 		if err != nil {
 			return err
 		}
-		if !s.expired(j) {
+		if !s.absent(j) {
 			out = append(out, j)
 		}
 		return nil
@@ -217,12 +243,12 @@ func (s *Store) Seal(ctx context.Context, in store.SealInput) (store.SealResult,
 			return store.SealResult{Refused: store.RefusedTooLate, Was: store.State(j.State)}, nil
 		}
 		if env == (storedEnvelope{}) {
-			if env, err = s.putEnvelope(ctx, pk, j.Lease, "payload", in.Envelope); err != nil {
+			if env, err = s.putEnvelope(ctx, j, "payload", in.Envelope); err != nil {
 				return store.SealResult{}, err
 			}
 		}
 		next := *j
-		next.Payload, next.PayloadS3 = env.inline, env.s3Key
+		next.Payload, next.PayloadItem, next.PayloadS3 = env.inline, env.item, env.s3Key
 		next.State = string(store.StateReady)
 		next.AwaitingUntil = 0
 		// Consecutive failures to seal, not a lifetime quota: a job requeued

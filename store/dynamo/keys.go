@@ -11,8 +11,7 @@ import (
 // a key is a key rather than a parser.
 const (
 	skJob      = "J"
-	skLease    = "L"
-	skHolder   = "H"
+	skTag      = "T"
 	skUnsealed = "U"
 	skPresence = "P"
 	skChurn    = "X"
@@ -24,13 +23,14 @@ const (
 // jobPK is a job, keyed by (site, id): job ids are each site's to choose.
 func jobPK(siteID, jobID string) string { return "J#" + siteID + "\x00" + jobID }
 
-// leasePK points a lease id at its job, so a holder-scoped call, which
-// carries no site, finds the job its grant is on.
-func leasePK(leaseID string) string { return "L#" + leaseID }
+// tagPK says which site a lease tag stands for (lease.go).
+func tagPK(tag string) string { return "T#" + tag }
 
-// holderPK holds the sites on which a runner holds a job with this bare id:
-// the fallback that tells stale-lease from not-found, read consistently.
+// holderPK partitions the hints that a runner held a job with this bare id,
+// one item per site (holderSK): the fallback that tells stale-lease from
+// not-found, read with one consistent query.
 func holderPK(runnerID, jobID string) string { return "H#" + runnerID + "\x00" + jobID }
+func holderSK(siteID string) string          { return "H#" + siteID }
 
 // cancelsPK lists the jobs that were cancelled while this runner held them,
 // so a heartbeat reads one item instead of every job.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
@@ -14,8 +15,9 @@ import (
 
 // BenchmarkLifecycleCapacity shows the read and write capacity each step of
 // one small job's life consumes on DynamoDB Local: enqueue, claim, seal,
-// takePayload, one lease renewal (a heartbeat's share), complete, and the
-// site's finished listing.
+// takePayload, one lease renewal (a heartbeat's share), complete, the
+// site's finished listing, and the end of its life (the sweep at its
+// deadline).
 //
 //	go test -run '^$' -bench LifecycleCapacity -benchtime 20x ./store/dynamo/
 //
@@ -31,10 +33,7 @@ func BenchmarkLifecycleCapacity(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	deadline := storetest.Start.UnixMilli() + 3_600_000
-	// A small job: a few hundred bytes of ciphertext each way.
-	payload := protocol.SealedEnvelope{Ciphertext: strings.Repeat("p", 400), RecipientKeyID: "device", SenderKeyID: "site", Direction: "payload", DeadlineAt: deadline}
-	result := protocol.SealedEnvelope{Ciphertext: strings.Repeat("r", 400), RecipientKeyID: "site", SenderKeyID: "device", Direction: "result", DeadlineAt: deadline}
+	const life = 3_600_000
 	claim := store.ClaimInput{
 		RunnerID: "runner", Owner: "alice",
 		Device: protocol.PublicIdentity{Identity: "id-runner", Encryption: "enc-runner", EncryptionSig: "sig-runner"},
@@ -42,7 +41,7 @@ func BenchmarkLifecycleCapacity(b *testing.B) {
 		Max:    1, LeaseMs: 60_000,
 	}
 
-	steps := []string{"enqueue", "claim", "seal", "take", "renew", "complete", "finished"}
+	steps := []string{"enqueue", "claim", "seal", "take", "renew", "complete", "finished", "end"}
 	used := map[string]Capacity{}
 	measure := func(step string, f func() error) {
 		meter.Reset()
@@ -63,6 +62,10 @@ func BenchmarkLifecycleCapacity(b *testing.B) {
 		// for a site that collects its results.
 		site, id := fmt.Sprintf("site-%06d", i), fmt.Sprintf("job-%06d", i)
 		claim.Routes = []store.Route{{SiteID: site, Owner: "alice"}}
+		deadline := clock.Now().UnixMilli() + life
+		// A small job: a few hundred bytes of ciphertext each way.
+		payload := protocol.SealedEnvelope{Ciphertext: strings.Repeat("p", 400), RecipientKeyID: "device", SenderKeyID: "site", Direction: "payload", DeadlineAt: deadline}
+		result := protocol.SealedEnvelope{Ciphertext: strings.Repeat("r", 400), RecipientKeyID: "site", SenderKeyID: "device", Direction: "result", DeadlineAt: deadline}
 		var grant protocol.ClaimedStub
 		measure("enqueue", func() error {
 			_, err := s.Enqueue(ctx, store.EnqueueInput{ID: id, SiteID: site, Stub: protocol.JobStub{
@@ -116,6 +119,14 @@ func BenchmarkLifecycleCapacity(b *testing.B) {
 			}
 			return err
 		})
+		clock.Advance(life * time.Millisecond)
+		measure("end", func() error {
+			_, err := s.Sweep(ctx)
+			return err
+		})
+		if _, ok, err := s.Job(ctx, site, id); err != nil || ok {
+			b.Fatalf("%s outlived its deadline (%v)", id, err)
+		}
 	}
 	b.StopTimer()
 	var total Capacity

@@ -18,10 +18,14 @@ import (
 // against its job. The item enters the due index for that check.
 func (s *Store) takeSlot(j *jobItem, leaseID string, checkAt int64) types.TransactWriteItem {
 	pk := unsealedPK(j.Site, j.Owner)
+	leaseID = slotMember(leaseID, j.JobID)
 	return types.TransactWriteItem{Update: &types.Update{
-		TableName:           &s.table,
-		Key:                 key(pk, skUnsealed),
-		UpdateExpression:    aws.String("ADD held :l SET dk = :dk, du = :du"),
+		TableName: &s.table,
+		Key:       key(pk, skUnsealed),
+		// A due time already set is kept: moving it on every claim would
+		// move the set's due index entry each time. The check it schedules
+		// reschedules itself while grants are live (repairSlots).
+		UpdateExpression:    aws.String("ADD held :l SET dk = if_not_exists(dk, :dk), du = if_not_exists(du, :du)"),
 		ConditionExpression: aws.String("attribute_not_exists(held) OR size(held) < :cap"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":l": strSet(leaseID), ":dk": str(dueKey(pk, s.shards)), ":du": num(checkAt),
@@ -30,39 +34,18 @@ func (s *Store) takeSlot(j *jobItem, leaseID string, checkAt int64) types.Transa
 	}}
 }
 
+// slotMember is a grant as its pair's unsealed set holds it: the lease and
+// the job id, so the sweep's repair can read the job back (the set's key
+// names the site).
+func slotMember(leaseID, jobID string) string { return leaseID + "\x00" + jobID }
+
 // releaseSlot frees the pair slot of the job's current (awaiting) lease.
 func (s *Store) releaseSlot(j *jobItem) types.TransactWriteItem {
 	return types.TransactWriteItem{Update: &types.Update{
 		TableName:                 &s.table,
 		Key:                       key(unsealedPK(j.Site, j.Owner), skUnsealed),
 		UpdateExpression:          aws.String("DELETE held :l"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":l": strSet(j.Lease)},
-	}}
-}
-
-// putLease writes the lease pointer a holder-scoped call resolves through.
-func (s *Store) putLease(j *jobItem, leaseID, runnerID string) types.TransactWriteItem {
-	return types.TransactWriteItem{Put: &types.Put{
-		TableName: &s.table,
-		Item: map[string]types.AttributeValue{
-			"pk": str(leasePK(leaseID)), "sk": str(skLease),
-			"site": str(j.Site), "jobId": str(j.JobID), "runner": str(runnerID), "ttl": num(j.TTL),
-		},
-		ConditionExpression: aws.String("attribute_not_exists(pk)"),
-	}}
-}
-
-func (s *Store) addHolder(j *jobItem, runnerID string) types.TransactWriteItem {
-	return types.TransactWriteItem{Update: &types.Update{
-		TableName: &s.table,
-		Key:       key(holderPK(runnerID, j.JobID), skHolder),
-		// The latest claim's deadline keeps the entry: TTL only collects
-		// entries left empty by the requeues and deletions that end holds.
-		UpdateExpression:         aws.String("ADD sites :s SET #t = :t"),
-		ExpressionAttributeNames: map[string]string{"#t": "ttl"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":s": strSet(j.Site), ":t": num(j.TTL),
-		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":l": strSet(slotMember(j.Lease, j.JobID))},
 	}}
 }
 
@@ -75,24 +58,13 @@ func (s *Store) addCancel(runnerID, jobPK string) types.TransactWriteItem {
 	}}
 }
 
-// endClaim is what ending j's grant (requeue or delete) changes besides the
-// job: the lease pointer goes, the runner no longer holds the id, and an
-// unsealed grant frees its pair slot.
+// endClaim is what ending j's grant (requeue or removal) changes besides
+// the job: an unsealed grant frees its pair slot. Nothing else points at a
+// grant (the lease id names its site, and holder hints are only hints), so
+// ending a sealed grant is a single write.
 func (s *Store) endClaim(j *jobItem) []types.TransactWriteItem {
-	if !j.claimed() {
+	if !j.claimed() || j.State != string(store.StateAwaitingPayload) {
 		return nil
 	}
-	items := []types.TransactWriteItem{
-		{Delete: &types.Delete{TableName: &s.table, Key: key(leasePK(j.Lease), skLease)}},
-		{Update: &types.Update{
-			TableName:                 &s.table,
-			Key:                       key(holderPK(j.Runner, j.JobID), skHolder),
-			UpdateExpression:          aws.String("DELETE sites :s"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":s": strSet(j.Site)},
-		}},
-	}
-	if j.State == string(store.StateAwaitingPayload) {
-		items = append(items, s.releaseSlot(j))
-	}
-	return items
+	return []types.TransactWriteItem{s.releaseSlot(j)}
 }

@@ -75,6 +75,10 @@ type Store struct {
 	inlineBytes     int
 	shards          int
 
+	// tagOf and siteOf cache lease tags both ways (lease.go). A tag never
+	// changes once written, so no replica can disagree with a cached one.
+	tagOf, siteOf sync.Map
+
 	// seq breaks ties in enqueue order between jobs this instance enqueues
 	// in the same millisecond (a test clock that does not move).
 	seq atomic.Uint64

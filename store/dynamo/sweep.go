@@ -34,6 +34,17 @@ func (s *Store) SweepInline(ctx context.Context) (store.SweepResult, error) {
 	return s.sweep(ctx, s.inlineLimit)
 }
 
+// sweepingKey marks the context of every call a sweep makes.
+type sweepingKey struct{}
+
+// Sweeping reports whether ctx is a sweep's: SDK middleware that meters
+// capacity (the benchmark's) uses it to bill a request's in-line sweep
+// (end of life, requeues) apart from the request itself.
+func Sweeping(ctx context.Context) bool {
+	v, _ := ctx.Value(sweepingKey{}).(bool)
+	return v
+}
+
 // dueEntry is one item the due index says is due.
 type dueEntry struct {
 	pk string
@@ -47,6 +58,7 @@ type dueEntry struct {
 // scheduled sweep fails with ErrClockUncertain (counted and alarmed), and
 // an in-line sweep moves nothing, so the request it runs in still answers.
 func (s *Store) sweep(ctx context.Context, limit int) (store.SweepResult, error) {
+	ctx = context.WithValue(ctx, sweepingKey{}, true)
 	settled, err := s.clockSettled(ctx)
 	if err != nil {
 		return store.SweepResult{}, err
@@ -171,7 +183,7 @@ func (s *Store) sweepJob(ctx context.Context, pk string, now int64) (sweepResult
 			return sweepResult{}, err
 		}
 		j, err := unmarshalJob(av)
-		if err != nil {
+		if err != nil || j.Gone {
 			return sweepResult{}, err
 		}
 		var (
@@ -182,10 +194,12 @@ func (s *Store) sweepJob(ctx context.Context, pk string, now int64) (sweepResult
 			drop   []string
 		)
 		switch {
-		// Past its deadline, in any state: dropped with its ciphertext, not
-		// kept as a tombstone. A daemon mid-flight learns through
-		// RenewLeases, which reports a grant that is gone as lost.
+		// Past its deadline, in any state: removed, its item overwritten by a
+		// tombstone that keeps no ciphertext (TTL collects it). A daemon
+		// mid-flight learns through RenewLeases, which reports a grant that
+		// is gone as lost.
 		case j.Deadline <= now:
+			w.put = j.tombstone()
 			w.extra = s.endClaim(j)
 			did, left, drop = didRemove, j, []string{j.PayloadS3, j.ResultS3}
 
@@ -208,6 +222,7 @@ func (s *Store) sweepJob(ctx context.Context, pk string, now int64) (sweepResult
 			}
 			attempts := j.SealAttempts + 1
 			if attempts >= store.SealAttemptsBeforeEviction {
+				w.put = j.tombstone()
 				did, left, drop = didRemove, &next, []string{j.PayloadS3, j.ResultS3}
 				// In the same transaction as the delete: an eviction the
 				// site is never told of is a job lost without a word.
@@ -231,9 +246,16 @@ func (s *Store) sweepJob(ctx context.Context, pk string, now int64) (sweepResult
 			w.put = &next
 			did, left, drop = didRequeue, &next, []string{j.PayloadS3}
 
-		default:
-			// The index lagged a change that moved the deadline.
+		case j.DU > now:
+			// The index lagged a change that moved the due time.
 			return sweepResult{}, nil
+
+		default:
+			// Due early: a sealed grant keeps its earlier due time until a
+			// sweep reaches it (jobItem.index). Now write the real one.
+			next := *j
+			next.DU = 0
+			w.put = &next
 		}
 
 		if did == didRemove {
@@ -248,7 +270,13 @@ func (s *Store) sweepJob(ctx context.Context, pk string, now int64) (sweepResult
 		if out != committed {
 			continue
 		}
+		if did == didNothing {
+			return sweepResult{}, nil
+		}
 		s.dropObjects(context.WithoutCancel(ctx), drop...)
+		if did == didRequeue {
+			s.dropPayloadItem(context.WithoutCancel(ctx), j)
+		}
 		job, err := left.job()
 		if err != nil {
 			return sweepResult{}, err
@@ -346,24 +374,22 @@ func (s *Store) repairSlots(ctx context.Context, pk string, now int64) error {
 	}
 	var dead []string
 	latest := int64(0)
-	for _, l := range getSS(av, "held") {
+	site, _, _ := strings.Cut(strings.TrimPrefix(pk, "U#"), "\x00")
+	for _, m := range getSS(av, "held") {
 		alive := false
-		lv, err := s.getRaw(ctx, leasePK(l), skLease)
-		if err != nil {
-			return err
-		}
-		if lv != nil {
-			j, ok, err := s.readJob(ctx, jobPK(getS(lv, "site"), getS(lv, "jobId")))
+		lease, jobID, ok := strings.Cut(m, "\x00")
+		if ok && site != "" {
+			j, ok, err := s.readJob(ctx, jobPK(site, jobID))
 			if err != nil {
 				return err
 			}
-			if ok && j.Lease == l && j.State == string(store.StateAwaitingPayload) {
+			if ok && j.Lease == lease && j.State == string(store.StateAwaitingPayload) {
 				alive = true
 				latest = max(latest, j.AwaitingUntil)
 			}
 		}
 		if !alive {
-			dead = append(dead, l)
+			dead = append(dead, m)
 		}
 	}
 	if len(dead) > 0 {

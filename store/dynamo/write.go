@@ -18,12 +18,14 @@ import (
 // condition this often is under contention the caller should see.
 const maxAttempts = 8
 
-// jobWrite is one transition: the job's new image (or its deletion), the
-// version it was decided on, and the other items that must change with it
-// in the same transaction.
+// jobWrite is one transition: the job's new image, the version it was
+// decided on, and the other items that must change with it in the same
+// transaction. There is no delete: a removed job is written as its
+// tombstone, so that every write, removals included, stamps a wid that
+// tells the writer afterwards whether it was its own write that landed.
 type jobWrite struct {
 	pk string
-	// put is the new image; nil deletes the job.
+	// put is the new image (a tombstone for a removal).
 	put *jobItem
 	// ver is the version the decision was made on; 0 means the job must not
 	// exist yet.
@@ -51,14 +53,16 @@ const (
 // resolved by reading the job back: the write stamped a fresh wid, so the
 // item carries it exactly when the write committed. If it did not commit,
 // the same write is tried again; its condition is evaluated afresh.
+//
+// A removal could not be told apart this way if it deleted the item: "the
+// job is gone" is as true after another replica's delete as after ours, and
+// a sweep that counted it would report the same job removed twice. That is
+// why removals write a tombstone.
 func (s *Store) commit(ctx context.Context, w jobWrite) (outcome, int, error) {
-	wid := ""
-	if w.put != nil {
-		wid = newWID()
-		w.put.WID = wid
-		w.put.Ver = w.ver + 1
-		w.put.index(s.shards)
-	}
+	wid := newWID()
+	w.put.WID = wid
+	w.put.Ver = w.ver + 1
+	w.put.index(s.shards)
 	var lastErr error
 	ambiguous := false
 	for attempt := 0; attempt < maxAttempts; attempt++ {
@@ -102,14 +106,11 @@ func (s *Store) commit(ctx context.Context, w jobWrite) (outcome, int, error) {
 }
 
 // landed reads the job back after an ambiguous error and says whether the
-// write took effect. A delete took effect when the job is gone.
+// write took effect.
 func (s *Store) landed(ctx context.Context, w jobWrite, wid string) (bool, error) {
 	av, err := s.getRaw(ctx, w.pk, skJob)
 	if err != nil {
 		return false, err
-	}
-	if w.put == nil {
-		return av == nil, nil
 	}
 	if av == nil {
 		return false, nil
@@ -123,23 +124,15 @@ func (s *Store) landed(ctx context.Context, w jobWrite, wid string) (bool, error
 
 func (s *Store) tryWrite(ctx context.Context, w jobWrite, wid string) (outcome, int, error) {
 	cond, names, values := jobCondition(w.ver)
+	item, err := w.put.marshal()
+	if err != nil {
+		return 0, 0, err
+	}
 	if len(w.extra) == 0 {
-		var err error
-		if w.put != nil {
-			item, merr := w.put.marshal()
-			if merr != nil {
-				return 0, 0, merr
-			}
-			_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-				TableName: &s.table, Item: item,
-				ConditionExpression: &cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values,
-			})
-		} else {
-			_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-				TableName: &s.table, Key: key(w.pk, skJob),
-				ConditionExpression: &cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values,
-			})
-		}
+		_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: &s.table, Item: item,
+			ConditionExpression: &cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+		})
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
 			return lostRace, 0, nil
@@ -148,29 +141,15 @@ func (s *Store) tryWrite(ctx context.Context, w jobWrite, wid string) (outcome, 
 	}
 
 	items := make([]types.TransactWriteItem, 0, len(w.extra)+1)
-	if w.put != nil {
-		item, err := w.put.marshal()
-		if err != nil {
-			return 0, 0, err
-		}
-		items = append(items, types.TransactWriteItem{Put: &types.Put{
-			TableName: &s.table, Item: item,
-			ConditionExpression: &cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values,
-		}})
-	} else {
-		items = append(items, types.TransactWriteItem{Delete: &types.Delete{
-			TableName: &s.table, Key: key(w.pk, skJob),
-			ConditionExpression: &cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values,
-		}})
-	}
+	items = append(items, types.TransactWriteItem{Put: &types.Put{
+		TableName: &s.table, Item: item,
+		ConditionExpression: &cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+	}})
 	items = append(items, w.extra...)
-	in := &dynamodb.TransactWriteItemsInput{TransactItems: items}
-	if wid != "" {
-		// The same token on a retry makes the service answer a committed
-		// transaction with success instead of re-running it (10 minutes).
-		in.ClientRequestToken = aws.String(wid)
-	}
-	_, err := s.db.TransactWriteItems(ctx, in)
+	// The same token on a retry makes the service answer a committed
+	// transaction with success instead of re-running it (10 minutes).
+	in := &dynamodb.TransactWriteItemsInput{TransactItems: items, ClientRequestToken: aws.String(wid)}
+	_, err = s.db.TransactWriteItems(ctx, in)
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) {
 		conflict := false
