@@ -11,6 +11,8 @@
   let listed = ""; // what the pending list shows, to redraw only on change
   let skew = 0; // the control plane's clock minus this browser's, in ms
   let listing = false; // a list request is in flight
+  let refused = false; // the token was refused: stop polling until a new one
+  let listFailed = false; // the status line shows a failed list, not a decision
 
   function say(el, text, ok) {
     el.textContent = text;
@@ -145,16 +147,22 @@
   // The pending pairings, newest first. Redrawn only when the list changed,
   // so a button is not replaced under the pointer between two polls.
   async function refreshPending() {
-    if (listing || token === "") return;
+    if (listing || refused || token === "") return;
     listing = true;
     let data;
     try {
       data = await api("GET", "/pairings/pending");
     } catch (e) {
-      say($("pending-status"), e.status === 401 ? "the token was refused" : e.message, false);
+      refused = e.status === 401;
+      listFailed = true;
+      say($("pending-status"), refused ? "the token was refused" : e.message, false);
       return;
     } finally {
       listing = false;
+    }
+    if (listFailed) {
+      listFailed = false;
+      $("pending-status").textContent = "";
     }
     skew = data.now - Date.now();
     const seen = JSON.stringify([data.more, data.pairings.map((p) => [p.userCode, p.approvedAs || ""])]);
@@ -190,6 +198,7 @@
 
   async function decideListed(p, approve) {
     const status = $("pending-status");
+    listFailed = false; // what this says next is the decision's
     try {
       if (approve) {
         const owner = $("list-owner").value.trim();
@@ -292,6 +301,7 @@
       token = $("token").value.trim();
       localStorage.setItem(tokenKey, token);
       listed = "";
+      refused = false;
       refresh();
       refreshPending();
     });
