@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,5 +49,41 @@ func TestThePageShowsTheAnswerInChromium(t *testing.T) {
 	}
 	if polled {
 		t.Fatal("the page fell back to polling: the event stream did not carry the job")
+	}
+}
+
+// Behind a proxy that refuses event streams, the page falls back to
+// polling the job and still shows the answer.
+func TestThePageFallsBackToPollingWhenTheStreamFails(t *testing.T) {
+	browser := localtest.Browser(t)
+	origin := startDirectBehind(t, "alice", func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/events") {
+				http.Error(w, "no streams here", http.StatusBadGateway)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	ctx, cancel := context.WithTimeout(browser, 60*time.Second)
+	defer cancel()
+
+	done := chromedp.CSS(`.job[data-state="ok"][data-via="poll"]`)
+	_, err := chromedp.Run(ctx, chromedp.Steps(
+		chromedp.Navigate(origin+"/"),
+		chromedp.WaitVisible(chromedp.ID("pairing")),
+		chromedp.SetValue(chromedp.ID("prompt"), "hello without a stream"),
+		chromedp.Click(chromedp.ID("ask")),
+		chromedp.WaitVisible(done),
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, err := chromedp.Run(ctx, chromedp.Text(done+" .answer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if answer != "echo: hello without a stream" {
+		t.Fatalf("the page shows %q", answer)
 	}
 }

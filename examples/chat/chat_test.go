@@ -33,6 +33,13 @@ func quickSleep(ctx context.Context, d time.Duration) error {
 // would; the daemon runs until the test ends and echoes every prompt.
 func startDirect(t *testing.T, owner string) string {
 	t.Helper()
+	return startDirectBehind(t, owner, func(h http.Handler) http.Handler { return h })
+}
+
+// startDirectBehind is startDirect with the example's handler wrapped, as
+// a proxy in front of it would.
+func startDirectBehind(t *testing.T, owner string, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
 	keys, err := protocol.GenerateKeys()
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +51,7 @@ func startDirect(t *testing.T, owner string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	handler = wrap(handler)
 
 	deviceKeys, err := protocol.GenerateKeys()
 	if err != nil {
