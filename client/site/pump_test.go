@@ -195,3 +195,38 @@ func TestAResultForAJobNeverSealedToAnyDeviceIsRefused(t *testing.T) {
 		t.Fatalf("pump = %+v, %v; want one refusal", rep, err)
 	}
 }
+
+func TestAPublishTheRelayNeverAnsweredIsPostedAgainByThePump(t *testing.T) {
+	s := newSetup(t)
+	s.relay.set(func(f *fakeRelay) {
+		f.refuse["enqueue"] = fakeRefusal{503, `{"error":"server-error","message":"busy"}`}
+	})
+	stub := protocol.JobStub{ID: "j1", Kind: site.KindGenerate, Owner: "alice", DeadlineAt: start.Add(time.Hour).UnixMilli()}
+	if _, err := s.site.Publish(context.Background(), stub, site.GeneratePayload("x")); !site.IsRetryable(err) {
+		t.Fatalf("publish = %v, want a retryable error", err)
+	}
+	s.relay.set(func(f *fakeRelay) { delete(f.refuse, "enqueue") })
+	if rep, err := s.site.PumpSeals(context.Background()); err != nil || rep.Deferred != "" {
+		t.Fatalf("pump = %+v, %v", rep, err)
+	}
+	if len(s.relay.enqueued) != 1 || s.relay.enqueued[0].ID != "j1" {
+		t.Fatalf("enqueued %+v, want j1 once", s.relay.enqueued)
+	}
+	if _, err := s.site.PumpSeals(context.Background()); err != nil || len(s.relay.enqueued) != 1 {
+		t.Fatalf("posted again once accepted: %+v, %v", s.relay.enqueued, err)
+	}
+	// A stub the relay calls malformed is that job's problem, not the
+	// pump's: it is refused and dropped, and the cycle goes on.
+	s.relay.set(func(f *fakeRelay) {
+		f.refuse["enqueue"] = fakeRefusal{503, `{"error":"server-error","message":"busy"}`}
+	})
+	stub.ID = "j2"
+	if _, err := s.site.Publish(context.Background(), stub, site.GeneratePayload("x")); !site.IsRetryable(err) {
+		t.Fatalf("publish j2 = %v", err)
+	}
+	s.relay.set(func(f *fakeRelay) { f.refuse["enqueue"] = fakeRefusal{400, `{"error":"bad-request","message":"no"}`} })
+	rep, err := s.site.PumpSeals(context.Background())
+	if err != nil || len(rep.Refused) != 1 || rep.Refused[0].JobID != "j2" || s.site.Pending() != 1 {
+		t.Fatalf("pump = %+v, %v, pending %d; want j2 refused and dropped", rep, err, s.site.Pending())
+	}
+}

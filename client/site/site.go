@@ -233,6 +233,16 @@ func (c *Client) Republish(ctx context.Context) (published []string, refused []R
 			refused = append(refused, Refusal{JobID: t.Stub.ID, Reason: er.Error()})
 			continue
 		}
+		var re *RelayError
+		if errors.As(err, &re) && re.Status == http.StatusBadRequest {
+			// This stub, not this site: one job the relay will never take
+			// must not stop the pump for every other.
+			if uerr := c.ledger.Untrack(ctx, t.Stub.ID, re.Error()); uerr != nil {
+				return published, refused, ledgerErr(uerr)
+			}
+			refused = append(refused, Refusal{JobID: t.Stub.ID, Reason: re.Error()})
+			continue
+		}
 		if err != nil {
 			return published, refused, err
 		}
