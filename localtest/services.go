@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -216,7 +217,22 @@ func startMoto(progress io.Writer) (*process, string, error) {
 		return nil, "", err
 	}
 	cmd := exec.Command("python3", "-m", "moto.server", "-H", "127.0.0.1", "-p", fmt.Sprint(port))
+	cmd.Env = withoutAWSConfig(os.Environ())
 	return launch(cmd, fmt.Sprintf("http://127.0.0.1:%d", port), progress)
+}
+
+// withoutAWSConfig is env without the developer's AWS settings, with the
+// local services' credentials and region: moto's server reads the
+// environment through botocore, and an AWS_PROFILE it cannot find (or an
+// AWS_ENDPOINT_URL aimed elsewhere) makes it answer 500 to every call.
+func withoutAWSConfig(env []string) []string {
+	out := []string{}
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "AWS_") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local", "AWS_DEFAULT_REGION=us-east-1")
 }
 
 // launch starts cmd and waits until endpoint answers HTTP at all: DynamoDB

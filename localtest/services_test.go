@@ -3,6 +3,7 @@ package localtest
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -70,5 +71,15 @@ func TestMotoServesS3(t *testing.T) {
 	}
 	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("k"), Body: strings.NewReader("v")}); err != nil {
 		t.Fatalf("put object: %v", err)
+	}
+}
+
+// moto's server reads the environment through botocore: none of the
+// developer's AWS settings reach it, only the local credentials.
+func TestLocalServicesGetNoneOfTheDevelopersAWSConfig(t *testing.T) {
+	got := withoutAWSConfig([]string{"PATH=/bin", "AWS_PROFILE=work", "AWS_ENDPOINT_URL=https://elsewhere", "AWS_ACCESS_KEY_ID=AKIADEVELOPER", "HOME=/h"})
+	want := []string{"PATH=/bin", "HOME=/h", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local", "AWS_DEFAULT_REGION=us-east-1"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("env = %q\nwant %q", got, want)
 	}
 }

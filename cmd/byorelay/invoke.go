@@ -70,6 +70,16 @@ func runInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "byorelay invoke:", err)
 		return 1
 	}
+	// The emulator runs in the bootstrap's directory: a path relative to
+	// here would not be found from there.
+	for _, p := range []*string{bootstrap, rie} {
+		if *p != "" {
+			if *p, err = filepath.Abs(*p); err != nil {
+				fmt.Fprintln(stderr, "byorelay invoke:", err)
+				return 1
+			}
+		}
+	}
 	opts := invokeOptions{inProcess: *inProcess, bootstrap: *bootstrap, rie: *rie, logs: stderr}
 	var answer []byte
 	switch f := fn.(type) {
