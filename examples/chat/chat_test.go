@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/client/daemon"
+	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
 )
 
@@ -28,9 +30,8 @@ func quickSleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// startDirect serves the example in the direct lane on loopback and pairs
-// a Go daemon with it through the page's own pairing form, as a person
-// would; the daemon runs until the test ends and echoes every prompt.
+// startDirect serves the example in the direct lane on loopback, over the
+// memory store, and pairs a Go daemon with it.
 func startDirect(t *testing.T, owner string) string {
 	t.Helper()
 	return startDirectBehind(t, owner, func(h http.Handler) http.Handler { return h })
@@ -44,20 +45,40 @@ func startDirectBehind(t *testing.T, owner string, wrap func(http.Handler) http.
 	if err != nil {
 		t.Fatal(err)
 	}
+	origin := serveDirect(t, options{lane: "direct", owner: owner}, keys, wrap)
+	pairDaemon(t, origin, owner)
+	return origin
+}
+
+// serveDirect serves the example in the direct lane on loopback with the
+// store o names, as `go run ./examples/chat` would.
+func serveDirect(t *testing.T, o options, keys *protocol.Keys, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
+	store, err := openStore(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var handler http.Handler
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	t.Cleanup(ts.Close)
-	handler, _, err = build(options{lane: "direct", owner: owner}, keys, ts.URL)
+	handler, _, err = build(o, keys, ts.URL, store)
 	if err != nil {
 		t.Fatal(err)
 	}
 	handler = wrap(handler)
+	return ts.URL
+}
 
+// pairDaemon pairs a Go daemon with the example at origin through the
+// page's own pairing form, as a person would; the daemon runs until the
+// test ends and echoes every prompt.
+func pairDaemon(t *testing.T, origin, owner string) {
+	t.Helper()
 	deviceKeys, err := protocol.GenerateKeys()
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := daemon.New(daemon.Config{RelayURL: ts.URL, Keys: deviceKeys, Backend: daemon.EchoBackend{}, Sleep: quickSleep})
+	d, err := daemon.New(daemon.Config{RelayURL: origin, Keys: deviceKeys, Backend: daemon.EchoBackend{}, Sleep: quickSleep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,19 +90,54 @@ func startDirectBehind(t *testing.T, owner string, wrap func(http.Handler) http.
 			var out struct {
 				RunnerID string `json:"runnerId"`
 			}
-			if status := postJSON(t, ts.URL+"/pair", map[string]string{"code": c.UserCode}, &out); status != http.StatusOK || out.RunnerID == "" {
+			if status := postJSON(t, origin+"/pair", map[string]string{"code": c.UserCode}, &out); status != http.StatusOK || out.RunnerID == "" {
 				t.Errorf("approving %s on the page: %d %+v", c.UserCode, status, out)
 			}
 		}()
 	})
 	if err != nil {
+		close(ran)
 		t.Fatal(err)
 	}
 	if paired.Owner != owner {
+		close(ran)
 		t.Fatalf("the daemon paired as %s's, want %s's", paired.Owner, owner)
 	}
 	go func() { defer close(ran); _ = d.Run(ctx) }()
-	return ts.URL
+}
+
+// With -table the site's jobs outlive the process: a prompt asked of one
+// run of the example, before any daemon is paired, is answered through
+// the next run on the same DynamoDB table (DynamoDB Local here), and its
+// event stream there carries the answer.
+func TestAPromptAskedBeforeARestartIsAnsweredAfterIt(t *testing.T) {
+	// The AWS chain the example reads; DynamoDB Local takes any.
+	t.Setenv("AWS_ACCESS_KEY_ID", "local")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
+	t.Setenv("AWS_REGION", "us-east-1")
+	keys, err := protocol.GenerateKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := options{lane: "direct", owner: "alice", table: "example-" + strings.ToLower(rand.Text()),
+		ddbEndpoint: localtest.DynamoEndpoint(t)}
+	nobody := func(h http.Handler) http.Handler { return h }
+
+	first := serveDirect(t, o, keys, nobody)
+	prompt := "still there after a restart?"
+	var asked struct {
+		ID string `json:"id"`
+	}
+	if status := postJSON(t, first+"/ask", map[string]string{"prompt": prompt}, &asked); status != http.StatusOK || asked.ID == "" {
+		t.Fatalf("ask answered %d %+v", status, asked)
+	}
+
+	second := serveDirect(t, o, keys, nobody)
+	pairDaemon(t, second, "alice")
+	states := readEvents(t, second+"/jobs/"+asked.ID+"/events")
+	if last := states[len(states)-1]; last.State != "ok" || last.Answer != "echo: "+prompt {
+		t.Fatalf("after the restart the stream ended with %+v, want ok %q", last, "echo: "+prompt)
+	}
 }
 
 // In the direct lane, a prompt posted to the page's backend is enqueued,

@@ -22,7 +22,12 @@ func TestMain(m *testing.M) { localtest.Main(m) }
 // arrives on the job's event stream.
 func TestTheCloudLaneAnswersAPromptThroughByorelay(t *testing.T) {
 	w := peers.NewWorld(t, peers.StartByorelay(t).Origin)
-	handler, pump, err := build(options{lane: "cloud", owner: peers.Owner, relay: w.Origin, siteID: peers.SiteID}, w.Site.Keys, "")
+	o := options{lane: "cloud", owner: peers.Owner, relay: w.Origin, siteID: peers.SiteID}
+	store, err := openStore(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler, pump, err := build(o, w.Site.Keys, "", store)
 	if err != nil {
 		t.Fatal(err)
 	}

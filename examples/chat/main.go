@@ -39,7 +39,7 @@ import (
 	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/siteserver"
-	"github.com/byorelay/byorelay/sitestore/memory"
+	"github.com/byorelay/byorelay/sitestore"
 )
 
 func main() {
@@ -56,6 +56,9 @@ type options struct {
 	owner  string
 	relay  string
 	siteID string
+	// table and ddbEndpoint pick a durable store (store.go).
+	table       string
+	ddbEndpoint string
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -68,6 +71,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.owner, "owner", "demo-user", "the signed-in person (a real site takes it from its session)")
 	fs.StringVar(&o.relay, "relay", "", "cloud lane: the relay's origin")
 	fs.StringVar(&o.siteID, "site", "", "cloud lane: this site's id at the relay")
+	fs.StringVar(&o.table, "table", "", "keep jobs in this DynamoDB table (made if absent) instead of process memory")
+	fs.StringVar(&o.ddbEndpoint, "ddb-endpoint", "", "with -table: a DynamoDB endpoint such as DynamoDB Local's")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -99,7 +104,12 @@ func serve(ctx context.Context, o options, stdout io.Writer) error {
 		return err
 	}
 	origin := "http://" + ln.Addr().String()
-	handler, pump, err := build(o, keys, origin)
+	store, err := openStore(ctx, o)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	handler, background, err := build(o, keys, origin, store)
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -109,9 +119,7 @@ func serve(ctx context.Context, o options, stdout io.Writer) error {
 	go func() { done <- srv.Serve(ln) }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if pump != nil {
-		go func() { done <- pump(ctx) }()
-	}
+	go func() { done <- background(ctx) }()
 	fmt.Fprintf(stdout, "site %s (%s lane) for %s: open %s\n", keys.KeyID(), o.lane, o.owner, origin)
 	if o.lane == "direct" {
 		fmt.Fprintf(stdout, "pair a daemon: byollm connect %s  (then enter its code on the page)\n", origin)
@@ -130,13 +138,11 @@ func serve(ctx context.Context, o options, stdout io.Writer) error {
 }
 
 // build wires the site app on the chosen lane behind the web backend.
-// pump, when not nil, is what the lane runs in the background until its
-// context ends.
-func build(o options, keys *protocol.Keys, origin string) (http.Handler, func(context.Context) error, error) {
+// background is what the lane runs until its context ends: the cloud
+// lane's pump, the direct lane's sweeper.
+func build(o options, keys *protocol.Keys, origin string, store sitestore.Store) (handler http.Handler, background func(context.Context) error, err error) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	// The memory store keeps the example small; a real site gives the app
-	// sitestore/dynamo (what `make site` runs), and a restart loses nothing.
-	cfg := siteserver.Config{Store: memory.New(memory.Options{}), Keys: keys, Logger: log}
+	cfg := siteserver.Config{Store: store, Keys: keys, Logger: log}
 	if o.lane == "cloud" {
 		cfg.Cloud = &siteserver.CloudLane{RelayURL: strings.TrimRight(o.relay, "/"), SiteID: o.siteID}
 	} else {
@@ -158,7 +164,24 @@ func build(o options, keys *protocol.Keys, origin string) (http.Handler, func(co
 	mux := http.NewServeMux()
 	mux.Handle("/byollm/", app) // the daemon endpoints, on the page's origin
 	mux.Handle("/", (&Web{Lane: lane, Owner: o.owner, Pair: lane.pair}).Handler())
-	return mux, nil, nil
+	// The scheduled sweeper's stand-in: claims, heartbeats and reads
+	// sweep in-line; this ends what nobody touches (a lapsed lease, a job
+	// past its deadline) on time.
+	sweep := func(ctx context.Context) error {
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-t.C:
+				if _, err := app.Sweep(ctx); err != nil {
+					log.Warn("sweep failed", "error", err)
+				}
+			}
+		}
+	}
+	return mux, sweep, nil
 }
 
 // loadOrCreateKeys reads the site's keys, or makes them and saves them
