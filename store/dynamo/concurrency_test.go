@@ -358,7 +358,7 @@ func (k *worker) sweep() {
 // the store clock moved between rounds so leases and awaiting windows
 // lapse. It checks, on consistent snapshots taken while the race runs,
 // that no pair holds more than UnsealedPerPair unsealed grants and that
-// each pair's unsealed set is exactly its awaiting jobs' leases; after
+// each pair's unsealed set holds every one of its awaiting jobs' leases; after
 // every sweep round that nothing due is left; and at the end that the
 // recorded history is linearizable against the sequential model (which
 // also means no job is ever held under two live grants), that no job was
@@ -706,9 +706,14 @@ func checkSnapshot(t *testing.T, s *Store, w *workload) {
 		if n := len(awaiting[owner]); n > store.UnsealedPerPair {
 			t.Errorf("pair (%s, %s) holds %d unsealed grants", cSite, owner, n)
 		}
-		a, h := slices.Sorted(slices.Values(awaiting[owner])), slices.Sorted(slices.Values(held[owner]))
-		if !slices.Equal(a, h) {
-			t.Errorf("pair (%s, %s): unsealed set %v, awaiting leases %v", cSite, owner, h, a)
+		// Every awaiting grant is in its pair's set, so the set's cap
+		// bounds them. The set may also hold a grant that has just left
+		// awaiting-payload: its slot is freed after the write that moved
+		// the job (freeSlot).
+		for _, l := range awaiting[owner] {
+			if !slices.Contains(held[owner], l) {
+				t.Errorf("pair (%s, %s): awaiting lease %s is not in the unsealed set %v", cSite, owner, l, held[owner])
+			}
 		}
 	}
 }

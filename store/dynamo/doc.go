@@ -50,9 +50,13 @@
 // decided on (ver), alone or in a TransactWriteItems with the items that
 // must change with it: a claim writes the job and the pair's unsealed set
 // (ADD, conditioned on the set holding fewer than UnsealedPerPair) in one
-// transaction, so the cap holds across replicas and is released by every
-// transition out of awaiting-payload in the same transaction (seal,
-// complete, release, sweep). Every other transition is a single Put. A
+// transaction, so the cap holds across replicas. Every other transition is
+// a single Put (with the churn record or an eviction notice, a
+// transaction); one that ends an unsealed grant (seal, complete, release,
+// sweep) frees the pair's slot right after it commits, so the set always
+// holds every awaiting grant, and for a moment may hold one that just left
+// (a stricter cap, never a looser one; a replica that dies in between
+// leaves a member the set's own check removes). A
 // failed condition means someone else changed the job: the operation reads
 // again and decides again. No decision is written without the condition
 // that makes it still true.

@@ -277,8 +277,9 @@ func TestFaultsHolderCallsAnswerCorrectly(t *testing.T) {
 			}
 			lease := g[0].Lease.ID
 
-			// Seal is a transaction (the job and the pair's slot).
-			e.f.next("TransactWriteItems", f)
+			// Seal is a single conditional put; the pair's slot is freed
+			// after it.
+			e.f.next("PutItem", f)
 			if res, err := e.s.Seal(e.ctx, store.SealInput{SiteID: "site", JobID: "a", Envelope: protocol.SealedEnvelope{Ciphertext: "p"}}); err != nil || res.State != store.StateReady {
 				t.Fatalf("seal: %+v %v", res, err)
 			}
@@ -306,13 +307,13 @@ func TestFaultsHolderCallsAnswerCorrectly(t *testing.T) {
 				t.Fatalf("finished: %+v %v", finished, err)
 			}
 
-			// Release of an unsealed grant is a transaction (the job and the
-			// pair's slot).
+			// Release of an unsealed grant is a single conditional put; the
+			// pair's slot is freed after it.
 			g2, err := e.clean.Claim(e.ctx, faultClaim("r1"))
 			if err != nil || len(g2) != 1 {
 				t.Fatalf("claim b: %v %v", g2, err)
 			}
-			e.f.next("TransactWriteItems", f)
+			e.f.next("PutItem", f)
 			released, err := e.s.ReleaseLeases(e.ctx, store.ReleaseInput{RunnerID: "r1", Leases: []protocol.GrantRef{{JobID: "b", LeaseID: g2[0].Lease.ID}}, Reason: store.ReleaseShutdown})
 			if err != nil || len(released) != 1 {
 				t.Fatalf("release: %v %v", released, err)

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
@@ -179,11 +178,7 @@ func (s *Store) Complete(ctx context.Context, in store.CompleteInput) (store.Com
 		next.Result, next.ResultS3 = env.inline, env.s3Key
 		next.Disposition = string(in.Disposition)
 		next.State = string(store.StateDone)
-		var extra []types.TransactWriteItem
-		if j.State == string(store.StateAwaitingPayload) {
-			extra = append(extra, s.releaseSlot(j))
-		}
-		out, _, err := s.commit(ctx, jobWrite{pk: j.PK, put: &next, ver: j.Ver, extra: extra})
+		out, _, err := s.commit(ctx, jobWrite{pk: j.PK, put: &next, ver: j.Ver, unsealed: unsealed(j)})
 		if err != nil {
 			return store.CompleteResult{}, err
 		}
@@ -239,7 +234,7 @@ func (s *Store) release(ctx context.Context, in store.ReleaseInput, ref protocol
 			next.RetryAfter[in.RunnerID] = in.RetryAfter
 		}
 		next.requeue()
-		out, _, err := s.commit(ctx, jobWrite{pk: j.PK, put: &next, ver: j.Ver, extra: s.endClaim(j)})
+		out, _, err := s.commit(ctx, jobWrite{pk: j.PK, put: &next, ver: j.Ver, unsealed: unsealed(j)})
 		if err != nil {
 			return false, err
 		}

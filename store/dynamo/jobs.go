@@ -255,9 +255,7 @@ func (s *Store) Seal(ctx context.Context, in store.SealInput) (store.SealResult,
 		// twice for ordinary lease lapses must not be evicted for a payload
 		// problem it does not have.
 		next.SealAttempts = 0
-		out, _, err := s.commit(ctx, jobWrite{pk: pk, put: &next, ver: j.Ver, extra: []types.TransactWriteItem{
-			s.releaseSlot(j),
-		}})
+		out, _, err := s.commit(ctx, jobWrite{pk: pk, put: &next, ver: j.Ver, unsealed: unsealed(j)})
 		if err != nil {
 			return store.SealResult{}, err
 		}

@@ -1,7 +1,10 @@
 package dynamo
 
 import (
+	"context"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/byorelay/byorelay/store"
@@ -39,14 +42,40 @@ func (s *Store) takeSlot(j *jobItem, leaseID string, checkAt int64) types.Transa
 // names the site).
 func slotMember(leaseID, jobID string) string { return leaseID + "\x00" + jobID }
 
-// releaseSlot frees the pair slot of the job's current (awaiting) lease.
-func (s *Store) releaseSlot(j *jobItem) types.TransactWriteItem {
-	return types.TransactWriteItem{Update: &types.Update{
-		TableName:                 &s.table,
-		Key:                       key(unsealedPK(j.Site, j.Owner), skUnsealed),
-		UpdateExpression:          aws.String("DELETE held :l"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":l": strSet(slotMember(j.Lease, j.JobID))},
-	}}
+// freeSlot takes the grant of j (as it was, awaiting-payload) out of its
+// pair's unsealed set, after the write that moved the job out of
+// awaiting-payload committed. Not in that write's transaction: a member
+// whose job is no longer awaiting only makes the cap stricter for a moment,
+// never looser, so the set may lag the job by one write, and a transaction
+// would bill both items double on every seal. Deleting a member is
+// idempotent, so it is retried through faults; one that still fails (or a
+// replica that dies first) leaves a member the set's own check removes
+// (repairSlots).
+func (s *Store) freeSlot(ctx context.Context, j *jobItem) {
+	ctx = context.WithoutCancel(ctx)
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if attempt > 0 {
+			backoff(ctx, attempt)
+		}
+		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 &s.table,
+			Key:                       key(unsealedPK(j.Site, j.Owner), skUnsealed),
+			UpdateExpression:          aws.String("DELETE held :l"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":l": strSet(slotMember(j.Lease, j.JobID))},
+		})
+		if err == nil || refusedOutright(err) {
+			return
+		}
+	}
+}
+
+// unsealed is j when a write that moves it on ends an unsealed grant (so
+// the pair's slot must be freed after it), else nil.
+func unsealed(j *jobItem) *jobItem {
+	if j.claimed() && j.State == string(store.StateAwaitingPayload) {
+		return j
+	}
+	return nil
 }
 
 func (s *Store) addCancel(runnerID, jobPK string) types.TransactWriteItem {
@@ -56,15 +85,4 @@ func (s *Store) addCancel(runnerID, jobPK string) types.TransactWriteItem {
 		UpdateExpression:          aws.String("ADD jobs :j"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":j": strSet(jobPK)},
 	}}
-}
-
-// endClaim is what ending j's grant (requeue or removal) changes besides
-// the job: an unsealed grant frees its pair slot. Nothing else points at a
-// grant (the lease id names its site, and holder hints are only hints), so
-// ending a sealed grant is a single write.
-func (s *Store) endClaim(j *jobItem) []types.TransactWriteItem {
-	if !j.claimed() || j.State != string(store.StateAwaitingPayload) {
-		return nil
-	}
-	return []types.TransactWriteItem{s.releaseSlot(j)}
 }

@@ -187,7 +187,7 @@ func (s *Store) sweepJob(ctx context.Context, pk string, now int64) (sweepResult
 			return sweepResult{}, err
 		}
 		var (
-			w      = jobWrite{pk: pk, ver: j.Ver}
+			w      = jobWrite{pk: pk, ver: j.Ver, unsealed: unsealed(j)}
 			did    sweepDid
 			report *store.UnsealedChurn
 			left   *jobItem
@@ -200,7 +200,6 @@ func (s *Store) sweepJob(ctx context.Context, pk string, now int64) (sweepResult
 		// is gone as lost.
 		case j.Deadline <= now:
 			w.put = j.tombstone()
-			w.extra = s.endClaim(j)
 			did, left, drop = didRemove, j, []string{j.PayloadS3, j.ResultS3}
 
 		// The site never sealed.
@@ -214,7 +213,6 @@ func (s *Store) sweepJob(ctx context.Context, pk string, now int64) (sweepResult
 				w.extra = append(w.extra, item)
 				report = c
 			}
-			w.extra = append(w.extra, s.endClaim(j)...)
 			// From here it is that device's job or nobody's (sticky
 			// re-offer), set before the requeue clears the holder.
 			if next.ReofferTo == "" {
@@ -241,7 +239,6 @@ func (s *Store) sweepJob(ctx context.Context, pk string, now int64) (sweepResult
 		// The holder stopped renewing.
 		case (j.State == string(store.StateReady) || j.State == string(store.StateRunning)) && j.claimed() && j.LeaseExp <= now:
 			next := *j
-			w.extra = s.endClaim(j)
 			next.requeue()
 			w.put = &next
 			did, left, drop = didRequeue, &next, []string{j.PayloadS3}
@@ -255,7 +252,7 @@ func (s *Store) sweepJob(ctx context.Context, pk string, now int64) (sweepResult
 			// sweep reaches it (jobItem.index). Now write the real one.
 			next := *j
 			next.DU = 0
-			w.put = &next
+			w.put, w.unsealed = &next, nil
 		}
 
 		if did == didRemove {

@@ -31,6 +31,9 @@ type jobWrite struct {
 	// exist yet.
 	ver   int64
 	extra []types.TransactWriteItem
+	// unsealed is the job as it was when this write ends its unsealed
+	// grant: the pair's slot is freed once the write committed (freeSlot).
+	unsealed *jobItem
 }
 
 // outcome is what a write did.
@@ -59,6 +62,14 @@ const (
 // a sweep that counted it would report the same job removed twice. That is
 // why removals write a tombstone.
 func (s *Store) commit(ctx context.Context, w jobWrite) (outcome, int, error) {
+	out, failedAt, err := s.commitJob(ctx, w)
+	if err == nil && out == committed && w.unsealed != nil {
+		s.freeSlot(ctx, w.unsealed)
+	}
+	return out, failedAt, err
+}
+
+func (s *Store) commitJob(ctx context.Context, w jobWrite) (outcome, int, error) {
 	wid := newWID()
 	w.put.WID = wid
 	w.put.Ver = w.ver + 1
