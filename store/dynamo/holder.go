@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 )
