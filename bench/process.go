@@ -11,12 +11,14 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
 
 	byorelay "github.com/byorelay/byorelay"
-	"github.com/byorelay/byorelay/lambdafn"
+	"github.com/byorelay/byorelay/lambdafn/container"
 	"github.com/byorelay/byorelay/localtest/apiserver"
 	"github.com/byorelay/byorelay/projection"
 	"github.com/byorelay/byorelay/relay"
@@ -30,6 +32,13 @@ import (
 // started by the driver (TargetMain): a test binary re-executes itself
 // this way, the CLI has its own subcommand.
 const TargetEnv = "BYORELAY_BENCH_TARGET"
+
+// ProfileEnv names a directory: a memory target started with it set writes
+// its CPU profile there (<kind>-<pid>.pprof) when it stops, for `go tool
+// pprof` (docs/performance.md). The driver's environment passes through to
+// its targets, so `BYORELAY_BENCH_PROFILE=dir byorelay bench …` profiles
+// every memory target of the run.
+const ProfileEnv = "BYORELAY_BENCH_PROFILE"
 
 // TargetMain serves one memory target in this process until in closes:
 // `byorelay bench-target -kind memory|memory-apigw -projection file`. It
@@ -45,11 +54,35 @@ func TargetMain(args []string, in io.Reader, out io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if dir := os.Getenv(ProfileEnv); dir != "" {
+		stop, err := startProfile(dir, *kind)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench-target: %v\n", err)
+			return 1
+		}
+		defer stop()
+	}
 	if err := serveTarget(*kind, *path, in, out); err != nil {
 		fmt.Fprintf(os.Stderr, "bench-target: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// startProfile starts the CPU profile of this target; stop writes it.
+func startProfile(dir, kind string) (stop func(), err error) {
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", kind, os.Getpid())))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 func serveTarget(kind, path string, in io.Reader, out io.Writer) error {
@@ -122,11 +155,11 @@ func behindAPIServer(r *relay.Relay) (http.Handler, error) {
 		return nil, err
 	}
 	handle := func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		req, err := lambdafn.FromAPIGateway(ev)
+		req, err := container.FromAPIGateway(ev)
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusBadRequest, Body: `{"error":"bad-request"}`}, nil
 		}
-		return lambdafn.ToAPIGateway(r.Handle(ctx, req)), nil
+		return container.ToAPIGateway(r.Handle(ctx, req)), nil
 	}
 	handlers := map[string]apiserver.Handler{}
 	for _, rt := range routes {

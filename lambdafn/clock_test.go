@@ -4,9 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -15,7 +21,7 @@ import (
 )
 
 // The deployed wiring of the store clock: with no injected clock, Open
-// gives the store a dynamo.ServerClock, calibrates it against DynamoDB
+// gives the store a dynamo.ServerClock, Calibrate calibrates it against DynamoDB
 // (here DynamoDB Local, whose Date is this machine's clock), the sweeper
 // sweeps with it, and a request publishes its offset as EMF.
 func TestOpenBindsTheStoreClockToDynamoDBAndPublishesItsOffset(t *testing.T) {
@@ -40,8 +46,9 @@ func TestOpenBindsTheStoreClockToDynamoDBAndPublishesItsOffset(t *testing.T) {
 	if st.serverClock == nil {
 		t.Fatal("Open gave the store no ServerClock")
 	}
+	st.Calibrate(ctx)
 	if r := st.serverClock.Reading(); !r.Calibrated || r.Uncertainty > dynamo.MaxClockUncertainty {
-		t.Fatalf("after Open the store clock is %+v, want calibrated within %v", r, dynamo.MaxClockUncertainty)
+		t.Fatalf("after Calibrate the store clock is %+v, want calibrated within %v", r, dynamo.MaxClockUncertainty)
 	}
 	if _, err := st.SweepHandler()(ctx, json.RawMessage(`{"trigger":"schedule"}`)); err != nil {
 		t.Fatalf("sweep with a calibrated clock: %v", err)
@@ -72,5 +79,81 @@ func TestOpenBindsTheStoreClockToDynamoDBAndPublishesItsOffset(t *testing.T) {
 	}
 	if published != 1 {
 		t.Fatalf("%d clock records after a sweep and a request, want 1 (at most one a minute)", published)
+	}
+}
+
+// The cold start does not wait on DynamoDB, and no request is served
+// before the store clock has read DynamoDB's: Open returns while the
+// calibrating read is still unanswered (a proxy holds its answer), and the
+// first request waits for that answer before the relay sees it.
+func TestOpenDoesNotWaitForTheClockButTheFirstRequestDoes(t *testing.T) {
+	ctx := context.Background()
+	target, err := url.Parse(localtest.DynamoEndpoint(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var held atomic.Int32
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		if resp.Request.Header.Get("X-Amz-Target") == "DynamoDB_20120810.GetItem" && held.Add(1) == 1 {
+			<-release // the first GetItem is Open's calibrating read
+		}
+		return nil
+	}
+	srv := httptest.NewServer(proxy)
+	defer srv.Close()
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "local")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", srv.URL)
+	table := localtest.UniqueName("clock")
+	if err := dynamo.CreateTable(ctx, localtest.DynamoClient(t), table); err != nil {
+		t.Fatal(err)
+	}
+	env, err := LoadEnv(envOf(map[string]string{"TABLE_NAME": table}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := Open(ctx, env, Options{Logger: slog.New(slog.DiscardHandler), MetricsOut: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.serverClock.Reading().Calibrated {
+		t.Fatal("the store clock is calibrated before DynamoDB answered")
+	}
+	handler, err := st.Handler(Claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan struct{})
+	go func() {
+		defer close(answered)
+		ev := events.APIGatewayV2HTTPRequest{RawPath: "/byollm/claim"}
+		ev.RequestContext.HTTP.Method = http.MethodPost
+		ev.RequestContext.HTTP.Path = "/byollm/claim"
+		_, _ = handler(ctx, ev)
+	}()
+	select {
+	case <-answered:
+		t.Fatal("a request was served before the store clock read DynamoDB's")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-answered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the request never finished after DynamoDB answered")
+	}
+	if !st.serverClock.Reading().Calibrated {
+		t.Fatal("the first request was served and the store clock is still the host's")
 	}
 }

@@ -1,9 +1,13 @@
 // Package lambdafn wires byorelay's Lambda functions: the registry of every
 // function the template deploys (Functions), configuration from the
-// environment (Env), the API Gateway HTTP API payload 2.0 translation
-// (FromAPIGateway, ToAPIGateway), the sweeper (SweepHandler) with its
+// environment (Env), the sweeper (SweepHandler) with its
 // EventBridge Scheduler wake-ups (Waker), CloudWatch metrics in embedded
 // metric format (EMF) and churn reports to SNS (ChurnPublisher).
+//
+// What both stacks' functions share (the AWS configuration from Lambda's
+// environment, the API Gateway HTTP API payload 2.0 translation, Start) is
+// in lambdafn/container, which the site stack (sitefn) imports instead of
+// this package and its clients.
 //
 // functions/<name>/main.go calls Start with its name and nothing else; all
 // the logic is here, testable without Lambda, and the local server

@@ -8,17 +8,19 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/byorelay/byorelay/lambdafn/container"
 	"github.com/byorelay/byorelay/relay"
 )
 
 // adminHandler serves the control API's net/http handler behind an API
 // Gateway route authorised by IAM.
 func (st *Stack) adminHandler(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	req, err := FromAPIGateway(ev)
+	st.Calibrate(ctx)
+	req, err := container.FromAPIGateway(ev)
 	if err != nil {
 		return badEvent(), nil
 	}
-	return ToAPIGateway(serveHTTP(ctx, st.Admin, req)), nil
+	return container.ToAPIGateway(serveHTTP(ctx, st.Admin, req)), nil
 }
 
 // serveHTTP runs an http.Handler on a relay.Request, for handlers written

@@ -19,6 +19,7 @@ import (
 
 	"github.com/byorelay/byorelay/controlplane"
 	"github.com/byorelay/byorelay/controlplane/grants"
+	"github.com/byorelay/byorelay/lambdafn/container"
 	"github.com/byorelay/byorelay/lambdafn/paramstore"
 	"github.com/byorelay/byorelay/relay"
 	"github.com/byorelay/byorelay/store"
@@ -29,7 +30,7 @@ import (
 // Lambda container uses.
 type Options struct {
 	// AWS is the SDK configuration; nil reads it from the environment
-	// Lambda sets (awsFromEnv), with AWS_ENDPOINT_URL_<SERVICE> overrides.
+	// Lambda sets (container.AWSFromEnv), with AWS_ENDPOINT_URL_<SERVICE> overrides.
 	AWS *aws.Config
 	// Clock is the store's and the relay's clock. Nil is the host clock for
 	// the relay and, for the store, a dynamo.ServerClock over the host
@@ -68,6 +69,11 @@ type Stack struct {
 	serverClock *dynamo.ServerClock
 	clockMu     sync.Mutex
 	clockNoted  time.Time
+	// calibrating is closed when the read startCalibration began has
+	// answered; calibrateMu serialises the retry Calibrate makes when it
+	// failed.
+	calibrating chan struct{}
+	calibrateMu sync.Mutex
 }
 
 // Open builds a Stack from env.
@@ -130,12 +136,7 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Until a response arrives the store clock is the host's; one read now
-	// means nothing this container stamps carries its host's skew. A failure
-	// costs only that: the sweep calibrates again before it decides.
-	if err := st.Store.CalibrateClock(ctx); err != nil {
-		log.WarnContext(ctx, "store clock not calibrated at start", slog.String("problem", err.Error()))
-	}
+	st.startCalibration(ctx)
 	// The projection lives in the same table: one more table would be one
 	// more thing a deployment can get half right.
 	st.Control = controlplane.NewStore(controlplane.NewDynamoStorage(db, env.TableName))
@@ -220,12 +221,12 @@ func awsConfig(given *aws.Config) (cfg aws.Config, endpoint func(service string,
 	if given != nil {
 		return *given, func(_ string, had *string) *string { return had }, nil
 	}
-	cfg, err = awsFromEnv(os.Getenv)
+	cfg, err = container.AWSFromEnv(os.Getenv)
 	if err != nil {
 		return aws.Config{}, nil, err
 	}
 	return cfg, func(service string, had *string) *string {
-		if ep := endpointFor(os.Getenv, service); ep != nil {
+		if ep := container.EndpointFor(os.Getenv, service); ep != nil {
 			return ep
 		}
 		return had
@@ -273,11 +274,12 @@ func (st *Stack) relayHandler(ctx context.Context, ev events.APIGatewayV2HTTPReq
 	if err != nil {
 		return badEvent(), nil
 	}
-	return ToAPIGateway(resp), nil
+	return container.ToAPIGateway(resp), nil
 }
 
 func (st *Stack) serve(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (relay.Response, error) {
-	req, err := FromAPIGateway(ev)
+	st.Calibrate(ctx)
+	req, err := container.FromAPIGateway(ev)
 	if err != nil {
 		st.log.WarnContext(ctx, "undecodable event", slog.String("problem", err.Error()))
 		return relay.Response{}, err
@@ -288,6 +290,56 @@ func (st *Stack) serve(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (
 	resp := st.Relay.Handle(ctx, req)
 	st.noteClock()
 	return resp, nil
+}
+
+// startCalibration reads DynamoDB once, in the background, so the store
+// clock has a response to go by (docs/architecture.md, "One time source").
+// Until one arrives the store clock reads the host, and what a container
+// stamped before then would carry its host's skew; so every entry point
+// waits for it (Calibrate) before it touches the store. Begun here and
+// waited for there, the round trip overlaps the rest of the container's
+// init and the runtime's first poll for work instead of adding to the cold
+// start.
+func (st *Stack) startCalibration(ctx context.Context) {
+	if st.serverClock == nil {
+		return
+	}
+	st.calibrating = make(chan struct{})
+	go func() {
+		defer close(st.calibrating)
+		if err := st.Store.CalibrateClock(ctx); err != nil {
+			st.log.WarnContext(ctx, "store clock not calibrated at start", slog.String("problem", err.Error()))
+		}
+	}()
+}
+
+// Calibrate returns once the store clock has read DynamoDB's, or has tried:
+// it waits for the read Open began and, if that failed, makes one more
+// (one per call until one succeeds). A failure costs what it did at start:
+// the clock reads the host until a store call answers, and the sweep
+// calibrates again before it decides any expiry. Every handler calls it
+// first; a caller serving st.Relay or st.Store by another path (`byorelay
+// serve`'s stream and admin routes) calls it once before serving.
+func (st *Stack) Calibrate(ctx context.Context) {
+	if st.serverClock == nil {
+		return // an injected clock: nothing to learn
+	}
+	select {
+	case <-st.calibrating:
+	case <-ctx.Done():
+		return
+	}
+	if st.serverClock.Reading().Calibrated {
+		return
+	}
+	st.calibrateMu.Lock()
+	defer st.calibrateMu.Unlock()
+	if st.serverClock.Reading().Calibrated {
+		return
+	}
+	if err := st.Store.CalibrateClock(ctx); err != nil {
+		st.log.WarnContext(ctx, "store clock not calibrated", slog.String("problem", err.Error()))
+	}
 }
 
 // noteClock publishes the store clock's reading, at most once a minute per
@@ -315,7 +367,7 @@ func (st *Stack) noteClock() {
 func (st *Stack) catchAllHandler(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	method := ev.RequestContext.HTTP.Method
 	if ev.RawPath == controlplane.ApprovePagePath && (method == http.MethodGet || method == http.MethodHead) {
-		req, err := FromAPIGateway(ev)
+		req, err := container.FromAPIGateway(ev)
 		if err != nil {
 			return badEvent(), nil
 		}
@@ -323,14 +375,15 @@ func (st *Stack) catchAllHandler(ctx context.Context, ev events.APIGatewayV2HTTP
 		// the edge's secret goes on to the relay, which refuses it as it
 		// refuses every other path.
 		if ok, err := st.Relay.PassesOriginLock(ctx, req.Header); err == nil && ok {
-			return ToAPIGateway(serveHTTP(ctx, approvePage, req)), nil
+			return container.ToAPIGateway(serveHTTP(ctx, approvePage(), req)), nil
 		}
 	}
 	return st.claimHandler(ctx, ev)
 }
 
-// approvePage is built once: it hashes its script for its CSP.
-var approvePage = controlplane.ApprovePage()
+// approvePage is built once, on first use: it hashes its script for its
+// CSP, which no function but the catch-all needs at its cold start.
+var approvePage = sync.OnceValue(controlplane.ApprovePage)
 
 // claimHandler is the relay, plus a sweeper wake-up for the grants a claim
 // hands out.
@@ -349,7 +402,7 @@ func (st *Stack) claimHandler(ctx context.Context, ev events.APIGatewayV2HTTPReq
 			}
 		}
 	}
-	return ToAPIGateway(resp), nil
+	return container.ToAPIGateway(resp), nil
 }
 
 // badEvent answers an event API Gateway could not have produced (a base64

@@ -3,48 +3,44 @@ package lambdafn
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
 
-	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/byorelay/byorelay/lambdafn/container"
 )
+
+// Handler is an HTTP function: an API Gateway HTTP API event (payload
+// format 2.0) in, a response out. An error return means the invocation
+// failed (API Gateway answers 500 and the function's Errors metric counts
+// it); an answer the relay chose, 500s included, is a response.
+type Handler func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
 
 // Start runs the named function in a Lambda container: configuration from
 // the environment, one Stack for the container's life, then the runtime
-// loop. What functions/<name>/main.go calls, and all it calls. A
-// configuration error exits at init, which Lambda reports as an init
-// failure rather than as a function that answers 500 to everything.
-func Start(name string) {
-	if err := start(name); err != nil {
-		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("init failed", slog.String("function", name), slog.String("problem", err.Error()))
-		os.Exit(1)
-	}
-}
+// loop. What functions/<name>/main.go calls, and all it calls.
+func Start(name string) { container.Start(name, open(name)) }
 
-func start(name string) error {
-	f, err := Lookup(name)
-	if err != nil {
-		return err
-	}
-	env, err := EnvFromOS()
-	if err != nil {
-		return err
-	}
-	st, err := Open(context.Background(), env, Options{})
-	if err != nil {
-		return err
-	}
-	switch f.Kind {
-	case KindSchedule:
-		lambda.Start(st.SweepHandler())
-	case KindHTTP:
-		h, err := st.Handler(name)
+// open builds the named function's handler from the process environment.
+func open(name string) func(ctx context.Context) (any, error) {
+	return func(ctx context.Context) (any, error) {
+		f, err := Lookup(name)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		lambda.Start(h)
-	default:
-		return fmt.Errorf("lambdafn: %s has no kind", name)
+		env, err := EnvFromOS()
+		if err != nil {
+			return nil, err
+		}
+		st, err := Open(ctx, env, Options{})
+		if err != nil {
+			return nil, err
+		}
+		switch f.Kind {
+		case KindSchedule:
+			return st.SweepHandler(), nil
+		case KindHTTP:
+			return st.Handler(name)
+		}
+		return nil, fmt.Errorf("lambdafn: %s has no kind", name)
 	}
-	return nil
 }

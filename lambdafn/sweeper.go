@@ -32,6 +32,7 @@ func (st *Stack) SweepHandler() func(ctx context.Context, ev json.RawMessage) (S
 		if in.Trigger == "" {
 			in.Trigger = "invoke"
 		}
+		st.Calibrate(ctx)
 		res, err := st.Relay.Sweep(ctx)
 		st.noteClock()
 		if err != nil {

@@ -16,13 +16,11 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
-	"github.com/byorelay/byorelay/lambdafn"
+	"github.com/byorelay/byorelay/lambdafn/container"
+	"github.com/byorelay/byorelay/lambdafn/paramstore"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/siteserver"
 	sitedynamo "github.com/byorelay/byorelay/sitestore/dynamo"
@@ -150,18 +148,27 @@ type Stack struct {
 // Open builds a Stack.
 func Open(ctx context.Context, env Env, o Options) (*Stack, error) {
 	if o.DB == nil || o.Keys == nil {
-		cfg, err := config.LoadDefaultConfig(ctx)
+		// As lambdafn builds the relay's: the configuration Lambda's
+		// environment gives, with AWS_ENDPOINT_URL_<SERVICE> overrides, and
+		// the keys by one signed SSM call (lambdafn/paramstore), not the SDK's
+		// config loader and ssm client, which cost every site function about
+		// a megabyte and their package initialisation at every cold start.
+		cfg, err := container.AWSFromEnv(os.Getenv)
 		if err != nil {
 			return nil, fmt.Errorf("sitefn: AWS config: %w", err)
 		}
 		if o.DB == nil {
-			o.DB = dynamodb.NewFromConfig(cfg)
+			o.DB = dynamodb.NewFromConfig(cfg, func(do *dynamodb.Options) {
+				if ep := container.EndpointFor(os.Getenv, "dynamodb"); ep != nil {
+					do.BaseEndpoint = ep
+				}
+			})
 		}
 		if o.Keys == nil {
 			if env.SiteKeysParameter == "" {
 				return nil, errors.New("sitefn: SITE_KEYS_PARAMETER is required (the site's keys are supplied, never generated per container)")
 			}
-			keys, err := keysFromSSM(ctx, ssm.NewFromConfig(cfg), env.SiteKeysParameter)
+			keys, err := keysFromSSM(ctx, paramstore.New(cfg, aws.ToString(container.EndpointFor(os.Getenv, "ssm"))), env.SiteKeysParameter)
 			if err != nil {
 				return nil, err
 			}
@@ -183,15 +190,21 @@ func Open(ctx context.Context, env Env, o Options) (*Stack, error) {
 	return &Stack{Store: st, Server: srv}, nil
 }
 
-// keysFromSSM reads the site's StoredKeys JSON from a SecureString.
-func keysFromSSM(ctx context.Context, api interface {
-	GetParameter(context.Context, *ssm.GetParameterInput, ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
-}, name string) (*protocol.Keys, error) {
-	out, err := api.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name), WithDecryption: aws.Bool(true)})
+// keysFromSSM reads the site's StoredKeys JSON from a SecureString: a
+// parameter stored as plain text would be the site's private keys in the
+// clear, so it stops the start like a missing one.
+func keysFromSSM(ctx context.Context, params *paramstore.Client, name string) (*protocol.Keys, error) {
+	found, err := params.Get(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("sitefn: site keys %s: %w", name, err)
 	}
-	return ParseKeys([]byte(aws.ToString(out.Parameter.Value)))
+	if len(found) != 1 {
+		return nil, fmt.Errorf("sitefn: site keys parameter %s does not exist", name)
+	}
+	if found[0].Type != paramstore.SecureString {
+		return nil, fmt.Errorf("sitefn: site keys parameter %s is a %s, not a SecureString", name, found[0].Type)
+	}
+	return ParseKeys([]byte(found[0].Value))
 }
 
 // ParseKeys reads a StoredKeys JSON document (what @byollm/server's keygen
@@ -223,7 +236,7 @@ func (st *Stack) Handler(name string) (Handler, error) {
 		handle = st.Server.HandleApp
 	}
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		req, err := lambdafn.FromAPIGateway(ev)
+		req, err := container.FromAPIGateway(ev)
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
@@ -244,35 +257,28 @@ func (st *Stack) SweepHandler() func(ctx context.Context) error {
 	}
 }
 
-// Start runs the named function in a Lambda container.
-func Start(name string) {
-	if err := start(name); err != nil {
-		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("init failed", slog.String("function", name), slog.String("problem", err.Error()))
-		os.Exit(1)
-	}
-}
+// Start runs the named function in a Lambda container (container.Start:
+// an error at open is an init failure).
+func Start(name string) { container.Start(name, open(name)) }
 
-func start(name string) error {
-	f, err := Lookup(name)
-	if err != nil {
-		return err
+// open builds the named function's handler from the process environment.
+func open(name string) func(ctx context.Context) (any, error) {
+	return func(ctx context.Context) (any, error) {
+		f, err := Lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		env, err := LoadEnv(os.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		st, err := Open(ctx, env, Options{})
+		if err != nil {
+			return nil, err
+		}
+		if f.Kind == KindSchedule {
+			return st.SweepHandler(), nil
+		}
+		return st.Handler(name)
 	}
-	env, err := LoadEnv(os.Getenv)
-	if err != nil {
-		return err
-	}
-	st, err := Open(context.Background(), env, Options{})
-	if err != nil {
-		return err
-	}
-	if f.Kind == KindSchedule {
-		lambda.Start(st.SweepHandler())
-		return nil
-	}
-	h, err := st.Handler(name)
-	if err != nil {
-		return err
-	}
-	lambda.Start(h)
-	return nil
 }

@@ -1,12 +1,23 @@
 package sitefn
 
 import (
+	"context"
+	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
 	byorelay "github.com/byorelay/byorelay"
+	"github.com/byorelay/byorelay/lambdafn/container"
+	"github.com/byorelay/byorelay/lambdafn/paramstore"
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // TestTheRegistryIsTheSiteTemplate: every function in the registry is a
@@ -41,5 +52,58 @@ func TestEnvNeedsATableAndPositiveDurations(t *testing.T) {
 	e, err := LoadEnv(env(map[string]string{"TABLE_NAME": "t", "LEASE_MS": "5000", "PAIRING_TTL_MS": "2000", "VERIFICATION_URL": "https://x/pair"}))
 	if err != nil || e.LeaseMs != 5000 || e.PairingTTLMs != 2000 || e.VerificationURL != "https://x/pair" {
 		t.Fatalf("%+v %v", e, err)
+	}
+}
+
+// SITE_KEYS_PARAMETER through the deployed wiring, with the AWS
+// configuration from the environment Lambda sets: the keys come back from
+// moto's SSM by the signed call, as written; a plain String parameter (the
+// site's private keys in the clear) and a missing one stop the start.
+func TestAFunctionReadsTheSiteKeysFromASecureStringAtStart(t *testing.T) {
+	ctx := context.Background()
+	moto := localtest.MotoEndpoint(t)
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "local")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", localtest.DynamoEndpoint(t))
+	t.Setenv("AWS_ENDPOINT_URL_SSM", moto)
+	keys, err := protocol.GenerateKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := json.Marshal(keys.Stored(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdk := ssm.NewFromConfig(localtest.AWSConfig(moto))
+	base := "/" + localtest.UniqueName("site-keys")
+	for name, typ := range map[string]types.ParameterType{"/secure": types.ParameterTypeSecureString, "/plain": types.ParameterTypeString} {
+		if _, err := sdk.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(base + name), Value: aws.String(string(stored)), Type: typ}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := container.AWSFromEnv(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := keysFromSSM(ctx, paramstore.New(cfg, moto), base+"/secure")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := json.Marshal(got.Stored(1)); string(again) != string(stored) {
+		t.Fatalf("keys read back as %s, want %s", again, stored)
+	}
+	open := func(param string) error {
+		_, err := Open(ctx, Env{TableName: "unused-table", SiteKeysParameter: param, VerificationURL: "https://site.example/pair"}, Options{Logger: slog.New(slog.DiscardHandler)})
+		return err
+	}
+	if err := open(base + "/secure"); err != nil {
+		t.Fatalf("SecureString keys: %v", err)
+	}
+	if err := open(base + "/plain"); err == nil || !strings.Contains(err.Error(), "SecureString") {
+		t.Fatalf("plain String keys: %v, want a refusal to start", err)
+	}
+	if err := open(base + "/missing"); err == nil {
+		t.Fatal("a missing site keys parameter started a function")
 	}
 }

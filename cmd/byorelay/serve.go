@@ -229,6 +229,9 @@ func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger, progre
 	if err != nil {
 		return nil, err
 	}
+	// The stream and admin routes reach st.Relay and st.Store without the
+	// functions' handlers, which wait for the store clock's first reading.
+	st.Calibrate(ctx)
 	if err := ls.loadProjection(ctx, st, log); err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
-package lambdafn
+package container
 
 import (
-	"context"
 	"encoding/base64"
 	"fmt"
 	"net/http"
@@ -14,12 +13,6 @@ import (
 	"github.com/byorelay/byorelay/relay"
 )
 
-// Handler is an HTTP function: an API Gateway HTTP API event (payload
-// format 2.0) in, a response out. An error return means the invocation
-// failed (API Gateway answers 500 and the function's Errors metric counts
-// it); an answer the relay chose, 500s included, is a response.
-type Handler func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
-
 // FromAPIGateway turns an HTTP API v2 event into a relay request with the
 // body bytes exactly as the client sent them: request signatures cover the
 // SHA-256 of those bytes, so a body that was re-encoded on the way in (a
@@ -30,7 +23,7 @@ func FromAPIGateway(ev events.APIGatewayV2HTTPRequest) (relay.Request, error) {
 	if ev.IsBase64Encoded {
 		b, err := base64.StdEncoding.DecodeString(ev.Body)
 		if err != nil {
-			return relay.Request{}, fmt.Errorf("lambdafn: base64 body: %w", err)
+			return relay.Request{}, fmt.Errorf("container: base64 body: %w", err)
 		}
 		body = b
 	}
