@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -374,5 +375,36 @@ func TestAnEvictedCloudJobEndsInTheStoreWithItsReason(t *testing.T) {
 	}
 	if res, _, _ := s.Result(w.ctx, "j1"); res.Reason == "" || res.Outcome == nil || res.Outcome.Code != "evicted" {
 		t.Fatalf("result of an evicted job: %+v", res)
+	}
+}
+
+// refuseEnqueue answers every enqueue as a relay refusing the stub does.
+type refuseEnqueue struct{}
+
+func (refuseEnqueue) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(r.URL.Path, "/enqueue") {
+		body := `{"error":"purpose-not-declared","message":"this site does not declare triage"}`
+		return &http.Response{StatusCode: http.StatusConflict, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestTheCloudLanesAppAPISaysWhatTheRelayRefusedAndWhatOnlyTheDirectLaneAnswers(t *testing.T) {
+	w := newCloudWorld(t)
+	s := w.start(refuseEnqueue{})
+	resp := s.HandleApp(w.ctx, siteserver.Request{Method: http.MethodPost, Path: "/app/enqueue",
+		Body: []byte(`{"id":"j1","kind":"llm.generate","payload":{"prompt":"x"},"owner":"alice","purpose":"triage"}`)})
+	if resp.Status != http.StatusConflict || !strings.Contains(string(resp.Body), `"error":"purpose-not-declared"`) {
+		t.Fatalf("enqueue the relay refused: %d %s", resp.Status, resp.Body)
+	}
+	j := w.job("j1")
+	if siteserver.FateOf(j) != site.FateFailed || j.State != sitestore.StateError || j.AwaitingPublish || !strings.Contains(j.EndReason, "purpose-not-declared") {
+		t.Fatalf("a refused stub left %+v (fate %s)", j, siteserver.FateOf(j))
+	}
+	resp = s.HandleApp(w.ctx, siteserver.Request{Method: http.MethodPost, Path: "/app/availability",
+		Body: []byte(`{"kind":"llm.generate","owner":"alice"}`)})
+	if resp.Status != http.StatusBadRequest || !strings.Contains(string(resp.Body), "cloud lane") {
+		t.Fatalf("availability on the cloud lane: %d %s", resp.Status, resp.Body)
 	}
 }
