@@ -86,7 +86,8 @@ func shown(p store.PendingPairing) (Pairing, error) {
 // use is a handful at a time; the bound keeps a list's cost and size
 // fixed when somebody floods pairing (each pending pairing may carry up
 // to store.MaxCapabilityBytes of capabilities, and a deployed answer must
-// fit a Lambda response). A pairing below it is still found by its code.
+// fit a Lambda response). A pairing past the bound is still found by its
+// code.
 const MaxListedPairings = 20
 
 // PendingPairings lists the live pending pairings, newest first, at most

@@ -27,8 +27,8 @@ import (
 // ceiling's 500 entries whatever the table holds.
 
 // pairingListPrefix starts every list entry's sort key; pairingListEnd
-// sorts after all of them ('$' follows '#') and before nothing else in
-// the partition that matters (the ledger itself is sk "C").
+// sorts after all of them ('$' follows '#'). The ledger's own item (sk
+// "C") sorts below the range, so a list never reads it.
 const (
 	pairingListPrefix = "P#"
 	pairingListEnd    = "P$"
