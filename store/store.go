@@ -194,7 +194,10 @@ type RoutingStore interface {
 	// Sweep fires whatever the clock says is due and reports it. For each
 	// job:
 	//  1. Stub.DeadlineAt <= now, in any state: the job is deleted with its
-	//     payload and result ciphertext, and reported Removed.
+	//     payload and result ciphertext, and reported Removed, unless it is
+	//     done: a finished job is gone from its deadline on (no read
+	//     returns it) but not reported, since nothing was lost, and a store
+	//     may let it expire (DynamoDB's TTL) rather than delete it.
 	//  2. awaiting-payload with AwaitingUntil <= now (the site never sealed):
 	//     churn is noted for (site, job owner); ReofferTo is set to the
 	//     holder if unset; SealAttempts+1 reaching SealAttemptsBeforeEviction

@@ -113,6 +113,11 @@ func (w *workload) jobIndex(id string) int {
 
 func (w *workload) record(client int, in mInput, call int64, out mOutput) {
 	w.executed.Add(1)
+	if in.now == 0 {
+		// The clock moves only while nothing is in flight: this is the
+		// instant the operation saw.
+		in.now = w.now()
+	}
 	ret := w.tick.Add(1)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -723,7 +728,7 @@ func checkNothingDue(t *testing.T, s *Store, w *workload) {
 	jobs, _ := snapshot(t, s, w)
 	now := w.now()
 	for _, j := range jobs {
-		if j.DU <= now {
+		if j.DK != "" && j.DU <= now {
 			t.Errorf("after a full sweep %s (%s) is still due at %d (now %d)", j.JobID, j.State, j.DU, now)
 		}
 	}

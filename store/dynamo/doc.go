@@ -9,7 +9,8 @@
 //	J#<site>\0<jobId>     sk J: the job: stub, state, holder, clocks,
 //	                      refusals, the result (inline JSON or an S3 key),
 //	                      where its payload is, ver, wid; once removed, its
-//	                      tombstone (gone, no ciphertext) until TTL
+//	                      tombstone (gone, no ciphertext) until TTL; a
+//	                      finished job expires by TTL at its deadline
 //	                      sk EP#<id>: a payload, in an item of its own,
 //	                      written once per seal (above 32 KiB: in S3)
 //	T#<tag>               the site a lease tag stands for (lease.go)
@@ -42,7 +43,10 @@
 //	          grant, whose due time moves later only when a sweep reaches it
 //	          (a seal and a renewal do not move the entry); also unsealed
 //	          sets, when their grants should be checked. A removed job's
-//	          tombstone carries no index key.
+//	          tombstone carries no index key, nor does a finished job
+//	          (unless it has S3 objects for the sweep to delete): it
+//	          expires by TTL, every read treating it as gone from its
+//	          deadline, and is not reported Removed.
 //
 // # How a transition is written
 //

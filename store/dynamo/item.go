@@ -79,9 +79,11 @@ type jobItem struct {
 	result  *protocol.SealedEnvelope `dynamodbav:"-"`
 }
 
-// ttlGraceSeconds keeps TTL from collecting a job before the sweep does: TTL
-// deletes without telling anyone, so a job it takes first would leave its
-// unsealed slot and its S3 objects behind. The sweep's
+// ttlGraceSeconds keeps TTL from collecting an unfinished job before the
+// sweep does: TTL deletes without telling anyone, so a job it takes first
+// would leave its unsealed slot and its S3 objects behind, and nobody would
+// hear that it was lost. A finished job has nothing to tell and expires at
+// its deadline (index). The sweep's
 // repair of the unsealed set and the bucket lifecycle rule cover that case.
 const ttlGraceSeconds = 24 * 60 * 60
 
@@ -122,6 +124,13 @@ func (j *jobItem) index(shards int) {
 	case store.StateDone:
 		if (j.Result != "" || j.ResultS3 != "") && !j.Collected {
 			j.LK = siteListKey(j.Site, string(store.StateDone))
+		}
+		// A finished job expires: from its deadline every read treats it
+		// as gone, and TTL deletes it without a write. It stays in the due
+		// index only when it has S3 objects for a sweep to delete.
+		j.TTL = j.Deadline/1000 + 1
+		if j.PayloadS3 == "" && j.ResultS3 == "" {
+			return
 		}
 	}
 	j.DK = dueKey(j.PK, shards)

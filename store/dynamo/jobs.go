@@ -105,9 +105,13 @@ func (s *Store) loadJob(ctx context.Context, pk string) (*jobItem, bool, error) 
 	return j, true, nil
 }
 
-// absent reports an item that stands for no job: a tombstone, or past its
-// TTL and not yet collected.
-func (s *Store) absent(j *jobItem) bool { return j.Gone || (j.TTL != 0 && j.TTL*1000 <= s.now()) }
+// absent reports an item that stands for no job: a tombstone, a finished
+// job past its deadline (it expires, see jobItem.index), or past its TTL
+// and not yet collected.
+func (s *Store) absent(j *jobItem) bool {
+	now := s.now()
+	return j.Gone || (j.State == string(store.StateDone) && j.Deadline <= now) || (j.TTL != 0 && j.TTL*1000 <= now)
+}
 
 // Jobs lists every job of every site in enqueue order. A scan: for debug
 // pages and tests, never on a request path.

@@ -119,6 +119,11 @@ func (m jobModel) resolves(runner int, lease string) bool {
 }
 
 func stepJob(s jobModel, in mInput, out mOutput, w *workload) (bool, jobModel) {
+	// A finished job is gone from its deadline on, swept or not (it
+	// expires, and no sweep reports it).
+	if s.exists && s.state == store.StateDone && s.deadline <= in.now {
+		s.exists = false
+	}
 	switch in.kind {
 	case opGrant:
 		r := w.runners[in.runner]

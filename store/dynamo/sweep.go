@@ -166,6 +166,9 @@ const (
 	didNothing sweepDid = iota
 	didRequeue
 	didRemove
+	// didExpire: a finished job past its deadline, made a tombstone for
+	// its S3 objects' sake. Not reported: it finished, nothing was lost.
+	didExpire
 )
 
 type sweepResult struct {
@@ -200,7 +203,15 @@ func (s *Store) sweepJob(ctx context.Context, pk string, now int64) (sweepResult
 		// is gone as lost.
 		case j.Deadline <= now:
 			w.put = j.tombstone()
-			did, left, drop = didRemove, j, []string{j.PayloadS3, j.ResultS3}
+			if j.State == string(store.StateDone) {
+				// Only a finished job with S3 objects is still in the due
+				// index: it expires unreported, its objects go.
+				did = didExpire
+			}
+			if did == didNothing {
+				did = didRemove
+			}
+			left, drop = j, []string{j.PayloadS3, j.ResultS3}
 
 		// The site never sealed.
 		case j.State == string(store.StateAwaitingPayload) && j.AwaitingUntil <= now:
@@ -255,7 +266,7 @@ func (s *Store) sweepJob(ctx context.Context, pk string, now int64) (sweepResult
 			w.put, w.unsealed = &next, nil
 		}
 
-		if did == didRemove {
+		if did == didRemove || did == didExpire {
 			if err := s.loadEnvelopes(ctx, left); err != nil && !errors.Is(err, ErrNoBucket) {
 				return sweepResult{}, err
 			}

@@ -64,7 +64,10 @@ func (s *Store) sweepJobs(now int64, limit int) (store.SweepResult, []store.Unse
 		// learns through RenewLeases, which reports the job lost.
 		if job.Stub.DeadlineAt <= now {
 			s.forget(job)
-			result.Removed = append(result.Removed, copyJob(job))
+			// A finished job expires unreported: nothing was lost.
+			if job.State != store.StateDone {
+				result.Removed = append(result.Removed, copyJob(job))
+			}
 			continue
 		}
 		if job.State == store.StateAwaitingPayload && job.AwaitingUntil <= now {
