@@ -35,10 +35,11 @@ With TABLE_NAME unset it starts DynamoDB Local, creates the table and loads
 the demo projection; with TABLE_NAME set (and AWS_ENDPOINT_URL_DYNAMODB for
 a local table) it uses that table as it is.
 
-A site-stack function (functions/site*, site-template.yaml) always runs
-against its own DynamoDB Local holding the site demo world (the demo daemon
-paired, demo-job-1 queued); under the emulator moto's SSM holds the site's
-keys, which the bootstrap reads as it does deployed.
+A site-stack function (functions/site*, site-template.yaml) runs against
+the site demo world (the demo daemon paired, demo-job-1 queued): with
+TABLE_NAME unset in its own DynamoDB Local, with it set in that table of a
+running 'byorelay site --demo'. Under the emulator moto's SSM holds the
+site's keys, which the bootstrap reads as it does deployed.
 
 flags:
 `
@@ -74,7 +75,10 @@ func runInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	// here would not be found from there.
 	for _, p := range []*string{bootstrap, rie} {
 		if *p != "" {
-			if *p, err = filepath.Abs(*p); err != nil {
+			if *p, err = filepath.Abs(*p); err == nil {
+				_, err = os.Stat(*p)
+			}
+			if err != nil {
 				fmt.Fprintln(stderr, "byorelay invoke:", err)
 				return 1
 			}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -28,16 +27,14 @@ const (
 )
 
 // invokeSite is invoke for a function of the site stack
-// (site-template.yaml): DynamoDB Local started here holding the site demo
-// world (demo.World.SeedSite: the demo daemon paired as runner-demo, demo-job-1
-// queued), the event prepared with the lease the demo daemon holds on
+// (site-template.yaml): against the site demo world (demo.World.SeedSite:
+// the demo daemon paired as runner-demo, demo-job-1 queued) in DynamoDB
+// Local started here, or in a running `byorelay site --demo`
+// (siteTarget), the event prepared with the lease the demo daemon holds on
 // demo-job-1, then run in-process or under the emulator. Under the
 // emulator the real bootstrap reads the site's keys from SSM as it does
 // deployed; moto holds the demo site's keys there.
 func invokeSite(ctx context.Context, fn sitefn.Function, raw []byte, opts invokeOptions) ([]byte, error) {
-	if os.Getenv("TABLE_NAME") != "" {
-		return nil, errors.New("TABLE_NAME is set, but a site function runs against invoke's own DynamoDB Local with the site demo world (TABLE_NAME names a relay table); unset it")
-	}
 	root, err := demo.RepoRoot()
 	if err != nil {
 		return nil, err
@@ -46,17 +43,11 @@ func invokeSite(ctx context.Context, fn sitefn.Function, raw []byte, opts invoke
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintln(opts.logs, "starting DynamoDB Local (in memory)…")
-	endpoint, stopDB, err := localtest.StartDynamoWithProgress(opts.logs)
-	if err != nil {
-		return nil, fmt.Errorf("DynamoDB Local: %w", err)
-	}
-	defer stopDB()
-	db := dynamodb.NewFromConfig(localtest.AWSConfig(endpoint))
-	st, err := lambdadev.OpenDemoSite(ctx, world, db, invokeSiteTable)
+	table, endpoint, st, stop, err := siteTarget(ctx, world, opts)
 	if err != nil {
 		return nil, err
 	}
+	defer stop()
 	lease, err := demo.SiteLease(ctx, st.Store)
 	if err != nil {
 		return nil, err
@@ -83,12 +74,58 @@ func invokeSite(ctx context.Context, fn sitefn.Function, raw []byte, opts invoke
 		return nil, err
 	}
 	env := append([]string{
-		"TABLE_NAME=" + invokeSiteTable,
+		"TABLE_NAME=" + table,
 		"SITE_KEYS_PARAMETER=" + invokeSiteKeysParameter,
 		"VERIFICATION_URL=" + demo.SiteVerificationURL,
 		"AWS_ENDPOINT_URL_SSM=" + motoEndpoint,
 	}, localCredentials(endpoint)...)
 	return emulate(ctx, root, fn.Name, env, prepare, opts)
+}
+
+// siteTarget is the site table a site invoke acts on. With TABLE_NAME
+// unset: DynamoDB Local started here, the site demo world seeded in it.
+// With TABLE_NAME set: that table on the loopback DynamoDB
+// AWS_ENDPOINT_URL_DYNAMODB names, as it is, under the local stack's
+// credentials (DynamoDB Local keeps tables per access key); it must hold
+// the site demo world, as `byorelay site --demo` seeds it.
+func siteTarget(ctx context.Context, world *demo.World, opts invokeOptions) (table, endpoint string, st *sitefn.Stack, stop func(), err error) {
+	table = os.Getenv("TABLE_NAME")
+	if table == "" {
+		fmt.Fprintln(opts.logs, "starting DynamoDB Local (in memory)…")
+		endpoint, stop, err = localtest.StartDynamoWithProgress(opts.logs)
+		if err != nil {
+			return "", "", nil, nil, fmt.Errorf("DynamoDB Local: %w", err)
+		}
+		st, err = lambdadev.OpenDemoSite(ctx, world, dynamodb.NewFromConfig(localtest.AWSConfig(endpoint)), invokeSiteTable)
+		if err != nil {
+			stop()
+			return "", "", nil, nil, err
+		}
+		return invokeSiteTable, endpoint, st, stop, nil
+	}
+	endpoint = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")
+	if endpoint == "" {
+		endpoint = os.Getenv("AWS_ENDPOINT_URL")
+	}
+	if !loopbackURL(endpoint) {
+		return "", "", nil, nil, fmt.Errorf("TABLE_NAME=%s: a site function is invoked against a local site stack only (`make site SITE_FLAGS=--demo` prints the AWS_ENDPOINT_URL_DYNAMODB to use), or against invoke's own with TABLE_NAME unset", table)
+	}
+	st, err = sitefn.Open(ctx, sitefn.Env{TableName: table, VerificationURL: demo.SiteVerificationURL},
+		sitefn.Options{DB: dynamodb.NewFromConfig(localtest.AWSConfig(endpoint)), Keys: world.Site})
+	if err != nil {
+		return "", "", nil, nil, err
+	}
+	// A relay table, or a site stack started without --demo, has no demo
+	// daemon: every signed sample would answer 401.
+	_, found, err := st.Store.Runner(ctx, demo.RunnerID)
+	if err != nil || !found {
+		why := demo.RunnerID + " is not paired there"
+		if err != nil {
+			why = err.Error()
+		}
+		return "", "", nil, nil, fmt.Errorf("TABLE_NAME=%s on %s holds no site demo world (%s): start the site stack with `make site SITE_FLAGS=--demo`, or unset TABLE_NAME for invoke's own", table, endpoint, why)
+	}
+	return table, endpoint, st, func() {}, nil
 }
 
 // putSiteKeys writes the demo site's keys (StoredKeys JSON, what

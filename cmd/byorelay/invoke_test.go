@@ -11,6 +11,7 @@ import (
 
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/demo"
+	"github.com/byorelay/byorelay/localtest/lambdadev"
 	"github.com/byorelay/byorelay/protocol"
 )
 
@@ -134,15 +135,79 @@ func TestInvokeInProcessRunsASiteSampleEventAgainstTheSiteDemoWorld(t *testing.T
 	}
 }
 
-// TABLE_NAME names a relay table: a site function refuses it rather than
-// running against a table of the wrong shape.
-func TestInvokeOfASiteFunctionRefusesARelayTable(t *testing.T) {
-	t.Setenv("TABLE_NAME", "byorelay-local")
-	var out, errs bytes.Buffer
-	if code := runInvoke(context.Background(), []string{"-in-process", "siteclaim", "../../events/siteclaim.json"}, &out, &errs); code != 1 {
-		t.Fatalf("exit %d, want 1 (stderr: %s)", code, errs.String())
+// With TABLE_NAME set a site function acts on that table as it is, so it
+// must hold the site demo world: a relay table (or a site stack started
+// without --demo) is refused with what to do, before any event is sent;
+// so is a table on a non-loopback endpoint.
+func TestInvokeOfASiteFunctionRefusesATableWithoutTheSiteDemoWorld(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("BYORELAY_DEMO_DIR", dir)
+	world, err := demo.Load(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(errs.String(), "unset it") || out.Len() != 0 {
-		t.Errorf("stdout %q, stderr %q", out.String(), errs.String())
+	endpoint := localtest.DynamoEndpoint(t)
+	relayTable := localtest.UniqueName("invoke-relay")
+	if err := world.Seed(t.Context(), dynamodb.NewFromConfig(localtest.AWSConfig(endpoint)), relayTable); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ name, table, endpoint, want string }{
+		{"a relay table", relayTable, endpoint, "holds no site demo world"},
+		{"a deployed table", "byorelay-site", "", "local site stack only"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("TABLE_NAME", tt.table)
+			t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", tt.endpoint)
+			t.Setenv("AWS_ENDPOINT_URL", "")
+			var out, errs bytes.Buffer
+			if code := runInvoke(context.Background(), []string{"-in-process", "siteclaim", "../../events/siteclaim.json"}, &out, &errs); code != 1 {
+				t.Fatalf("exit %d, want 1 (stderr: %s)", code, errs.String())
+			}
+			if !strings.Contains(errs.String(), tt.want) || !strings.Contains(errs.String(), "--demo") || out.Len() != 0 {
+				t.Errorf("stdout %q, stderr %q", out.String(), errs.String())
+			}
+		})
+	}
+}
+
+// A running `byorelay site --demo`'s table, with the developer's own AWS
+// settings in the environment: invoke uses the local stack's credentials,
+// claims the queued demo job, and a fetch then names the lease that claim
+// granted (read from the table) and gets the payload resealed to the
+// demo device.
+func TestInvokeOfSiteFunctionsActsOnARunningSiteStacksTable(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("BYORELAY_DEMO_DIR", dir)
+	world, err := demo.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := localtest.DynamoEndpoint(t)
+	table := localtest.UniqueName("invoke-site-stack")
+	// As `byorelay site --demo` makes it: under localtest.AWSConfig's credentials.
+	if _, err := lambdadev.OpenDemoSite(t.Context(), world, dynamodb.NewFromConfig(localtest.AWSConfig(endpoint)), table); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TABLE_NAME", table)
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", endpoint)
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEDEVELOPER")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "not-local")
+	t.Setenv("AWS_REGION", "eu-west-2")
+	t.Setenv("AWS_PROFILE", "no-such-profile")
+	for _, step := range []struct{ fn, want string }{
+		{"siteclaim", `"id":"demo-job-1"`},
+		{"sitefetch", `{"envelope":{`},
+	} {
+		var out, errs bytes.Buffer
+		if code := runInvoke(context.Background(), []string{"-in-process", step.fn, "../../events/" + step.fn + ".json"}, &out, &errs); code != 0 {
+			t.Fatalf("%s: exit %d: %s", step.fn, code, errs.String())
+		}
+		var resp struct {
+			StatusCode int    `json:"statusCode"`
+			Body       string `json:"body"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &resp); err != nil || resp.StatusCode != 200 || !strings.Contains(resp.Body, step.want) {
+			t.Fatalf("%s against the site stack's table: %s\n%s", step.fn, out.String(), errs.String())
+		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/apiserver"
+	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/sitefn"
 	"github.com/byorelay/byorelay/siteserver"
@@ -35,6 +36,7 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	port := fs.Int("port", 8788, "loopback port for the daemon endpoints (/byollm/*) and the app API (/app/*)")
 	adminPort := fs.Int("admin-port", 0, "TEST ONLY: serve the conformance admin API (reset, clock advance) on this loopback port; 0 is off")
 	keysPath := fs.String("keys", "site-keys.json", "the site's StoredKeys JSON; created (mode 0600) if absent")
+	demoWorld := fs.Bool("demo", false, "hold the demo site's keys (.cache/demo, instead of --keys) and seed the site demo world: the demo daemon paired as runner-demo for demo-user, demo-job-1 queued; `make invoke FN=site…` can then act on this stack")
 	ddb := fs.String("ddb-endpoint", "", "use this DynamoDB endpoint instead of starting DynamoDB Local")
 	table := fs.String("table", "byorelay-site", "the site table (created if absent)")
 	verify := fs.String("verification-url", "", "the page where a user types a pairing code (default: this server's /pair)")
@@ -52,8 +54,15 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fail := func(err error) int { fmt.Fprintf(stderr, "byorelay site: %v\n", err); return 1 }
 
-	keys, err := loadOrCreateSiteKeys(*keysPath, stdout)
-	if err != nil {
+	var world *demo.World
+	var keys *protocol.Keys
+	var err error
+	if *demoWorld {
+		if world, err = demo.LoadDefault(); err != nil {
+			return fail(err)
+		}
+		keys = world.Site
+	} else if keys, err = loadOrCreateSiteKeys(*keysPath, stdout); err != nil {
 		return fail(err)
 	}
 	endpoint := *ddb
@@ -90,6 +99,11 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	if world != nil {
+		if err := world.SeedSite(ctx, st.Server, st.Store); err != nil {
+			return fail(err)
+		}
+	}
 	api, err := apiserver.ForSiteStack(st, apiserver.Config{Log: log})
 	if err != nil {
 		return fail(err)
@@ -123,6 +137,10 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}()
 	fmt.Fprintf(stdout, "site %s serving\n  daemons:  byollm connect %s\n  app API:  POST %s/app/{enqueue,job,result,cancel,availability,pairings/approve,pairings/deny,pairings/pending,runners,runners/revoke,sweep}\n  table:    %s on %s\n",
 		keys.KeyID(), origin, origin, *table, endpoint)
+	if world != nil {
+		fmt.Fprintf(stdout, "  demo:     %s paired for %s, %s queued; one function against this stack:\n            TABLE_NAME=%s AWS_ENDPOINT_URL_DYNAMODB=%s make invoke FN=siteclaim\n",
+			demo.RunnerID, demo.Owner, demo.JobID, *table, endpoint)
+	}
 	select {
 	case <-ctx.Done():
 		return 0
