@@ -223,7 +223,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Targets[name] = &TargetReport{}
 	}
 
-	if cfg.Jobs > 0 {
+	if cfg.Jobs > 0 && len(cfg.Targets) > 0 {
 		for _, name := range cfg.Targets {
 			if cfg.Warmup > 0 {
 				runPhase(ctx, targets[name], w, phaseSpec{label: name + " warm-up", jobs: cfg.Warmup, tag: "warm", deadline: cfg.JobDeadline, limit: cfg.PhaseLimit, progress: cfg.Progress})

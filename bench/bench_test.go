@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // TestMain doubles as a memory target's process: the smoke run starts this
@@ -104,5 +106,33 @@ func TestAProcessTargetReportsItsOwnCPU(t *testing.T) {
 	cpu, ok := pt.cpuSeconds()
 	if !ok || cpu <= 0 {
 		t.Fatalf("cpuSeconds = %v, %v; want the loop's CPU", cpu, ok)
+	}
+}
+
+// resultRow reads the same row decoding the whole answer does, whichever
+// of the answer's rows it is, and declines what it cannot find.
+func TestResultRowIsTheRowTheWholeAnswerHolds(t *testing.T) {
+	rows := []protocol.SiteResult{
+		{JobID: "j1", Envelope: &protocol.SealedEnvelope{Ciphertext: "abc_-", Direction: "result", DeadlineAt: 5}, Device: &protocol.PublicIdentity{Identity: "i1"}, RunnerOwner: "o1"},
+		{JobID: "j10", LeaseID: "l", Device: &protocol.PublicIdentity{Identity: "i10"}},
+		{JobID: "j2", Disposition: "ok"},
+	}
+	raw, err := json.Marshal(protocol.SiteResultsResponse{Jobs: rows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range rows {
+		got, ok := resultRow(raw, want.JobID)
+		if !ok {
+			t.Fatalf("%s not found", want.JobID)
+		}
+		a, _ := json.Marshal(got)
+		b, _ := json.Marshal(want)
+		if string(a) != string(b) {
+			t.Fatalf("row %s = %s, want %s", want.JobID, a, b)
+		}
+	}
+	if _, ok := resultRow(raw, "j3"); ok {
+		t.Fatal("found a job the answer does not hold")
 	}
 }

@@ -204,6 +204,8 @@ type Relay struct {
 	basePath string
 	log      *slog.Logger
 	metrics  Metrics
+	// rows keeps results rows encoded between polls (result_rows.go).
+	rows resultRows
 }
 
 // ErrGrantsWithoutAuthor is New's refusal of a relay that would tell devices

@@ -83,7 +83,7 @@ func (r *Relay) results(c *call, s siteRequest) (reply, error) {
 		return reply{}, err
 	}
 	r.decide(c, "results", slog.Int("jobs", len(jobs)))
-	return ok(protocol.SiteResultsResponse{Jobs: jobs}), nil
+	return ok(protocol.EncodedResults{Jobs: jobs}), nil
 }
 
 // collect is results with a body: forget what the site has taken, then list.
@@ -117,11 +117,12 @@ func (r *Relay) collect(c *call, s siteRequest) (reply, error) {
 		return reply{}, err
 	}
 	r.decide(c, "collect", slog.Int("collected", len(req.Collected)), slog.Int("jobs", len(jobs)), slog.Int("evicted", len(evicted)))
-	return ok(protocol.CollectResponse{Jobs: jobs, Evicted: evicted}), nil
+	return ok(protocol.EncodedCollect{Jobs: jobs, Evicted: evicted}), nil
 }
 
-// finished is the site's uncollected results as the wire lists them.
-func (r *Relay) finished(c *call, siteID string) ([]protocol.SiteResult, error) {
+// finished is the site's uncollected results as the wire lists them,
+// each row encoded (once per row, not once per poll: resultRows).
+func (r *Relay) finished(c *call, siteID string) ([]protocol.Encoded, error) {
 	finished, err := r.store.Finished(c.ctx, siteID)
 	if err != nil {
 		return nil, err
@@ -143,5 +144,5 @@ func (r *Relay) finished(c *call, siteID string) ([]protocol.SiteResult, error) 
 		}
 		jobs = append(jobs, row)
 	}
-	return jobs, nil
+	return r.rows.encode(siteID, jobs)
 }

@@ -99,11 +99,18 @@ func (s *Store) Collect(ctx context.Context, siteID string, jobIDs []string) err
 func (s *Store) list(keep func(*store.Job) bool) []store.Job {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := []store.Job{}
+	// Matches first, then one slice of copies: a site's results list
+	// holds hundreds of done jobs on every poll, and growing a slice of
+	// Jobs by appending copied each of them several times over.
+	var matched []*store.Job
 	for _, job := range s.order {
 		if keep(job) {
-			out = append(out, copyJob(job))
+			matched = append(matched, job)
 		}
+	}
+	out := make([]store.Job, len(matched))
+	for i, job := range matched {
+		out[i] = copyJob(job)
 	}
 	return out
 }
