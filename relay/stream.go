@@ -92,7 +92,7 @@ func (r *Relay) streamPoll(c *call, s siteRequest) (reply, error) {
 	if refusal != nil {
 		return *refusal, nil
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, r.streamOpts().LongPollWait)
+	ctx, cancel := boxed(c.ctx, r.streamOpts().LongPollWait)
 	defer cancel()
 	resp := seal.AttachResponse{Events: []seal.Event{}}
 	err := r.follow(ctx, req, func(e seal.Event) error {

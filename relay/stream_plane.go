@@ -84,6 +84,45 @@ func (r *Relay) StreamHandler() http.Handler {
 	})
 }
 
+// AttachHandler is StreamHandler for the attach alone: what the deployed
+// attach function (a Lambda function URL, RESPONSE_STREAM) serves. Every
+// other path answers 404 not-found after the origin lock, without reading
+// anything: that function's role may only read the table, and its URL is
+// not the relay's, so no v2 endpoint or append is served there.
+func (r *Relay) AttachHandler() http.Handler {
+	h := r.StreamHandler()
+	return http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
+		if hr.URL.Path == seal.StreamAttachPath {
+			h.ServeHTTP(w, hr)
+			return
+		}
+		c := &call{ctx: hr.Context(), method: hr.Method, path: hr.URL.Path, endpoint: "attach"}
+		rep, admitted, err := r.checkOrigin(c, canonicalHeader(hr.Header))
+		switch {
+		case err != nil:
+			rep = serverError
+		case admitted:
+			rep = bare(http.StatusNotFound, protocol.CodeNotFound)
+		}
+		resp, _ := encode(rep)
+		writeResponse(w, resp)
+	})
+}
+
+// boxed is ctx bounded by wait and by the host's own deadline less a
+// margin: a Lambda function's deadline is its timeout, and a long-poll or
+// an SSE window that ran into it would be killed mid-answer (a 5xx for the
+// long-poll, a truncated event for SSE) instead of closing cleanly. Pacing
+// from the process's clock: it decides when to stop talking, not what is
+// true.
+func boxed(ctx context.Context, wait time.Duration) (context.Context, context.CancelFunc) {
+	const margin = 2 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		wait = max(0, min(wait, time.Until(dl)-margin))
+	}
+	return context.WithTimeout(ctx, wait)
+}
+
 func acceptsSSE(h http.Header) bool {
 	for _, v := range h.Values("Accept") {
 		if bytes.Contains([]byte(v), []byte("text/event-stream")) {
@@ -112,6 +151,15 @@ func (r *Relay) serveSSE(w http.ResponseWriter, hr *http.Request, raw []byte) {
 			resp, _ = encode(serverError)
 		}
 		writeResponse(w, resp)
+	}
+	// The origin lock before anything else, as Handle has it: deployed,
+	// this is a function URL anyone can reach past the edge.
+	if rep, admitted, err := r.checkOrigin(c, header); err != nil || !admitted {
+		if err != nil {
+			rep = serverError
+		}
+		refuse(rep)
+		return
 	}
 	if _, ok := r.streamLog(); !ok {
 		refuse(streamsOff)
@@ -159,13 +207,18 @@ func (r *Relay) serveSSE(w http.ResponseWriter, hr *http.Request, raw []byte) {
 	}
 	_ = write(nil)
 
-	ctx, cancel := context.WithTimeout(c.ctx, r.streamOpts().SSEWindow)
-	defer cancel() // runs before pinger.Wait, so the pinger stops
+	ctx, cancel := boxed(c.ctx, r.streamOpts().SSEWindow)
 	// rindle's keep-alive comment, so proxies keep a quiet stream open.
-	// Waited for before returning: nothing may write after the handler.
+	// Stopped and waited for before returning, in that order: nothing may
+	// write after the handler, and a pinger left waiting on the window
+	// would hold a finished stream (a terminal said) open until the window
+	// closed, billed all the while.
 	var pinger sync.WaitGroup
 	pinger.Add(1)
-	defer pinger.Wait()
+	defer func() {
+		cancel()
+		pinger.Wait()
+	}()
 	go func() {
 		defer pinger.Done()
 		t := time.NewTicker(15 * time.Second)

@@ -31,6 +31,7 @@ type world struct {
 	clock *store.ManualClock
 	admin *controlplane.Admin
 	mem   *memory.Store
+	relay *relay.Relay
 	url   string
 	// delivered is every result each site's pumps delivered, in order: a
 	// result can arrive on the pump that sealed its payload, if the device
@@ -57,7 +58,7 @@ func newWorld(t *testing.T, options ...func(*relay.Config)) *world {
 	}
 	srv := httptest.NewServer(relaytest.Handler(r))
 	t.Cleanup(srv.Close)
-	return &world{t: t, ctx: context.Background(), clock: clock, admin: admin, mem: mem, url: srv.URL,
+	return &world{t: t, ctx: context.Background(), clock: clock, admin: admin, mem: mem, relay: r, url: srv.URL,
 		delivered: map[*site.Client][]site.Result{}}
 }
 

@@ -3,12 +3,16 @@ package daemon_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/byorelay/byorelay/client/daemon"
 	"github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/relay/relaytest"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/stream"
 	"github.com/byorelay/byorelay/stream/seal"
@@ -216,4 +220,67 @@ type runOnly struct{ echo daemon.EchoBackend }
 func (b runOnly) Info() daemon.BackendInfo { return b.echo.Info() }
 func (b runOnly) Run(ctx context.Context, prompt string) (daemon.Answer, error) {
 	return b.echo.Run(ctx, prompt)
+}
+
+// Deployed without an edge, the SSE attach has its own URL (the attach
+// function's), which the site is given; and a stream outlasts the site's
+// per-call HTTP timeout, which bounds calls, not a live stream. Here the API
+// serves no attach at all, the client's timeout is shorter than the
+// stream, and the site still reads the whole answer live, then its seal.
+func TestASiteStreamsFromItsAttachURLForLongerThanItsCallTimeout(t *testing.T) {
+	w := newWorld(t)
+	attachSrv := httptest.NewServer(w.relay.AttachHandler())
+	t.Cleanup(attachSrv.Close)
+	api := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == seal.StreamAttachPath {
+			http.NotFound(rw, r)
+			return
+		}
+		relaytest.Handler(w.relay).ServeHTTP(rw, r)
+	}))
+	t.Cleanup(api.Close)
+	keys, err := protocol.GenerateKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := w.admin.RegisterSite(w.ctx, "shop", keys.Public()); err != nil {
+		t.Fatal(err)
+	}
+	const callTimeout = 300 * time.Millisecond
+	s, err := site.New(site.Config{RelayURL: api.URL, StreamAttachURL: attachSrv.URL + seal.StreamAttachPath, SiteID: "shop", Keys: keys,
+		Clock: w.clock, RetryBackoff: time.Millisecond, HTTPClient: &http.Client{Timeout: callTimeout}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.consent("alice", "shop")
+	d := w.pairDaemon("alice", "runner-a", daemon.Config{Backend: daemon.EchoBackend{Drip: 80 * time.Millisecond},
+		Streams: daemon.Streaming{Enabled: true, FlushEvery: 10 * time.Millisecond}})
+	stub := protocol.JobStub{ID: "job-1", Kind: site.KindGenerate, Owner: "alice", Audience: "private",
+		DeadlineAt: w.clock.Now().Add(time.Hour).UnixMilli(), Streaming: true}
+	prompt := "one two three four five six seven eight nine ten"
+	if _, err := s.Publish(w.ctx, stub, site.GeneratePayload(prompt)); err != nil {
+		t.Fatal(err)
+	}
+	w.tick(d)
+	w.pump(s)
+	began := time.Now()
+	var text string
+	var end error = errors.New("no end")
+	for delta, err := range s.Stream(w.ctx, "job-1") {
+		if err != nil || delta == "" {
+			end = err
+			break
+		}
+		text += delta
+	}
+	if end != nil {
+		t.Fatalf("the stream ended with %v after %q", end, text)
+	}
+	if took := time.Since(began); took < callTimeout {
+		t.Skipf("the stream took %v, no longer than the call timeout: nothing shown", took)
+	}
+	d.events.waitFor(t, daemon.EventReported, "job-1")
+	if text != "echo: "+prompt {
+		t.Fatalf("streamed %q", text)
+	}
 }

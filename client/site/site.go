@@ -49,6 +49,10 @@ func (systemClock) Now() time.Time { return time.Now() }
 type Config struct {
 	// RelayURL is the relay's origin, e.g. "http://127.0.0.1:3000".
 	RelayURL string
+	// StreamAttachURL is where Stream attaches (the relay stack's
+	// StreamAttachUrl output: its attach function's URL when no edge fronts
+	// it, docs/streaming.md); "" means RelayURL + /byorelay/stream/attach.
+	StreamAttachURL string
 	// SiteID is this site's id at the relay (the control plane's name, not
 	// the key id).
 	SiteID string
@@ -72,14 +76,15 @@ type Config struct {
 
 // Client is one site's connection to a relay. Safe for concurrent use.
 type Client struct {
-	relayURL string
-	siteID   string
-	keys     *protocol.Keys
-	http     *http.Client
-	clock    Clock
-	attempts int
-	backoff  time.Duration
-	sleep    func(ctx context.Context, d time.Duration) error
+	relayURL  string
+	attachURL string
+	siteID    string
+	keys      *protocol.Keys
+	http      *http.Client
+	clock     Clock
+	attempts  int
+	backoff   time.Duration
+	sleep     func(ctx context.Context, d time.Duration) error
 
 	ledger Ledger
 
@@ -110,17 +115,18 @@ func New(cfg Config) (*Client, error) {
 		return nil, errors.New("site: RelayURL, SiteID and Keys are required")
 	}
 	c := &Client{
-		relayURL: strings.TrimRight(cfg.RelayURL, "/"),
-		siteID:   cfg.SiteID,
-		keys:     cfg.Keys,
-		http:     cfg.HTTPClient,
-		clock:    cfg.Clock,
-		attempts: cfg.MaxAttempts,
-		backoff:  cfg.RetryBackoff,
-		sleep:    cfg.Sleep,
-		ledger:   cfg.Ledger,
-		collect:  map[string]bool{},
-		streams:  map[string]streamGrant{},
+		relayURL:  strings.TrimRight(cfg.RelayURL, "/"),
+		attachURL: cfg.StreamAttachURL,
+		siteID:    cfg.SiteID,
+		keys:      cfg.Keys,
+		http:      cfg.HTTPClient,
+		clock:     cfg.Clock,
+		attempts:  cfg.MaxAttempts,
+		backoff:   cfg.RetryBackoff,
+		sleep:     cfg.Sleep,
+		ledger:    cfg.Ledger,
+		collect:   map[string]bool{},
+		streams:   map[string]streamGrant{},
 	}
 	if c.ledger == nil {
 		c.ledger = newMemoryLedger()

@@ -115,14 +115,32 @@ func (c *Client) attach(ctx context.Context, jobID string, from int64, each func
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.relayURL+seal.StreamAttachPath, bytes.NewReader(raw))
+	url := c.attachURL
+	if url == "" {
+		url = c.relayURL + seal.StreamAttachPath
+	}
+	// An SSE response lasts the relay's window (90 s), longer than the
+	// client's per-call timeout, so that timeout is lifted here; silence is
+	// not: the relay says something at least every 15 s, so attachIdle of
+	// nothing is a dead connection, closed and attached again.
+	client := c.http
+	if client.Timeout > 0 {
+		lifted := *client
+		lifted.Timeout = 0
+		client = &lifted
+	}
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	idle := time.AfterFunc(attachIdle, cancel)
+	defer idle.Stop()
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, url, bytes.NewReader(raw))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	protocol.SignSiteRequest(c.keys, "attach", c.siteID, c.clock.Now().UnixMilli(), raw).SetHeaders(req.Header, protocol.HeaderSite)
-	resp, err := c.http.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
@@ -148,15 +166,20 @@ func (c *Client) attach(ctx context.Context, jobID string, from int64, each func
 	lines := bufio.NewScanner(resp.Body)
 	lines.Buffer(make([]byte, 64*1024), 1<<20)
 	for lines.Scan() {
+		idle.Reset(attachIdle)
 		if data, ok := strings.CutPrefix(lines.Text(), "data: "); ok && !each([]byte(data)) {
 			return nil
 		}
 	}
-	if err := lines.Err(); err != nil && ctx.Err() == nil {
+	if err := lines.Err(); err != nil && actx.Err() == nil {
 		return err
 	}
 	return errAttachClosed
 }
+
+// attachIdle is how long an attach may say nothing (three of the relay's
+// keep-alive intervals) before it is taken for dead.
+const attachIdle = 45 * time.Second
 
 // StreamHandler re-serves a job's live stream to a browser as Server-Sent
 // Events: GET ?job=<id> answers `data: {"text": …}` per delta, then one
