@@ -1,6 +1,10 @@
 package lambdafn
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/byorelay/byorelay/stream/seal"
+)
 
 // Kind is how a function is invoked.
 type Kind string
@@ -10,6 +14,11 @@ const (
 	KindHTTP Kind = "http"
 	// KindSchedule functions take an EventBridge Scheduler payload.
 	KindSchedule Kind = "schedule"
+	// KindStream functions sit behind a Lambda function URL in
+	// RESPONSE_STREAM mode and serve an http.Handler through lambdaurl:
+	// the live-stream attach, whose Server-Sent Events API Gateway's HTTP
+	// API would buffer whole.
+	KindStream Kind = "stream"
 )
 
 // Function is one deployed Lambda.
@@ -42,6 +51,11 @@ const (
 	CatchAll  = "catchall"
 	Admin     = "admin"
 	Sweeper   = "sweeper"
+	// The live-stream lane (docs/streaming.md): the daemon's append, an
+	// HTTP API route like any daemon call, and the site's attach, a
+	// function URL.
+	StreamAppend = "streamappend"
+	StreamAttach = "streamattach"
 )
 
 // Functions lists every function in the template, daemon plane, site plane,
@@ -65,6 +79,11 @@ func Functions() []Function {
 		Function{Name: Admin, LogicalID: logicalID(Admin), Kind: KindHTTP,
 			Routes: []string{"ANY /admin/{proxy+}"}},
 		Function{Name: Sweeper, LogicalID: logicalID(Sweeper), Kind: KindSchedule},
+		Function{Name: StreamAppend, LogicalID: logicalID(StreamAppend), Kind: KindHTTP,
+			Routes: []string{"ANY " + seal.StreamAppendPath}},
+		// No route: its URL is the function's own, or the edge's
+		// behaviour for the attach path (template.yaml).
+		Function{Name: StreamAttach, LogicalID: logicalID(StreamAttach), Kind: KindStream},
 	)
 	return fns
 }
@@ -81,8 +100,13 @@ func Lookup(name string) (Function, error) {
 
 // logicalID is the template resource name: "claim" -> "ClaimFunction".
 func logicalID(name string) string {
-	if name == CatchAll {
+	switch name {
+	case CatchAll:
 		return "CatchAllFunction"
+	case StreamAppend:
+		return "StreamAppendFunction"
+	case StreamAttach:
+		return "StreamAttachFunction"
 	}
 	return string(name[0]-'a'+'A') + name[1:] + "Function"
 }

@@ -269,6 +269,18 @@ func (st *Stack) Handler(name string) (Handler, error) {
 	}
 }
 
+// AttachHandler is the stream attach function's handler, for lambdaurl:
+// the relay's attach alone, as Server-Sent Events when the caller accepts
+// them and as the long-poll otherwise; every other path answers 404
+// (relay.AttachHandler).
+func (st *Stack) AttachHandler() http.Handler {
+	h := st.Relay.AttachHandler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r)
+		st.noteClock()
+	})
+}
+
 func (st *Stack) relayHandler(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	resp, err := st.serve(ctx, ev)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdaurl"
 
 	"github.com/byorelay/byorelay/lambdafn/container"
 )
@@ -40,6 +41,11 @@ func open(name string) func(ctx context.Context) (any, error) {
 			return st.SweepHandler(), nil
 		case KindHTTP:
 			return st.Handler(name)
+		case KindStream:
+			// lambdaurl answers in the function URL's streaming response
+			// format, so each event reaches the reader as the handler
+			// writes it.
+			return lambdaurl.Wrap(st.AttachHandler()), nil
 		}
 		return nil, fmt.Errorf("lambdafn: %s has no kind", name)
 	}

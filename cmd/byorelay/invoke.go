@@ -188,7 +188,16 @@ func emulate(ctx context.Context, root, name string, env []string, prepare func(
 	// makes the runtime print "failed to get the next invoke … connection
 	// refused": shutdown noise after every invoke, failed or not.
 	logs.answered()
-	return answer, err
+	if err != nil || fn.Kind != lambdafn.KindStream {
+		return answer, err
+	}
+	// The emulator hands back the streamed bytes whole: the prelude, its
+	// separator, the body. Printed as the in-process invoke prints them.
+	streamed, err := lambdadev.DecodeStreamed(answer)
+	if err != nil {
+		return answer, err
+	}
+	return json.Marshal(streamed)
 }
 
 // untilAnswered passes the emulator's and the function's output on until

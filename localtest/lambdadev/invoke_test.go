@@ -38,6 +38,13 @@ var invokeSteps = []invokeStep{
 	// The sample names a lease that is not the one the claim granted: the
 	// runner held the job under another lease.
 	{fn: lambdafn.Fetch, status: 403, body: `"error":"forbidden"`},
+	// The sample's lease is not the claim's either: the append is refused
+	// as a lapsed lease is, and nothing is written.
+	{fn: lambdafn.StreamAppend, status: 403, body: `"error":"forbidden"`},
+	// A signed attach for a job with no stream: absent, as Server-Sent
+	// Events through the function URL's streaming response, and the body
+	// ends there.
+	{fn: lambdafn.StreamAttach, status: 200, body: "data: {\"type\":\"absent\"}\n\n"},
 	{fn: lambdafn.Heartbeat, status: 200, body: `"lost":[`},
 	{fn: lambdafn.Result, status: 403, body: `"error":"forbidden"`},
 	{fn: lambdafn.Release, status: 200, body: `{"released":[]}`},
@@ -155,6 +162,16 @@ func TestEverySampleEventInvokesThroughTheEmulator(t *testing.T) {
 			var rep lambdafn.SweepReport
 			if err := json.Unmarshal(answer, &rep); err != nil || rep.Trigger != "schedule" {
 				t.Errorf("%s: answer %s, want a sweep report for the schedule trigger", f.Name, answer)
+			}
+			continue
+		}
+		if f.Kind == lambdafn.KindStream {
+			got, err := DecodeStreamed(answer)
+			if err != nil {
+				t.Fatalf("%s: %v", f.Name, err)
+			}
+			if got.StatusCode != step.status || got.Headers["Content-Type"] != "text/event-stream; charset=utf-8" || got.Body != step.body {
+				t.Errorf("%s: %+v\nwant %d, SSE, body %q\nlogs:\n%s", f.Name, got, step.status, step.body, logs.String())
 			}
 			continue
 		}
