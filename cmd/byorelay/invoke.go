@@ -149,7 +149,17 @@ func invoke(ctx context.Context, fn lambdafn.Function, raw []byte, opts invokeOp
 		}
 		return invokeInProcess(ctx, fn, env, event, opts.logs)
 	}
-	return emulate(ctx, root, fn.Name, env, prepare, opts)
+	answer, err := emulate(ctx, root, fn.Name, env, prepare, opts)
+	if err != nil || fn.Kind != lambdafn.KindStream {
+		return answer, err
+	}
+	// The emulator hands back the streamed bytes whole: the prelude, its
+	// separator, the body. Printed as the in-process invoke prints them.
+	streamed, err := lambdadev.DecodeStreamed(answer)
+	if err != nil {
+		return answer, err
+	}
+	return json.Marshal(streamed)
 }
 
 // emulate builds the named function (unless opts names a bootstrap) and
@@ -188,16 +198,7 @@ func emulate(ctx context.Context, root, name string, env []string, prepare func(
 	// makes the runtime print "failed to get the next invoke … connection
 	// refused": shutdown noise after every invoke, failed or not.
 	logs.answered()
-	if err != nil || fn.Kind != lambdafn.KindStream {
-		return answer, err
-	}
-	// The emulator hands back the streamed bytes whole: the prelude, its
-	// separator, the body. Printed as the in-process invoke prints them.
-	streamed, err := lambdadev.DecodeStreamed(answer)
-	if err != nil {
-		return answer, err
-	}
-	return json.Marshal(streamed)
+	return answer, err
 }
 
 // untilAnswered passes the emulator's and the function's output on until
