@@ -161,8 +161,8 @@ func (w *Web) events(rw http.ResponseWriter, r *http.Request) {
 		case <-changed:
 		case <-resync.C:
 		}
-		if v, _, err = w.Lane.View(r.Context(), w.Owner, id); err != nil {
-			return // the page falls back to polling
+		if v, found, err = w.Lane.View(r.Context(), w.Owner, id); err != nil || !found {
+			return // the page falls back to polling, which says what it finds
 		}
 	}
 }
