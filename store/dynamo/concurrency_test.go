@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -728,7 +729,9 @@ func checkNothingDue(t *testing.T, s *Store, w *workload) {
 	jobs, _ := snapshot(t, s, w)
 	now := w.now()
 	for _, j := range jobs {
-		if j.DK != "" && j.DU <= now {
+		// A site's finished list (F#) is in the due index too, but no
+		// sweep reads it: its entries are deadlines for TTL.
+		if strings.HasPrefix(j.DK, "D#") && j.DU <= now {
 			t.Errorf("after a full sweep %s (%s) is still due at %d (now %d)", j.JobID, j.State, j.DU, now)
 		}
 	}

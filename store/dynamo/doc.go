@@ -34,19 +34,21 @@
 //	          (the suffix for a live-stream job), or R#<runner>
 //	          for a job re-offered only to one runner; sort seq (enqueue
 //	          order). Only queued, uncancelled jobs carry qk. Projection ALL.
-//	sitelist  lk = S#<site>\0<awaiting-payload|done|evicted>; sort seq. Keys
-//	          only: lists read the items back consistently. A done job
-//	          leaves it when the site collects it.
+//	sitelist  lk = S#<site>\0<awaiting-payload|evicted>; sort seq. Keys
+//	          only: lists read the items back consistently.
 //	due       dk = D#<shard>, du = when a sweep should next look at the job:
 //	          its next deadline (deadlineAt, the awaiting window or the
 //	          lease expiry, whichever is first), or earlier for a sealed
 //	          grant, whose due time moves later only when a sweep reaches it
 //	          (a seal and a renewal do not move the entry); also unsealed
 //	          sets, when their grants should be checked. A removed job's
-//	          tombstone carries no index key, nor does a finished job
-//	          (unless it has S3 objects for the sweep to delete): it
-//	          expires by TTL, every read treating it as gone from its
-//	          deadline, and is not reported Removed.
+//	          tombstone carries no index key.
+//	          dk = F#<site>, du = deadlineAt: the site's finished list, the
+//	          done jobs whose result it has not collected. No sweep reads
+//	          it: a finished job expires by TTL (its S3 objects, if any,
+//	          are left to the bucket's lifecycle rule), every read treats
+//	          it as gone from its deadline, it is not reported Removed, and
+//	          Finished reads only du > now, however late TTL is.
 //
 // # How a transition is written
 //

@@ -111,15 +111,19 @@ func TestEnvelopesUpToTheProtocolLimitRoundTripThroughS3(t *testing.T) {
 		t.Fatalf("bucket holds %v after an inline seal", got)
 	}
 
-	// The deadline takes both jobs, and the finished one's objects with it;
-	// only the unfinished one is reported removed.
+	// The deadline takes both jobs; only the unfinished one is reported
+	// removed. The finished one expires, its objects left to the bucket's
+	// lifecycle rule.
 	clock.Advance(61 * time.Second)
 	swept, err := s.Sweep(ctx)
 	if err != nil || len(swept.Removed) != 1 || swept.Removed[0].ID != g2.ID {
 		t.Fatalf("sweep: %+v %v", swept, err)
 	}
-	if got := objects(t, client, bucket); len(got) != 0 {
-		t.Fatalf("bucket still holds %v after the job was dropped", got)
+	if got := objects(t, client, bucket); len(got) != 2 {
+		t.Fatalf("bucket holds %v, want the finished job's two objects until the lifecycle rule", got)
+	}
+	if _, ok, err := s.Job(ctx, "site", "big"); err != nil || ok {
+		t.Fatalf("the finished job outlived its deadline: %v %v", ok, err)
 	}
 }
 

@@ -122,16 +122,17 @@ func (j *jobItem) index(shards int) {
 	case store.StateAwaitingPayload:
 		j.LK = siteListKey(j.Site, string(store.StateAwaitingPayload))
 	case store.StateDone:
-		if (j.Result != "" || j.ResultS3 != "") && !j.Collected {
-			j.LK = siteListKey(j.Site, string(store.StateDone))
-		}
 		// A finished job expires: from its deadline every read treats it
-		// as gone, and TTL deletes it without a write. It stays in the due
-		// index only when it has S3 objects for a sweep to delete.
+		// as gone, and TTL deletes it without a write (its S3 objects, if
+		// any, are left to the bucket's lifecycle rule). Until then it is
+		// on its site's finished list, a partition of the due index sorted
+		// by deadline, so a listing reads only the jobs still before
+		// theirs, however late TTL is.
 		j.TTL = j.Deadline/1000 + 1
-		if j.PayloadS3 == "" && j.ResultS3 == "" {
-			return
+		if (j.Result != "" || j.ResultS3 != "") && !j.Collected {
+			j.DK, j.DU = finishedKey(j.Site), j.Deadline
 		}
+		return
 	}
 	j.DK = dueKey(j.PK, shards)
 	j.DU = j.nextDeadline()

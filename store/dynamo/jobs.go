@@ -168,14 +168,40 @@ func (s *Store) Awaiting(ctx context.Context, siteID string) ([]store.Job, error
 
 // Finished lists the site's done jobs that carry a result and are not
 // collected (the index lags a collect; the consistent read does not).
+//
+// The list is the site's partition of the due index from now on (keys
+// only), so jobs past their deadline, which TTL may take days to delete,
+// are never read.
 func (s *Store) Finished(ctx context.Context, siteID string) ([]store.Job, error) {
-	items, err := s.siteList(ctx, siteID, store.StateDone)
+	var pks []string
+	in := &dynamodb.QueryInput{
+		TableName:              &s.table,
+		IndexName:              aws.String("due"),
+		KeyConditionExpression: aws.String("dk = :dk AND du > :now"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":dk": str(finishedKey(siteID)), ":now": num(s.now()),
+		},
+	}
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("query finished: %w", err)
+		}
+		for _, av := range out.Items {
+			pks = append(pks, getS(av, "pk"))
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	items, err := s.batchJobs(ctx, pks)
 	if err != nil {
 		return nil, err
 	}
 	kept := items[:0]
 	for _, j := range items {
-		if (j.Result != "" || j.ResultS3 != "") && !j.Collected {
+		if j.State == string(store.StateDone) && (j.Result != "" || j.ResultS3 != "") && !j.Collected {
 			// Listed without the payload: a site reading its results has
 			// no use for the envelope it sealed, and reading it back would
 			// cost every poll a read per job.

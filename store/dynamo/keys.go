@@ -92,3 +92,7 @@ func dueKey(pk string, shards int) string {
 }
 
 func dueShardKey(shard int) string { return "D#" + strconv.Itoa(shard) }
+
+// finishedKey is a site's finished list: a partition of the due index
+// (sort key: the deadline) that no sweep reads.
+func finishedKey(siteID string) string { return "F#" + siteID }
