@@ -130,7 +130,7 @@ build-%Function:
 
 ## invoke: make invoke FN=claim [EVENT=events/claim.json]: the real bootstrap under the Lambda RIE (host arch: arm64 cannot run here); FN=site… for the site stack
 invoke:
-	$(GO) run ./cmd/byorelay invoke $(FN) $(EVENT)
+	@$(GO) run ./cmd/byorelay invoke $(FN) $(EVENT)
 
 ## deploy: build and deploy with SAM (samconfig.toml holds the defaults)
 deploy:
