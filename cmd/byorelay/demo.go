@@ -154,6 +154,8 @@ func demoSteps(ctx context.Context, o demoOptions, out io.Writer) error {
 	n.say("1. The site %q (key %s) is loaded from %s.", demo.SiteID, world.Site.KeyID(), dir)
 	n.say("   The relay knows only its public key; the private key stays with the site.\n")
 	if !o.device {
+		n.say("2. No device of the demo's own (--device=false): a device of %s paired already, such as a", o.pairAsWho)
+		n.say("   running byollm, must claim the jobs.\n")
 		return publishAndCollect(ctx, n, o, shop, nil)
 	}
 

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -140,6 +141,12 @@ func invoke(ctx context.Context, fn lambdafn.Function, raw []byte, opts invokeOp
 		return nil, err
 	}
 	defer stop()
+	// Each self-contained invoke starts from a table with no job in it: a
+	// sample about demo-job-1 gets "unknown job", which reads like a fault.
+	if os.Getenv("TABLE_NAME") == "" && fn.Name != lambdafn.Enqueue && strings.Contains(string(raw), demo.JobID) {
+		fmt.Fprintf(opts.logs, "note: this fresh table holds the demo projection and no job, so %s is unknown here; "+
+			"to act on a job, invoke against make run's table (TABLE_NAME=…, events/README.md)\n", demo.JobID)
+	}
 
 	prepare := func() ([]byte, error) { return lambdadev.PrepareEvent(fn, raw, world, time.Now()) }
 	if opts.inProcess {
@@ -172,14 +179,20 @@ func emulate(ctx context.Context, root, name string, env []string, prepare func(
 	bin := opts.bootstrap
 	if bin == "" {
 		// Built for this machine's architecture: the deployed arm64 binary
-		// cannot run on an amd64 host.
+		// cannot run on an amd64 host. Said first: the first build on a
+		// loaded machine is silent for a minute or more.
+		fmt.Fprintf(opts.logs, "building functions/%s for this machine (linux/%s)…\n", name, runtime.GOARCH)
 		if bin, err = lambdadev.BuildBootstrap(ctx, root, name, filepath.Join(root, ".cache", "invoke"), ""); err != nil {
 			return nil, err
 		}
 	}
 	emu := opts.rie
 	if emu == "" {
-		if emu, err = lambdadev.InstallRIE(ctx, filepath.Join(root, ".cache", "bin")); err != nil {
+		binDir := filepath.Join(root, ".cache", "bin")
+		if _, statErr := os.Stat(filepath.Join(binDir, "aws-lambda-rie")); statErr != nil {
+			fmt.Fprintln(opts.logs, "installing the Lambda runtime interface emulator into .cache/bin (first use only)…")
+		}
+		if emu, err = lambdadev.InstallRIE(ctx, binDir); err != nil {
 			return nil, err
 		}
 	}
