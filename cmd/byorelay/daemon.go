@@ -11,9 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/byorelay/byorelay/client/daemon"
+	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/protocol"
 )
 
@@ -59,7 +61,7 @@ func (b *backendFlags) build() (daemon.Backend, error) {
 func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("byorelay daemon", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	relayURL := fs.String("relay", "http://127.0.0.1:8787", "the relay to pair with (first run only; later runs use the one in the state file)")
+	relayURL := fs.String("relay", "", "the relay to pair with (default: the stack 'make run' started, found through the stack.env\nit writes in the demo dir, else http://127.0.0.1:8787); once paired, the state file's relay is used")
 	statePath := fs.String("state", defaultStatePath(), "the device's key and pairing file (private keys: keep it out of any repository)")
 	label := fs.String("label", hostLabel(), "how this device is named to the person approving it")
 	concurrency := fs.Int("concurrency", 2, "jobs run at once")
@@ -78,11 +80,22 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return 2
 	}
+	if *relayURL == "" {
+		*relayURL = "http://127.0.0.1:8787"
+		if dir, err := demo.Dir(); err == nil {
+			if stack, found, _ := readStackEnv(dir); found {
+				*relayURL = stack.URL
+			}
+		}
+	}
 	if err := serveDevice(ctx, deviceOptions{
 		relayURL: *relayURL, statePath: *statePath, label: *label, concurrency: *concurrency,
 		offer: *offer, service: *service, heartbeat: *heartbeat, backend: backend,
 	}, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "byorelay daemon: %v\n", err)
+		if errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error(), "connection refused") {
+			fmt.Fprintln(stderr, "nothing answers there: start the relay first ('make run' in another terminal), or name it with --relay URL")
+		}
 		return 1
 	}
 	return 0
@@ -114,6 +127,13 @@ func serveDevice(ctx context.Context, o deviceOptions, stdout, stderr io.Writer)
 		fmt.Fprintf(stdout, "made new device keys in %s\n", o.statePath)
 	case err != nil:
 		return err
+	case state.Pairing == nil && state.RelayURL != strings.TrimRight(o.relayURL, "/"):
+		// Not paired yet (an earlier run found no relay, or stopped before
+		// approval): the relay named now wins; the keys are kept.
+		state.RelayURL = strings.TrimRight(o.relayURL, "/")
+		if err := daemon.SaveState(o.statePath, state); err != nil {
+			return err
+		}
 	}
 	keys, err := state.Keys.Keys()
 	if err != nil {
@@ -136,7 +156,7 @@ func serveDevice(ctx context.Context, o deviceOptions, stdout, stderr io.Writer)
 	if state.Pairing == nil {
 		p, err := d.Pair(ctx, o.label, func(c daemon.PairCode) {
 			fmt.Fprintf(stdout, "\nto pair this device, approve the code %s at %s\n", c.UserCode, c.VerificationURL)
-			fmt.Fprintf(stdout, "(on the local stack: byorelay admin approve %s --owner YOU)\n\n", c.UserCode)
+			fmt.Fprintf(stdout, "(against make run's relay: byorelay admin approve %s --owner YOU; against a site, on its page)\n\n", c.UserCode)
 		})
 		if err != nil {
 			return fmt.Errorf("pairing: %w", err)
