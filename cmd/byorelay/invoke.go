@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -143,7 +144,7 @@ func invoke(ctx context.Context, fn lambdafn.Function, raw []byte, opts invokeOp
 	defer stop()
 	// Each self-contained invoke starts from a table with no job in it: a
 	// sample about demo-job-1 gets "unknown job", which reads like a fault.
-	if os.Getenv("TABLE_NAME") == "" && fn.Name != lambdafn.Enqueue && strings.Contains(string(raw), demo.JobID) {
+	if os.Getenv("TABLE_NAME") == "" && fn.Name != lambdafn.Enqueue && eventMentions(raw, demo.JobID) {
 		fmt.Fprintf(opts.logs, "note: this fresh table holds the demo projection and no job, so %s is unknown here; "+
 			"to act on a job, invoke against make run's table (TABLE_NAME=…, events/README.md)\n", demo.JobID)
 	}
@@ -312,4 +313,25 @@ func invokeInProcess(ctx context.Context, fn lambdafn.Function, env []string, ev
 		return nil, err
 	}
 	return lambdadev.InvokeInProcess(ctx, st, fn, event)
+}
+
+// eventMentions reports whether the event's body names s, decoding a
+// base64 body (payload.json's) first.
+func eventMentions(raw []byte, s string) bool {
+	var ev struct {
+		Body            string `json:"body"`
+		IsBase64Encoded bool   `json:"isBase64Encoded"`
+	}
+	if json.Unmarshal(raw, &ev) != nil {
+		return false
+	}
+	body := []byte(ev.Body)
+	if ev.IsBase64Encoded {
+		decoded, err := base64.StdEncoding.DecodeString(ev.Body)
+		if err != nil {
+			return false
+		}
+		body = decoded
+	}
+	return bytes.Contains(body, []byte(s))
 }

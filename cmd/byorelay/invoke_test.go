@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -209,5 +211,25 @@ func TestInvokeOfSiteFunctionsActsOnARunningSiteStacksTable(t *testing.T) {
 		if err := json.Unmarshal(out.Bytes(), &resp); err != nil || resp.StatusCode != 200 || !strings.Contains(resp.Body, step.want) {
 			t.Fatalf("%s against the site stack's table: %s\n%s", step.fn, out.String(), errs.String())
 		}
+	}
+}
+
+// The fresh-table note must see the job in payload.json's base64 body too.
+func TestEventMentionsReadsPlainAndBase64Bodies(t *testing.T) {
+	for _, name := range []string{"fetch", "payload"} {
+		raw, err := os.ReadFile(filepath.Join("..", "..", "events", name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !eventMentions(raw, demo.JobID) {
+			t.Errorf("events/%s.json: does not mention %s", name, demo.JobID)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join("..", "..", "events", "pending.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eventMentions(raw, demo.JobID) {
+		t.Errorf("events/pending.json: mentions %s", demo.JobID)
 	}
 }

@@ -164,7 +164,7 @@ func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger, progre
 	// Listen first: a taken port must fail at once, not after DynamoDB
 	// Local took its time to start, nor after the banner named the URL.
 	if ls.listener, err = net.Listen("tcp", net.JoinHostPort(opts.host, strconv.Itoa(opts.port))); err != nil {
-		return nil, fmt.Errorf("%w (another `make run`? pick another port: make run RUN_FLAGS='--port 8788')", err)
+		return nil, fmt.Errorf("%w (another `make run`? pick another port, or a free one: make run RUN_FLAGS='--port 0'; the banner prints it and make demo finds it)", err)
 	}
 	ls.url, ls.hosts = usableURL(ls.listener.Addr().(*net.TCPAddr))
 	if opts.exposeAdmin {
