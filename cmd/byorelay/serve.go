@@ -388,6 +388,9 @@ Point a site at it (@byollm/server's cloud lane):
   relayOrigin %[1]s, siteId %[7]s, and the site keys from
   set -a; . %[12]s; set +a     # BYOLLM_SITE_KEYS, BYOLLM_RELAY_ORIGIN, BYOLLM_SITE_ID
 
+One function, as 'sam local invoke' would, on this stack's table (events/README.md):
+  TABLE_NAME=%[5]s AWS_ENDPOINT_URL_DYNAMODB=%[4]s make invoke FN=claim
+
 Requests over 6 MB of Lambda event are refused with API Gateway's 413.
 Ctrl-C stops everything; the routing state goes with DynamoDB Local, the keys stay.
 `, ls.url, admin, debug, ls.ddbEndpoint, ls.table, projection,
