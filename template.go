@@ -1,6 +1,7 @@
 // Package byorelay holds what belongs to the repository as a whole: the SAM
-// template, embedded so that Go code derives the table it creates from the
-// same definition CloudFormation deploys.
+// templates, embedded for tests and local tooling (the local API server's
+// routes, the checks that hold the stores' tables to the templates). No
+// deployed function imports it.
 package byorelay
 
 import _ "embed"

@@ -2,6 +2,7 @@ package lambdafn
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -58,5 +59,21 @@ func TestLookupFindsByShortName(t *testing.T) {
 	}
 	if _, err := Lookup("nope"); err == nil {
 		t.Fatal("want an error for an unknown function")
+	}
+}
+
+// TestNoFunctionLinksDeveloperTooling: what only tests and local runs need
+// (a YAML parser, the embedded templates, localtest) is linked into no
+// deployed function, where it would only lengthen every cold start.
+func TestNoFunctionLinksDeveloperTooling(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../functions/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if pkg == "gopkg.in/yaml.v3" || pkg == "github.com/byorelay/byorelay" ||
+			strings.HasPrefix(pkg, "github.com/byorelay/byorelay/localtest") {
+			t.Errorf("a function links %s", pkg)
+		}
 	}
 }

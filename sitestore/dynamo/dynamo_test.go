@@ -13,8 +13,7 @@ import (
 
 func TestMain(m *testing.M) { localtest.Main(m) }
 
-// newTable creates a uniquely named site table on DynamoDB Local from
-// site-template.yaml.
+// newTable creates a uniquely named site table on DynamoDB Local.
 func newTable(t testing.TB) string {
 	t.Helper()
 	name := localtest.UniqueName("site")

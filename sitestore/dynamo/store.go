@@ -12,20 +12,65 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	byorelay "github.com/byorelay/byorelay"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/sitestore"
 	"github.com/byorelay/byorelay/store"
 	storedynamo "github.com/byorelay/byorelay/store/dynamo"
 )
 
-// tableResource is the site table's logical id in site-template.yaml.
-const tableResource = "SiteTable"
-
-// CreateTable creates a site table as site-template.yaml defines it (tests
-// and local runs; a deployment gets it from CloudFormation).
+// CreateTable creates a site table (tableInput) for tests and local runs; a
+// deployment gets it from CloudFormation.
 func CreateTable(ctx context.Context, api storedynamo.TableCreator, name string) error {
-	return storedynamo.CreateTableFrom(ctx, api, byorelay.SiteTemplate, tableResource, name)
+	if _, err := api.CreateTable(ctx, tableInput(name)); err != nil {
+		return fmt.Errorf("create table %s: %w", name, err)
+	}
+	return nil
+}
+
+// tableInput is the CreateTable input for a site table named name: the
+// SiteTable resource of site-template.yaml, written out as Go values so that
+// the site functions link neither a YAML parser nor the template.
+// TestTheTableIsSiteTemplateYAMLs holds the two equal. The template turns
+// no TTL on for it, so neither does CreateTable.
+func tableInput(name string) *dynamodb.CreateTableInput {
+	s := func(name string) types.AttributeDefinition {
+		return types.AttributeDefinition{AttributeName: aws.String(name), AttributeType: types.ScalarAttributeTypeS}
+	}
+	return &dynamodb.CreateTableInput{
+		TableName:   aws.String(name),
+		BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{
+			s("pk"), s("sk"), s("qpk"), s("qsk"), s("dpk"),
+			{AttributeName: aws.String("dsk"), AttributeType: types.ScalarAttributeTypeN},
+			s("gpk"), s("gsk"),
+		},
+		KeySchema: keySchema("pk", "sk"),
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
+			// Claimable jobs in claim order; sparse.
+			gsi("claimable", "qpk", "qsk", types.ProjectionTypeAll),
+			// Work the clock will make due, by when.
+			gsi("due", "dpk", "dsk", types.ProjectionTypeKeysOnly),
+			// Groups read as lists: a runner's jobs, every runner.
+			gsi("group", "gpk", "gsk", types.ProjectionTypeAll),
+		},
+	}
+}
+
+// keySchema is a (HASH, RANGE) key schema.
+func keySchema(hash, rng string) []types.KeySchemaElement {
+	return []types.KeySchemaElement{
+		{AttributeName: aws.String(hash), KeyType: types.KeyTypeHash},
+		{AttributeName: aws.String(rng), KeyType: types.KeyTypeRange},
+	}
+}
+
+// gsi is a global secondary index keyed (hash, rng).
+func gsi(name, hash, rng string, projection types.ProjectionType) types.GlobalSecondaryIndex {
+	return types.GlobalSecondaryIndex{
+		IndexName:  aws.String(name),
+		KeySchema:  keySchema(hash, rng),
+		Projection: &types.Projection{ProjectionType: projection},
+	}
 }
 
 // Limits.

@@ -1,8 +1,8 @@
 // Package dynamo is the DynamoDB routing store: store.RoutingStore and
 // store.PairingCodes over one table, so every Lambda instance is a replica
-// and nothing is lost when one dies. The table is defined once, in
-// template.yaml; CreateTable derives tests' and local runs' tables from
-// it.
+// and nothing is lost when one dies. The table is template.yaml's
+// RoutingTable; CreateTable creates the same table for tests and local runs
+// from Go values (tableInput), which a test holds equal to the template.
 //
 // # Items
 //

@@ -2,97 +2,67 @@ package dynamo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"gopkg.in/yaml.v3"
-
-	byorelay "github.com/byorelay/byorelay"
 )
 
-// tableResource is the logical id of the routing table in template.yaml.
-const tableResource = "RoutingTable"
+// ttlAttribute is the routing table's TTL attribute.
+const ttlAttribute = "ttl"
 
-// cfnTable is the part of an AWS::DynamoDB::Table's properties that shapes
-// the table. Properties only the service honours (PITR, SSE) are left out:
-// DynamoDB Local does not model them.
-type cfnTable struct {
-	BillingMode          string `yaml:"BillingMode"`
-	AttributeDefinitions []struct {
-		AttributeName string `yaml:"AttributeName"`
-		AttributeType string `yaml:"AttributeType"`
-	} `yaml:"AttributeDefinitions"`
-	KeySchema              []cfnKey `yaml:"KeySchema"`
-	GlobalSecondaryIndexes []struct {
-		IndexName  string   `yaml:"IndexName"`
-		KeySchema  []cfnKey `yaml:"KeySchema"`
-		Projection struct {
-			ProjectionType   string   `yaml:"ProjectionType"`
-			NonKeyAttributes []string `yaml:"NonKeyAttributes"`
-		} `yaml:"Projection"`
-	} `yaml:"GlobalSecondaryIndexes"`
-	TimeToLiveSpecification struct {
-		AttributeName string `yaml:"AttributeName"`
-		Enabled       bool   `yaml:"Enabled"`
-	} `yaml:"TimeToLiveSpecification"`
-}
-
-type cfnKey struct {
-	AttributeName string `yaml:"AttributeName"`
-	KeyType       string `yaml:"KeyType"`
-}
-
-// tableInput derives the CreateTable input for a table named name from the
-// RoutingTable resource in template.yaml, so tests, local runs and the
-// deployed stack share one definition.
-func tableInput(name string) (*dynamodb.CreateTableInput, error) {
-	return tableInputFrom(byorelay.Template, tableResource, name)
-}
-
-// tableInputFrom is tableInput for the table resource of any template.
-func tableInputFrom(template []byte, resource, name string) (*dynamodb.CreateTableInput, error) {
-	props, err := tableProperties(template, resource)
-	if err != nil {
-		return nil, err
-	}
-	in := &dynamodb.CreateTableInput{
+// tableInput is the CreateTable input for a routing table named name: the
+// RoutingTable resource of template.yaml, written out as Go values so that
+// the functions, which import this package, link neither a YAML parser nor
+// the template. TestTheTableIsTemplateYAMLs holds the two equal (attributes,
+// keys, indexes, billing, TTL), so they cannot drift. Properties only the
+// service honours (PITR, SSE) are the template's alone: DynamoDB Local does
+// not model them.
+func tableInput(name string) *dynamodb.CreateTableInput {
+	return &dynamodb.CreateTableInput{
 		TableName:   aws.String(name),
-		BillingMode: types.BillingMode(props.BillingMode),
-		KeySchema:   keySchema(props.KeySchema),
+		BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{
+			attribute("pk", types.ScalarAttributeTypeS),
+			attribute("sk", types.ScalarAttributeTypeS),
+			attribute("qk", types.ScalarAttributeTypeS),
+			attribute("lk", types.ScalarAttributeTypeS),
+			attribute("seq", types.ScalarAttributeTypeS),
+			attribute("dk", types.ScalarAttributeTypeS),
+			attribute("du", types.ScalarAttributeTypeN),
+		},
+		KeySchema: keySchema("pk", "sk"),
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
+			// Claimable jobs, oldest first; sparse (only queued jobs carry qk).
+			gsi("queue", "qk", "seq", types.ProjectionTypeAll),
+			// A site's awaiting-payload and done jobs; sparse.
+			gsi("sitelist", "lk", "seq", types.ProjectionTypeKeysOnly),
+			// Jobs by their next deadline, over a few shards.
+			gsi("due", "dk", "du", types.ProjectionTypeKeysOnly),
+		},
 	}
-	for _, a := range props.AttributeDefinitions {
-		in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{
-			AttributeName: aws.String(a.AttributeName),
-			AttributeType: types.ScalarAttributeType(a.AttributeType),
-		})
-	}
-	for _, g := range props.GlobalSecondaryIndexes {
-		p := &types.Projection{ProjectionType: types.ProjectionType(g.Projection.ProjectionType)}
-		if len(g.Projection.NonKeyAttributes) > 0 {
-			p.NonKeyAttributes = g.Projection.NonKeyAttributes
-		}
-		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, types.GlobalSecondaryIndex{
-			IndexName:  aws.String(g.IndexName),
-			KeySchema:  keySchema(g.KeySchema),
-			Projection: p,
-		})
-	}
-	return in, nil
 }
 
-// ttlAttribute is the TTL attribute the template declares, or "" if none.
-func ttlAttribute(template []byte, resource string) (string, error) {
-	props, err := tableProperties(template, resource)
-	if err != nil {
-		return "", err
+// keySchema is a (HASH, RANGE) key schema.
+func keySchema(hash, rng string) []types.KeySchemaElement {
+	return []types.KeySchemaElement{
+		{AttributeName: aws.String(hash), KeyType: types.KeyTypeHash},
+		{AttributeName: aws.String(rng), KeyType: types.KeyTypeRange},
 	}
-	if !props.TimeToLiveSpecification.Enabled {
-		return "", nil
+}
+
+// gsi is a global secondary index keyed (hash, rng).
+func gsi(name, hash, rng string, projection types.ProjectionType) types.GlobalSecondaryIndex {
+	return types.GlobalSecondaryIndex{
+		IndexName:  aws.String(name),
+		KeySchema:  keySchema(hash, rng),
+		Projection: &types.Projection{ProjectionType: projection},
 	}
-	return props.TimeToLiveSpecification.AttributeName, nil
+}
+
+func attribute(name string, typ types.ScalarAttributeType) types.AttributeDefinition {
+	return types.AttributeDefinition{AttributeName: aws.String(name), AttributeType: typ}
 }
 
 // TableCreator is what CreateTable needs from a DynamoDB client.
@@ -101,87 +71,20 @@ type TableCreator interface {
 	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
 }
 
-// CreateTable creates the routing table as template.yaml defines it and
-// turns on TTL. It is for tests and local runs; a deployment gets the table
-// from CloudFormation. TTL only collects garbage (every read checks
-// deadlines itself), so a local service that refuses the TTL call is not an
-// error.
+// CreateTable creates the routing table (tableInput) and turns on TTL. It
+// is for tests and local runs; a deployment gets the table from
+// CloudFormation. TTL only collects garbage (every read checks deadlines
+// itself), so a local service that refuses the TTL call is not an error.
 func CreateTable(ctx context.Context, api TableCreator, name string) error {
-	return CreateTableFrom(ctx, api, byorelay.Template, tableResource, name)
-}
-
-// CreateTableFrom is CreateTable for the AWS::DynamoDB::Table resource of
-// another template (the site's), so every table has one definition.
-func CreateTableFrom(ctx context.Context, api TableCreator, template []byte, resource, name string) error {
-	in, err := tableInputFrom(template, resource, name)
-	if err != nil {
-		return err
-	}
-	if _, err := api.CreateTable(ctx, in); err != nil {
+	if _, err := api.CreateTable(ctx, tableInput(name)); err != nil {
 		return fmt.Errorf("create table %s: %w", name, err)
-	}
-	attr, err := ttlAttribute(template, resource)
-	if err != nil || attr == "" {
-		return err
 	}
 	_, _ = api.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 		TableName: aws.String(name),
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: aws.String(attr),
+			AttributeName: aws.String(ttlAttribute),
 			Enabled:       aws.Bool(true),
 		},
 	})
 	return nil
-}
-
-// tableProperties finds Resources.RoutingTable.Properties in a template.
-// It walks yaml.Nodes rather than decoding the whole document, because
-// CloudFormation's short-form tags (!Ref, !Sub, !GetAtt) are opaque to a
-// YAML library and may appear anywhere outside the table.
-func tableProperties(template []byte, tableResource string) (cfnTable, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(template, &doc); err != nil {
-		return cfnTable{}, fmt.Errorf("parse template.yaml: %w", err)
-	}
-	if len(doc.Content) == 0 {
-		return cfnTable{}, errors.New("template.yaml is empty")
-	}
-	node := doc.Content[0]
-	for _, key := range []string{"Resources", tableResource, "Properties"} {
-		node = mapValue(node, key)
-		if node == nil {
-			return cfnTable{}, fmt.Errorf("template.yaml has no Resources.%s.Properties (missing %s)", tableResource, key)
-		}
-	}
-	var props cfnTable
-	if err := node.Decode(&props); err != nil {
-		return cfnTable{}, fmt.Errorf("decode %s properties: %w", tableResource, err)
-	}
-	if len(props.KeySchema) == 0 {
-		return cfnTable{}, fmt.Errorf("%s has no KeySchema", tableResource)
-	}
-	return props, nil
-}
-
-func mapValue(node *yaml.Node, key string) *yaml.Node {
-	if node.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(node.Content); i += 2 {
-		if node.Content[i].Value == key {
-			return node.Content[i+1]
-		}
-	}
-	return nil
-}
-
-func keySchema(keys []cfnKey) []types.KeySchemaElement {
-	out := make([]types.KeySchemaElement, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, types.KeySchemaElement{
-			AttributeName: aws.String(k.AttributeName),
-			KeyType:       types.KeyType(k.KeyType),
-		})
-	}
-	return out
 }
