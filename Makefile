@@ -11,7 +11,7 @@ DDB_PORT  ?= 8000
 # Tests share one DynamoDB Local and one moto server, started once here.
 WITH_SERVICES := $(GO) run ./localtest/withservices --
 
-.PHONY: all build deps test unit race fuzz lint ddb run site demo demo-stream example validate build-lambdas invoke deploy bench vectors chaos race-long
+.PHONY: all build deps test unit race fuzz lint ddb run site demo demo-stream example validate build-lambdas invoke deploy bench vectors chaos race-long site-restart
 
 all: build
 
