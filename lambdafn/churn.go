@@ -3,22 +3,18 @@ package lambdafn
 import (
 	"context"
 	"encoding/json"
+	"encoding/xml"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sns"
-	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
 
+	"github.com/byorelay/byorelay/lambdafn/awscall"
 	"github.com/byorelay/byorelay/store"
 )
-
-// SNSAPI is the part of *sns.Client churn reports use.
-type SNSAPI interface {
-	Publish(ctx context.Context, in *sns.PublishInput, opts ...func(*sns.Options)) (*sns.PublishOutput, error)
-}
-
-var _ SNSAPI = (*sns.Client)(nil)
 
 // churnPublishTimeout bounds a report: the store calls OnChurn inside the
 // sweep or claim that crossed the threshold, so a slow SNS would hold up a
@@ -27,18 +23,25 @@ const churnPublishTimeout = 2 * time.Second
 
 // ChurnPublisher sends unsealed-churn reports to an SNS topic, where an
 // operator (or an automated block) subscribes.
+//
+// It publishes with one signed call to SNS's Query API (awscall), not the
+// SDK's sns client: a report is rare, and that client's package
+// initialisation cost every relay function ~0.3 ms and 270 KB at every cold
+// start.
 type ChurnPublisher struct {
-	api   SNSAPI
+	sns   *awscall.Client
 	topic string
 	log   *slog.Logger
 }
 
-// NewChurnPublisher publishes to topicARN through api.
-func NewChurnPublisher(api SNSAPI, topicARN string, log *slog.Logger) *ChurnPublisher {
+// NewChurnPublisher publishes to topicARN with cfg's region and
+// credentials. endpoint overrides SNS's regional endpoint (a local
+// stand-in); "" takes cfg.BaseEndpoint, and without that the region's.
+func NewChurnPublisher(cfg aws.Config, endpoint, topicARN string, log *slog.Logger) *ChurnPublisher {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &ChurnPublisher{api: api, topic: topicARN, log: log}
+	return &ChurnPublisher{sns: awscall.New(cfg, "sns", endpoint), topic: topicARN, log: log}
 }
 
 // ChurnMessage is the JSON body of a churn report on the topic.
@@ -71,15 +74,30 @@ func (p *ChurnPublisher) publish(ctx context.Context, c store.UnsealedChurn) err
 	if err != nil {
 		return err
 	}
-	_, err = p.api.Publish(ctx, &sns.PublishInput{
-		TopicArn: aws.String(p.topic),
-		Subject:  aws.String("byorelay: unsealed churn from site " + subjectSafe(c.SiteID, 60)),
-		Message:  aws.String(string(body)),
-		MessageAttributes: map[string]snstypes.MessageAttributeValue{
-			"type": {DataType: aws.String("String"), StringValue: aws.String(ChurnMessageType)},
-		},
-	})
-	return err
+	form := url.Values{
+		"Action":                         {"Publish"},
+		"Version":                        {"2010-03-31"},
+		"TopicArn":                       {p.topic},
+		"Subject":                        {"byorelay: unsealed churn from site " + subjectSafe(c.SiteID, 60)},
+		"Message":                        {string(body)},
+		"MessageAttributes.entry.1.Name": {"type"},
+		"MessageAttributes.entry.1.Value.DataType":    {"String"},
+		"MessageAttributes.entry.1.Value.StringValue": {ChurnMessageType},
+	}
+	reply, err := p.sns.Post(ctx, http.Header{"Content-Type": {"application/x-www-form-urlencoded; charset=utf-8"}}, []byte(form.Encode()), 64<<10)
+	if err != nil {
+		return fmt.Errorf("sns Publish: %w", err)
+	}
+	if reply.StatusCode != http.StatusOK {
+		// The Query API answers a refusal with an XML ErrorResponse.
+		var e struct {
+			Code    string `xml:"Error>Code"`
+			Message string `xml:"Error>Message"`
+		}
+		_ = xml.Unmarshal(reply.Body, &e)
+		return fmt.Errorf("sns Publish: %s %s: %s", reply.Status, e.Code, e.Message)
+	}
+	return nil
 }
 
 // subjectSafe keeps an SNS subject valid whatever a site id holds: SNS

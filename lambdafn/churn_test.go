@@ -1,11 +1,14 @@
 package lambdafn
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +23,8 @@ import (
 // HTTP subscription, which this test serves.
 func TestChurnPublisherDeliversAReportToTheTopicsSubscribers(t *testing.T) {
 	ctx := context.Background()
-	api := sns.NewFromConfig(localtest.AWSConfig(localtest.MotoEndpoint(t)))
+	cfg := localtest.AWSConfig(localtest.MotoEndpoint(t))
+	api := sns.NewFromConfig(cfg)
 	topic, err := api.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String("churn-test")})
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +42,7 @@ func TestChurnPublisherDeliversAReportToTheTopicsSubscribers(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	NewChurnPublisher(api, aws.ToString(topic.TopicArn), nil).Publish(store.UnsealedChurn{
+	NewChurnPublisher(cfg, "", aws.ToString(topic.TopicArn), nil).Publish(store.UnsealedChurn{
 		SiteID: "site\nwith a newline", Owner: "alice", Expiries: 6, WindowMs: store.ChurnWindowMs,
 	})
 
@@ -57,6 +61,23 @@ func TestChurnPublisherDeliversAReportToTheTopicsSubscribers(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no notification reached the subscriber")
+	}
+}
+
+// A refusal from SNS is an error naming it, and Publish logs it: the report
+// is not dropped silently.
+func TestChurnPublisherReportsTheServicesRefusal(t *testing.T) {
+	cfg := localtest.AWSConfig(localtest.MotoEndpoint(t))
+	var logged bytes.Buffer
+	p := NewChurnPublisher(cfg, "", "arn:aws:sns:us-east-1:123456789012:no-such-topic", slog.New(slog.NewJSONHandler(&logged, nil)))
+	c := store.UnsealedChurn{SiteID: "s", Owner: "o", Expiries: 6, WindowMs: store.ChurnWindowMs}
+	err := p.publish(context.Background(), c)
+	if err == nil || !strings.Contains(err.Error(), "NotFound") {
+		t.Fatalf("publish to a missing topic = %v, want SNS's NotFound refusal", err)
+	}
+	p.Publish(c)
+	if !strings.Contains(logged.String(), "churn report not published") || !strings.Contains(logged.String(), "NotFound") {
+		t.Errorf("log = %s, want the refusal logged", logged.String())
 	}
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
-	"github.com/aws/aws-sdk-go-v2/service/sns"
 
 	"github.com/byorelay/byorelay/controlplane"
 	"github.com/byorelay/byorelay/controlplane/grants"
@@ -109,7 +108,7 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 	st.Metrics = NewEMF(out, env.MetricsNamespace, os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), clock)
 
 	if env.ChurnTopicARN != "" {
-		st.churn = NewChurnPublisher(sns.NewFromConfig(cfg, func(o *sns.Options) { o.BaseEndpoint = endpoint("sns", o.BaseEndpoint) }), env.ChurnTopicARN, log)
+		st.churn = NewChurnPublisher(cfg, aws.ToString(endpoint("sns", nil)), env.ChurnTopicARN, log)
 	}
 	if env.WakeupGroup != "" {
 		st.waker = NewWaker(scheduler.NewFromConfig(cfg, func(o *scheduler.Options) { o.BaseEndpoint = endpoint("scheduler", o.BaseEndpoint) }), env.WakeupGroup, env.SweeperARN, env.WakeupRoleARN, storeClock)
