@@ -2,6 +2,7 @@ package relay
 
 import (
 	"bytes"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -64,4 +65,13 @@ func TestResultRowsAnswerWhatEncodingAfreshWould(t *testing.T) {
 		t.Fatalf("rows past the budget were kept (%d bytes)", c.bytes)
 	}
 	check([]protocol.SiteResult{b})
+}
+
+// sameResult names SiteResult's fields one by one; a field added to the
+// wire type and not to sameResult would let a changed row be served from
+// the cache, so adding one fails here until sameResult compares it too.
+func TestSameResultComparesEveryFieldOfSiteResult(t *testing.T) {
+	if n := reflect.TypeFor[protocol.SiteResult]().NumField(); n != 7 {
+		t.Fatalf("protocol.SiteResult has %d fields; sameResult compares 7: compare the new ones, then update this count", n)
+	}
 }
