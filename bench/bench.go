@@ -186,6 +186,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if dir := os.Getenv(ProfileEnv); dir != "" {
+		// The driver's own CPU profile, beside its targets' (the whole run).
+		stop, err := startProfile(dir, "driver")
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+	}
 
 	endpoint := cfg.DynamoEndpoint
 	needDynamo := slices.Contains(cfg.Targets, TargetDynamo) || cfg.ColdStart

@@ -38,6 +38,13 @@ type Phase struct {
 	// target in a process of its own.
 	ServerCPUSeconds  float64 `json:"serverCpuSeconds,omitempty"`
 	ServerCPUMsPerJob float64 `json:"serverCpuMsPerJob,omitempty"`
+	// DriverCPUSeconds is the driver's own process's CPU over the phase
+	// (signing, sealing, opening, HTTP, GC), and DriverCPUMsPerJob per
+	// completed job: the share of the machine the workload itself takes.
+	// For the DynamoDB target it includes that target's server, which runs
+	// in the driver's process.
+	DriverCPUSeconds  float64 `json:"driverCpuSeconds,omitempty"`
+	DriverCPUMsPerJob float64 `json:"driverCpuMsPerJob,omitempty"`
 	// Errors holds the first few failures, verbatim.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -69,6 +76,7 @@ func runPhase(ctx context.Context, t target, w *world, spec phaseSpec) Phase {
 	}
 	before := t.capacity()
 	cpuBefore, cpuOK := t.cpuSeconds()
+	driverBefore, driverOK := ownCPUSeconds()
 
 	var next, done, failed counter
 	var empties counter
@@ -140,6 +148,10 @@ func runPhase(ctx context.Context, t target, w *world, spec phaseSpec) Phase {
 		p.ServerCPUSeconds = cpuAfter - cpuBefore
 		p.ServerCPUMsPerJob = p.ServerCPUSeconds * 1000 / float64(p.Jobs)
 	}
+	if driverAfter, ok := ownCPUSeconds(); ok && driverOK && p.Jobs > 0 {
+		p.DriverCPUSeconds = driverAfter - driverBefore
+		p.DriverCPUMsPerJob = p.DriverCPUSeconds * 1000 / float64(p.Jobs)
+	}
 	if after := t.capacity(); after != nil {
 		p.Capacity = map[string]Capacity{}
 		var total Capacity
@@ -201,6 +213,7 @@ func mergeRounds(rounds []Phase, lat *samples) Phase {
 		m.Seconds += p.Seconds
 		m.EmptyClaims += p.EmptyClaims
 		m.ServerCPUSeconds += p.ServerCPUSeconds
+		m.DriverCPUSeconds += p.DriverCPUSeconds
 		for _, e := range p.Errors {
 			if len(m.Errors) < 5 {
 				m.Errors = append(m.Errors, e)
@@ -223,6 +236,7 @@ func mergeRounds(rounds []Phase, lat *samples) Phase {
 	if m.Jobs > 0 {
 		n := float64(m.Jobs)
 		m.ServerCPUMsPerJob = m.ServerCPUSeconds * 1000 / n
+		m.DriverCPUMsPerJob = m.DriverCPUSeconds * 1000 / n
 		if m.Capacity != nil {
 			m.CallsPerJob = float64(total.Calls) / n
 			m.PerJob = &Capacity{ReadUnits: total.ReadUnits / n, WriteUnits: total.WriteUnits / n, IndexWrite: total.IndexWrite / n}

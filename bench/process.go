@@ -15,6 +15,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	byorelay "github.com/byorelay/byorelay"
@@ -37,7 +38,8 @@ const TargetEnv = "BYORELAY_BENCH_TARGET"
 // its CPU profile there (<kind>-<pid>.pprof) when it stops, for `go tool
 // pprof` (docs/performance.md). The driver's environment passes through to
 // its targets, so `BYORELAY_BENCH_PROFILE=dir byorelay bench …` profiles
-// every memory target of the run.
+// every memory target of the run, and the driver itself (driver-<pid>.pprof,
+// the whole run).
 const ProfileEnv = "BYORELAY_BENCH_PROFILE"
 
 // TargetMain serves one memory target in this process until in closes:
@@ -247,6 +249,17 @@ func (t *processTarget) cpuSeconds() (float64, bool) {
 	}
 	const clockTicks = 100 // USER_HZ on Linux
 	return (utime + stime) / clockTicks, true
+}
+
+// ownCPUSeconds is this process's user and system CPU so far (the
+// driver's, with the DynamoDB target's server when it runs here).
+func ownCPUSeconds() (float64, bool) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, false
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return tv(ru.Utime) + tv(ru.Stime), true
 }
 
 func (t *processTarget) close() {

@@ -93,7 +93,7 @@ func (r *Report) Markdown() string {
 // latency per endpoint and DynamoDB capacity per job.
 func (r *Report) lifecycleTables(b *strings.Builder, names []string) {
 	b.WriteString("### Throughput and whole-job latency\n\n")
-	b.WriteString("| target | jobs | failed | jobs/s | job p50 ms | job p95 ms | job p99 ms | server CPU ms/job |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| target | jobs | failed | jobs/s | job p50 ms | job p95 ms | job p99 ms | server CPU ms/job | driver CPU ms/job |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, n := range names {
 		p := r.Targets[n].Lifecycle
 		l := p.Latency["job"]
@@ -101,7 +101,11 @@ func (r *Report) lifecycleTables(b *strings.Builder, names []string) {
 		if p.ServerCPUMsPerJob > 0 {
 			cpu = fmt.Sprintf("%.2f", p.ServerCPUMsPerJob)
 		}
-		fmt.Fprintf(b, "| %s | %d | %d | %.1f | %.1f | %.1f | %.1f | %s |\n", n, p.Jobs, p.Failed, p.JobsPerSecond, l.P50, l.P95, l.P99, cpu)
+		driver := fmt.Sprintf("%.2f", p.DriverCPUMsPerJob)
+		if n == TargetDynamo {
+			driver += " (with the server)"
+		}
+		fmt.Fprintf(b, "| %s | %d | %d | %.1f | %.1f | %.1f | %.1f | %s | %s |\n", n, p.Jobs, p.Failed, p.JobsPerSecond, l.P50, l.P95, l.P99, cpu, driver)
 	}
 	if len(r.Rounds) > 0 {
 		b.WriteString("\nJobs/s per interleaved round (the order of targets rotates each round):\n\n| round |")
