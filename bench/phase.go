@@ -105,6 +105,7 @@ func runPhase(ctx context.Context, t target, w *world, spec phaseSpec) Phase {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			c := c.worker()
 			for {
 				if spec.limit > 0 && time.Since(start) > spec.limit {
 					return

@@ -244,7 +244,7 @@ func preloadHTTP(ctx context.Context, origin string, w *world, from, to int, pro
 	}
 	return inParallel(ctx, from, to, progress, func(ctx context.Context, n int) error {
 		in := background(w, n)
-		_, err := c.siteCallTimed(ctx, sites[in.SiteID], "enqueue", protocol.EnqueueRequest{
+		_, err := c.worker().siteCallTimed(ctx, sites[in.SiteID], "enqueue", protocol.EnqueueRequest{
 			ProtocolVersion: protocol.ProtocolVersion, SiteID: in.SiteID, Stub: in.Stub,
 		}, false)
 		return err
