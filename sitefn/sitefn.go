@@ -249,11 +249,21 @@ func (st *Stack) Handler(name string) (Handler, error) {
 	}, nil
 }
 
-// SweepHandler is the scheduled sweeper: everything due, complete.
-func (st *Stack) SweepHandler() func(ctx context.Context) error {
-	return func(ctx context.Context) error {
-		_, err := st.Server.Sweep(ctx)
-		return err
+// SweepReport is the site sweeper's answer: what one sweep ended, so an
+// operator invoking it by hand sees that it ran.
+type SweepReport struct {
+	Expired int `json:"expired"`
+}
+
+// SweepHandler is the scheduled sweeper: everything due, complete. A
+// failed sweep is a failed invocation, which the Scheduler retries.
+func (st *Stack) SweepHandler() func(ctx context.Context) (SweepReport, error) {
+	return func(ctx context.Context) (SweepReport, error) {
+		expired, err := st.Server.Sweep(ctx)
+		if err != nil {
+			return SweepReport{}, err
+		}
+		return SweepReport{Expired: len(expired)}, nil
 	}
 }
 

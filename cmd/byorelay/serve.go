@@ -332,9 +332,9 @@ func (ls *localStack) close() {
 // the admin CLI at it.
 func (ls *localStack) printBanner(w io.Writer) {
 	admin := ls.url + controlplane.AdminPrefix
-	projection := fmt.Sprintf("imported the demo projection (version %d)", ls.version)
+	projection := fmt.Sprintf("imported as projection version %d", ls.version)
 	if !ls.imported {
-		projection = fmt.Sprintf("kept the projection already in table %s (version %d)", ls.table, ls.version)
+		projection = fmt.Sprintf("the projection already in table %s kept, version %d", ls.table, ls.version)
 	}
 	mode := "direct mode: daemons paired here run their owner's jobs only (--grants for team routing)"
 	if ls.grantKey != "" {
@@ -364,7 +364,7 @@ Admin token for this run (also in %[16]s, which 'make demo' and
 'byorelay admin' read; a new one every run):
   export BYORELAY_ADMIN_URL=%[2]s BYORELAY_ADMIN_TOKEN=%[14]s
 
-Demo (%[6]s):
+Demo, %[6]s:
   site id        %[7]s
   site key id    %[8]s
   owner          %[9]s, consenting to %[7]s

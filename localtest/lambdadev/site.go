@@ -36,14 +36,14 @@ func PrepareSiteEvent(f sitefn.Function, raw []byte, w *demo.World, now time.Tim
 
 // InvokeSiteInProcess runs one event through a site function's handler in
 // this process, on st. The answer is the JSON the function would have
-// returned: the sweeper returns nothing but its error, so its answer is
-// null, as the runtime reports it.
+// returned.
 func InvokeSiteInProcess(ctx context.Context, st *sitefn.Stack, f sitefn.Function, event []byte) ([]byte, error) {
 	if f.Kind == sitefn.KindSchedule {
-		if err := st.SweepHandler()(ctx); err != nil {
+		rep, err := st.SweepHandler()(ctx)
+		if err != nil {
 			return nil, err
 		}
-		return []byte("null"), nil
+		return json.Marshal(rep)
 	}
 	var ev events.APIGatewayV2HTTPRequest
 	if err := json.Unmarshal(event, &ev); err != nil {
