@@ -5,11 +5,12 @@
 // One run drives the full job lifecycle (enqueue, claim, pending, payload,
 // fetch, result, results) over HTTP with real signatures and real sealed
 // envelopes against four targets in interleaved rounds: byorelay on the
-// memory store on plain net/http and behind the local API server, each in
-// a process of its own; byorelay on DynamoDB Local (the local stack, every
-// function behind the local API server, in the driver's process so its
-// SDK client can meter capacity); and the reference relay, @byollm/relay
-// 0.1.1, in memory in Node on the same projection. The machine is shared
+// memory store on plain net/http and behind the local API server; byorelay
+// on DynamoDB Local (the local stack, every function behind the local API
+// server, its SDK client metering capacity); and the reference relay,
+// @byollm/relay 0.1.1, in memory in Node on the same projection. Each
+// target runs in a process of its own, apart from the driver's, so each
+// server's CPU is its own and the driver's is on none of them. The machine is shared
 // and noisy, so the report leads with medians of per-round ratios; absolute
 // figures are context.
 package bench
@@ -68,8 +69,8 @@ type Config struct {
 	// a change in the machine's load lands on every target alike; the
 	// verdicts are medians of per-round ratios.
 	Rounds int
-	// TargetCommand starts a memory target process (TargetMain): the CLI
-	// passes itself and its bench-target subcommand.
+	// TargetCommand starts a memory or DynamoDB target process
+	// (TargetMain): the CLI passes itself and its bench-target subcommand.
 	TargetCommand []string
 	// JobDeadline is each lifecycle job's deadlineAt from its enqueue. Done
 	// jobs stay in every results answer until then (the protocol has no
@@ -231,7 +232,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		case TargetMemory, TargetMemoryAPIGW:
 			t, err = startMemory(ctx, cfg.TargetCommand, name, w)
 		case TargetDynamo:
-			t, err = startDynamo(ctx, endpoint, w)
+			t, err = startDynamo(ctx, cfg.TargetCommand, endpoint, w)
 		case TargetReference:
 			t, err = startReference(ctx, cfg.RepoRoot, w)
 		}
@@ -377,8 +378,8 @@ func (cfg *Config) check() error {
 		cfg.Rounds = 1
 	}
 	for _, t := range cfg.Targets {
-		if (t == TargetMemory || t == TargetMemoryAPIGW) && len(cfg.TargetCommand) == 0 {
-			return errors.New("bench: the memory targets need TargetCommand")
+		if t != TargetReference && len(cfg.TargetCommand) == 0 {
+			return errors.New("bench: the memory and DynamoDB targets need TargetCommand")
 		}
 	}
 	if cfg.ColdStart && cfg.ColdStartRuns < 1 {

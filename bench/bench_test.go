@@ -94,6 +94,35 @@ func TestSmokeRunCompletesAndWritesItsReport(t *testing.T) {
 	}
 }
 
+// The DynamoDB target is a process of its own, like every target: its
+// server's CPU is its own, and the capacity it meters and the background
+// jobs it enqueues cross its control paths.
+func TestTheDynamoDBTargetRunsInAProcessOfItsOwn(t *testing.T) {
+	w, err := newWorld(1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt, err := startDynamo(t.Context(), []string{os.Args[0]}, localtest.DynamoEndpoint(t), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pt.close()
+	if pt.cmd.Process.Pid == os.Getpid() {
+		t.Fatal("the DynamoDB target runs in the driver's process")
+	}
+	if cpu, ok := pt.cpuSeconds(); !ok || cpu <= 0 {
+		t.Fatalf("cpuSeconds = %v, %v; want the target's own (it created a table)", cpu, ok)
+	}
+	before := pt.capacity()
+	if err := pt.preload(t.Context(), w, 0, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	after := pt.capacity()
+	if after == nil || after[notFunction].WriteUnits < before[notFunction].WriteUnits+3 {
+		t.Fatalf("three enqueues metered as %+v (before %+v)", after[notFunction], before[notFunction])
+	}
+}
+
 // Server CPU comes from the kernel's accounting of the target's process:
 // a process that has burnt CPU reports it.
 func TestAProcessTargetReportsItsOwnCPU(t *testing.T) {

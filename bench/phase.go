@@ -41,8 +41,6 @@ type Phase struct {
 	// DriverCPUSeconds is the driver's own process's CPU over the phase
 	// (signing, sealing, opening, HTTP, GC), and DriverCPUMsPerJob per
 	// completed job: the share of the machine the workload itself takes.
-	// For the DynamoDB target it includes that target's server, which runs
-	// in the driver's process.
 	DriverCPUSeconds  float64 `json:"driverCpuSeconds,omitempty"`
 	DriverCPUMsPerJob float64 `json:"driverCpuMsPerJob,omitempty"`
 	// Errors holds the first few failures, verbatim.

@@ -2,12 +2,14 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,14 +21,19 @@ import (
 	"time"
 
 	byorelay "github.com/byorelay/byorelay"
+	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/lambdafn"
 	"github.com/byorelay/byorelay/lambdafn/container"
+	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/apiserver"
 	"github.com/byorelay/byorelay/projection"
 	"github.com/byorelay/byorelay/relay"
 	"github.com/byorelay/byorelay/store"
+	"github.com/byorelay/byorelay/store/dynamo"
 	"github.com/byorelay/byorelay/store/memory"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 
 // TargetEnv set to 1 in a process's environment marks it as a bench target
@@ -42,8 +49,9 @@ const TargetEnv = "BYORELAY_BENCH_TARGET"
 // the whole run).
 const ProfileEnv = "BYORELAY_BENCH_PROFILE"
 
-// TargetMain serves one memory target in this process until in closes:
-// `byorelay bench-target -kind memory|memory-apigw -projection file`. It
+// TargetMain serves one target in this process until in closes:
+// `byorelay bench-target -kind memory|memory-apigw|dynamodb -projection file
+// [-endpoint DynamoDB Local]`. It
 // writes {"event":"listening","origin":...} as its first line, the way
 // localtest/refrelay/relay.mjs announces the reference, so the driver
 // treats every process target alike. A target in its own process keeps
@@ -51,8 +59,9 @@ const ProfileEnv = "BYORELAY_BENCH_PROFILE"
 // its CPU time is its own (/proc/<pid>/stat).
 func TargetMain(args []string, in io.Reader, out io.Writer) int {
 	fs := flag.NewFlagSet("byorelay bench-target", flag.ContinueOnError)
-	kind := fs.String("kind", TargetMemory, "memory (relay on plain net/http, as `serve --store memory` would) or memory-apigw (behind the local API server)")
+	kind := fs.String("kind", TargetMemory, "memory (relay on plain net/http, as `serve --store memory` would), memory-apigw (behind the local API server) or dynamodb (the local stack, as `serve` runs it)")
 	path := fs.String("projection", "", "the projection fixture (JSON)")
+	endpoint := fs.String("endpoint", "", "DynamoDB Local's endpoint (kind dynamodb)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -64,7 +73,7 @@ func TargetMain(args []string, in io.Reader, out io.Writer) int {
 		}
 		defer stop()
 	}
-	if err := serveTarget(*kind, *path, in, out); err != nil {
+	if err := serveTarget(*kind, *path, *endpoint, in, out); err != nil {
 		fmt.Fprintf(os.Stderr, "bench-target: %v\n", err)
 		return 1
 	}
@@ -87,7 +96,7 @@ func startProfile(dir, kind string) (stop func(), err error) {
 	}, nil
 }
 
-func serveTarget(kind, path string, in io.Reader, out io.Writer) error {
+func serveTarget(kind, path, endpoint string, in io.Reader, out io.Writer) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -96,21 +105,14 @@ func serveTarget(kind, path string, in io.Reader, out io.Writer) error {
 	if err := json.Unmarshal(raw, &fixture); err != nil {
 		return err
 	}
-	proj, err := projection.New(fixture)
-	if err != nil {
-		return err
-	}
-	st := memory.New(store.Options{})
-	r, err := relay.New(relay.Config{Store: st, Pairing: st, Projection: relay.NewStaticProjection(proj)})
-	if err != nil {
-		return err
-	}
 	var h http.Handler
 	switch kind {
-	case TargetMemory:
-		h = plainHandler(r)
-	case TargetMemoryAPIGW:
-		if h, err = behindAPIServer(r); err != nil {
+	case TargetMemory, TargetMemoryAPIGW:
+		if h, err = memoryHandler(kind, fixture); err != nil {
+			return err
+		}
+	case TargetDynamo:
+		if h, err = dynamoHandler(context.Background(), endpoint, fixture); err != nil {
 			return err
 		}
 	default:
@@ -126,6 +128,77 @@ func serveTarget(kind, path string, in io.Reader, out io.Writer) error {
 	}
 	_, _ = io.Copy(io.Discard, in) // until the driver closes our stdin
 	return nil
+}
+
+// memoryHandler is the relay over the memory store, on plain net/http or
+// behind the local API server.
+func memoryHandler(kind string, fixture projection.Fixture) (http.Handler, error) {
+	proj, err := projection.New(fixture)
+	if err != nil {
+		return nil, err
+	}
+	st := memory.New(store.Options{})
+	r, err := relay.New(relay.Config{Store: st, Pairing: st, Projection: relay.NewStaticProjection(proj)})
+	if err != nil {
+		return nil, err
+	}
+	if kind == TargetMemoryAPIGW {
+		return behindAPIServer(r)
+	}
+	return plainHandler(r), nil
+}
+
+// controlPrefix starts the paths a DynamoDB target answers for the driver
+// alone, outside every measured phase: its metered capacity, and the
+// background jobs to enqueue. No relay route starts with it.
+const controlPrefix = "/bench-control/"
+
+// dynamoHandler is the local stack on a table of its own, with its
+// DynamoDB capacity metered by function, and the control paths beside it.
+func dynamoHandler(ctx context.Context, endpoint string, fixture projection.Fixture) (http.Handler, error) {
+	meter := newCapacityMeter()
+	cfg := localtest.AWSConfig(endpoint)
+	cfg.APIOptions = append(cfg.APIOptions, meter.apiOption)
+	table := "bench-" + randomHex(6)
+	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg), table); err != nil {
+		return nil, fmt.Errorf("create table: %w", err)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	st, err := lambdafn.Open(ctx, lambdafn.Env{TableName: table, MetricsNamespace: "byorelay"},
+		lambdafn.Options{AWS: &cfg, Logger: quiet, MetricsOut: io.Discard})
+	if err != nil {
+		return nil, err
+	}
+	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: st.Control, Pairings: st.Store, Logger: quiet})
+	if _, err := admin.Import(ctx, fixture); err != nil {
+		return nil, fmt.Errorf("import projection: %w", err)
+	}
+	api, err := apiserver.ForStack(st, apiserver.Config{})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", api)
+	mux.HandleFunc("GET "+controlPrefix+"capacity", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(meter.snapshot())
+	})
+	// The same items and index entries a site's enqueue makes, through the
+	// store's own Enqueue, without a signature per job.
+	mux.HandleFunc("POST "+controlPrefix+"enqueue", func(w http.ResponseWriter, req *http.Request) {
+		var jobs []store.EnqueueInput
+		if err := json.NewDecoder(req.Body).Decode(&jobs); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		err := inParallel(req.Context(), 0, len(jobs), nil, func(ctx context.Context, n int) error {
+			_, err := st.Store.Enqueue(ctx, jobs[n])
+			return err
+		})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	})
+	return mux, nil
 }
 
 // plainHandler is the relay on net/http with nothing in front: the body
@@ -172,13 +245,16 @@ func behindAPIServer(r *relay.Relay) (http.Handler, error) {
 
 // processTarget is a relay in a process of its own, announced by a
 // "listening" line on its stdout and stopped by closing its stdin: the
-// reference relay in Node, and the memory targets.
+// reference relay in Node, the memory targets and the DynamoDB target.
 type processTarget struct {
 	url   string
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	done  chan struct{}
 	dir   string
+	// control: the process answers controlPrefix paths (the DynamoDB
+	// target).
+	control bool
 }
 
 func startProcess(ctx context.Context, cmd *exec.Cmd, dir string) (*processTarget, error) {
@@ -226,8 +302,26 @@ func startProcess(ctx context.Context, cmd *exec.Cmd, dir string) (*processTarge
 	}
 }
 
-func (t *processTarget) origin() string                { return t.url }
-func (t *processTarget) capacity() map[string]Capacity { return nil }
+func (t *processTarget) origin() string { return t.url }
+
+// capacity is what the target's meter has counted so far, or nil for a
+// target without DynamoDB (or one that cannot say: the phase then reports
+// no capacity rather than a wrong one).
+func (t *processTarget) capacity() map[string]Capacity {
+	if !t.control {
+		return nil
+	}
+	resp, err := http.Get(t.url + controlPrefix + "capacity")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var c map[string]Capacity
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&c) != nil {
+		return nil
+	}
+	return c
+}
 
 // cpuSeconds is the process's user and system CPU so far, from the
 // kernel's accounting of it (utime and stime in /proc/<pid>/stat).
@@ -275,8 +369,39 @@ func (t *processTarget) close() {
 	}
 }
 
-// preload enqueues over HTTP, signed by the sites: a process target has no
-// other way in.
+// preload enqueues over HTTP, signed by the sites, except into a target
+// with control paths, which is sent the jobs in batches to enqueue through
+// its store.
 func (t *processTarget) preload(ctx context.Context, w *world, from, to int, progress io.Writer) error {
-	return preloadHTTP(ctx, t.url, w, from, to, progress)
+	if !t.control {
+		return preloadHTTP(ctx, t.url, w, from, to, progress)
+	}
+	const batch = 2000
+	for lo := from; lo < to; lo += batch {
+		jobs := make([]store.EnqueueInput, 0, batch)
+		for n := lo; n < min(lo+batch, to); n++ {
+			jobs = append(jobs, background(w, n))
+		}
+		body, err := json.Marshal(jobs)
+		if err != nil {
+			return err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url+controlPrefix+"enqueue", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return fmt.Errorf("preload: %w", err)
+		}
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("preload: %s: %s", resp.Status, msg)
+		}
+		if progress != nil && lo > from && lo%10_000 == 0 {
+			fmt.Fprintf(progress, "  preloaded %d of %d\n", lo, to)
+		}
+	}
+	return nil
 }

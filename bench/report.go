@@ -97,15 +97,11 @@ func (r *Report) lifecycleTables(b *strings.Builder, names []string) {
 	for _, n := range names {
 		p := r.Targets[n].Lifecycle
 		l := p.Latency["job"]
-		cpu := "– (in the driver's process)"
+		cpu := "–"
 		if p.ServerCPUMsPerJob > 0 {
 			cpu = fmt.Sprintf("%.2f", p.ServerCPUMsPerJob)
 		}
-		driver := fmt.Sprintf("%.2f", p.DriverCPUMsPerJob)
-		if n == TargetDynamo {
-			driver += " (with the server)"
-		}
-		fmt.Fprintf(b, "| %s | %d | %d | %.1f | %.1f | %.1f | %.1f | %s | %s |\n", n, p.Jobs, p.Failed, p.JobsPerSecond, l.P50, l.P95, l.P99, cpu, driver)
+		fmt.Fprintf(b, "| %s | %d | %d | %.1f | %.1f | %.1f | %.1f | %s | %.2f |\n", n, p.Jobs, p.Failed, p.JobsPerSecond, l.P50, l.P95, l.P99, cpu, p.DriverCPUMsPerJob)
 	}
 	if len(r.Rounds) > 0 {
 		b.WriteString("\nJobs/s per interleaved round (the order of targets rotates each round):\n\n| round |")

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -15,15 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
-	"github.com/byorelay/byorelay/controlplane"
-	"github.com/byorelay/byorelay/lambdafn"
-	"github.com/byorelay/byorelay/localtest"
-	"github.com/byorelay/byorelay/localtest/apiserver"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
-	"github.com/byorelay/byorelay/store/dynamo"
 )
 
 // Target names.
@@ -161,61 +153,27 @@ func writeFixture(w *world) (dir, path string, err error) {
 	return dir, path, nil
 }
 
-// dynamoTarget is the local stack as `byorelay serve` runs it: every
+// startDynamo starts the local stack as `byorelay serve` runs it (every
 // function's handler over one lambdafn.Stack on DynamoDB Local, behind the
-// local API server, with a table of its own.
-type dynamoTarget struct {
-	stack *lambdafn.Stack
-	meter *capacityMeter
-	srv   *server
-}
-
-func startDynamo(ctx context.Context, endpoint string, w *world) (*dynamoTarget, error) {
-	meter := newCapacityMeter()
-	cfg := localtest.AWSConfig(endpoint)
-	cfg.APIOptions = append(cfg.APIOptions, meter.apiOption)
-	table := "bench-" + randomHex(6)
-	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg), table); err != nil {
-		return nil, fmt.Errorf("create table: %w", err)
-	}
-	quiet := slog.New(slog.DiscardHandler)
-	st, err := lambdafn.Open(ctx, lambdafn.Env{TableName: table, MetricsNamespace: "byorelay"},
-		lambdafn.Options{AWS: &cfg, Logger: quiet, MetricsOut: io.Discard})
+// local API server, with a table of its own) in a process of its own
+// (TargetMain), so its CPU is its own and the driver's is not on it. The
+// process meters DynamoDB's consumed capacity by function and answers it,
+// and enqueues the background jobs it is sent, on control paths outside
+// any measured phase.
+func startDynamo(ctx context.Context, command []string, endpoint string, w *world) (*processTarget, error) {
+	dir, path, err := writeFixture(w)
 	if err != nil {
 		return nil, err
 	}
-	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: st.Control, Pairings: st.Store, Logger: quiet})
-	if _, err := admin.Import(ctx, w.fixture()); err != nil {
-		return nil, fmt.Errorf("import projection: %w", err)
-	}
-	api, err := apiserver.ForStack(st, apiserver.Config{})
+	cmd := exec.Command(command[0], append(command[1:], "-kind", TargetDynamo, "-projection", path, "-endpoint", endpoint)...)
+	cmd.Env = append(os.Environ(), TargetEnv+"=1")
+	t, err := startProcess(ctx, cmd, dir)
 	if err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
-	srv, err := serve(api)
-	if err != nil {
-		return nil, err
-	}
-	return &dynamoTarget{stack: st, meter: meter, srv: srv}, nil
-}
-
-func (t *dynamoTarget) origin() string                { return t.srv.url }
-func (t *dynamoTarget) capacity() map[string]Capacity { return t.meter.snapshot() }
-func (t *dynamoTarget) close()                        { t.srv.close() }
-
-// cpuSeconds: the DynamoDB target runs in the driver's process (its
-// capacity is metered by the driver's SDK client), so its CPU is not
-// separable from the driver's.
-func (t *dynamoTarget) cpuSeconds() (float64, bool) { return 0, false }
-
-// preload writes through the store's own Enqueue, concurrently: the same
-// items and index entries a site's enqueue makes, without a signature per
-// job.
-func (t *dynamoTarget) preload(ctx context.Context, w *world, from, to int, progress io.Writer) error {
-	return inParallel(ctx, from, to, progress, func(ctx context.Context, n int) error {
-		_, err := t.stack.Store.Enqueue(ctx, background(w, n))
-		return err
-	})
+	t.control = true
+	return t, nil
 }
 
 // startReference starts @byollm/relay 0.1.1 in memory, served by
