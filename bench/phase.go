@@ -67,8 +67,7 @@ type phaseSpec struct {
 // starts its next job when the last one is read back, so the rate measured
 // is what the relay sustains at that concurrency.
 func runPhase(ctx context.Context, t target, w *world, spec phaseSpec) Phase {
-	c := newClient(t.origin(), len(w.daemons))
-	defer c.close()
+	c := newClient(t.origin())
 	if spec.samples != nil {
 		c.times = spec.samples
 	}
@@ -104,6 +103,7 @@ func runPhase(ctx context.Context, t target, w *world, spec phaseSpec) Phase {
 		go func() {
 			defer wg.Done()
 			c := c.worker()
+			defer c.close()
 			for {
 				if spec.limit > 0 && time.Since(start) > spec.limit {
 					return

@@ -194,15 +194,27 @@ func startReference(ctx context.Context, repoRoot string, w *world) (*processTar
 
 // preloadHTTP enqueues background jobs over HTTP, signed by the sites.
 func preloadHTTP(ctx context.Context, origin string, w *world, from, to int, progress io.Writer) error {
-	c := newClient(origin, preloadConcurrency)
-	defer c.close()
+	// One client (one connection) per goroutine inParallel runs, taken
+	// for each enqueue and put back.
+	c := newClient(origin)
+	idle := make(chan *client, preloadConcurrency)
+	for range preloadConcurrency {
+		idle <- c.worker()
+	}
+	defer func() {
+		for range preloadConcurrency {
+			(<-idle).close()
+		}
+	}()
 	sites := map[string]site{}
 	for _, s := range w.sites {
 		sites[s.id] = s
 	}
 	return inParallel(ctx, from, to, progress, func(ctx context.Context, n int) error {
 		in := background(w, n)
-		_, err := c.worker().siteCallTimed(ctx, sites[in.SiteID], "enqueue", protocol.EnqueueRequest{
+		wc := <-idle
+		defer func() { idle <- wc }()
+		_, err := wc.siteCallTimed(ctx, sites[in.SiteID], "enqueue", protocol.EnqueueRequest{
 			ProtocolVersion: protocol.ProtocolVersion, SiteID: in.SiteID, Stub: in.Stub,
 		}, false)
 		return err
