@@ -91,9 +91,9 @@ func TestOpenBindsTheStoreClockToDynamoDBAndPublishesItsOffset(t *testing.T) {
 }
 
 // The cold start does not wait on DynamoDB, and no request is served
-// before the store clock has read DynamoDB's: Open returns while the
-// calibrating read is still unanswered (a proxy holds its answer), and the
-// first request waits for that answer before the relay sees it.
+// before the store clock has read DynamoDB's: Open returns with the clock
+// uncalibrated, the first request makes the calibrating read (a proxy
+// holds its answer), and waits for that answer before the relay sees it.
 func TestOpenDoesNotWaitForTheClockButTheFirstRequestDoes(t *testing.T) {
 	ctx := context.Background()
 	target, err := url.Parse(localtest.DynamoEndpoint(t))
@@ -105,7 +105,7 @@ func TestOpenDoesNotWaitForTheClockButTheFirstRequestDoes(t *testing.T) {
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.ModifyResponse = func(resp *http.Response) error {
 		if resp.Request.Header.Get("X-Amz-Target") == "DynamoDB_20120810.GetItem" && held.Add(1) == 1 {
-			<-release // the first GetItem is Open's calibrating read
+			<-release // the first GetItem is the first request's calibrating read
 		}
 		return nil
 	}

@@ -77,3 +77,30 @@ func TestNoFunctionLinksDeveloperTooling(t *testing.T) {
 		}
 	}
 }
+
+// TestFunctionsLinkNoSDKClientTheyCallRarely: an SDK service package's
+// initialisation (its schemas and endpoint table) runs at every cold start
+// of every function that links it, called or not. So the services a
+// function calls once in a while (SSM at start, SNS for a churn report,
+// EventBridge Scheduler for a wake-up) are called through awscall, and the
+// SDK's config loader (shared files, SSO, STS, IMDS) is not linked at all:
+// the only service clients a deployed function links are DynamoDB's (the
+// store, and dynamodbstreams for attributevalue) and S3's (store/dynamo's
+// envelope offload, whose interface names the s3 package's types).
+func TestFunctionsLinkNoSDKClientTheyCallRarely(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../functions/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	allowed := map[string]bool{"dynamodb": true, "dynamodbstreams": true, "s3": true, "internal": true}
+	for _, pkg := range strings.Fields(string(out)) {
+		if rest, ok := strings.CutPrefix(pkg, "github.com/aws/aws-sdk-go-v2/service/"); ok {
+			if service, _, _ := strings.Cut(rest, "/"); !allowed[service] {
+				t.Errorf("a function links %s", pkg)
+			}
+		}
+		if strings.HasPrefix(pkg, "github.com/aws/aws-sdk-go-v2/config") {
+			t.Errorf("a function links %s (the SDK's config loader: lambdafn/container reads Lambda's environment)", pkg)
+		}
+	}
+}

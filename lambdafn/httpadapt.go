@@ -20,7 +20,7 @@ func (st *Stack) adminHandler(ctx context.Context, ev events.APIGatewayV2HTTPReq
 	if err != nil {
 		return badEvent(), nil
 	}
-	return container.ToAPIGateway(serveHTTP(ctx, st.Admin, req)), nil
+	return container.ToAPIGateway(serveHTTP(ctx, st.Admin(), req)), nil
 }
 
 // serveHTTP runs an http.Handler on a relay.Request, for handlers written

@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 
 	"github.com/byorelay/byorelay/controlplane"
 	"github.com/byorelay/byorelay/controlplane/grants"
@@ -56,22 +55,20 @@ type Stack struct {
 	Relay   *relay.Relay
 	Store   *dynamo.Store
 	Control *controlplane.Store
-	Admin   http.Handler
 	Metrics *EMF
 
 	log   *slog.Logger
 	waker *Waker
 	churn *ChurnPublisher
+	admin func() http.Handler
 
 	// serverClock is the store's clock unless Options.Clock replaced it;
 	// its offset is published at most once a minute (noteClock).
 	serverClock *dynamo.ServerClock
 	clockMu     sync.Mutex
 	clockNoted  time.Time
-	// calibrating is closed when the read startCalibration began has
-	// answered; calibrateMu serialises the retry Calibrate makes when it
-	// failed.
-	calibrating chan struct{}
+	// calibrateMu serialises the calibrating read Calibrate makes while
+	// the clock has none.
 	calibrateMu sync.Mutex
 }
 
@@ -111,7 +108,7 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		st.churn = NewChurnPublisher(cfg, aws.ToString(endpoint("sns", nil)), env.ChurnTopicARN, log)
 	}
 	if env.WakeupGroup != "" {
-		st.waker = NewWaker(scheduler.NewFromConfig(cfg, func(o *scheduler.Options) { o.BaseEndpoint = endpoint("scheduler", o.BaseEndpoint) }), env.WakeupGroup, env.SweeperARN, env.WakeupRoleARN, storeClock)
+		st.waker = NewWaker(cfg, aws.ToString(endpoint("scheduler", nil)), env.WakeupGroup, env.SweeperARN, env.WakeupRoleARN, storeClock)
 	}
 
 	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = endpoint("dynamodb", o.BaseEndpoint) })
@@ -135,7 +132,6 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	st.startCalibration(ctx)
 	// The projection lives in the same table: one more table would be one
 	// more thing a deployment can get half right.
 	st.Control = controlplane.NewStore(controlplane.NewDynamoStorage(db, env.TableName))
@@ -178,14 +174,21 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 	if st.Relay, err = relay.New(rcfg); err != nil {
 		return nil, err
 	}
-	st.Admin = controlplane.AdminHandler(controlplane.NewAdmin(controlplane.AdminConfig{
-		Store:    st.Control,
-		Pairings: st.Store,
-		Clock:    clock,
-		Logger:   log,
-	}))
+	st.admin = sync.OnceValue(func() http.Handler {
+		return controlplane.AdminHandler(controlplane.NewAdmin(controlplane.AdminConfig{
+			Store:    st.Control,
+			Pairings: st.Store,
+			Clock:    clock,
+			Logger:   log,
+		}))
+	})
 	return st, nil
 }
+
+// Admin is the control API's handler, built on first use: its router is
+// a fifth of a relay function's Open, and only the admin function (and
+// `byorelay serve`) serves it.
+func (st *Stack) Admin() http.Handler { return st.admin() }
 
 // grantAuthor is the injected author, or one over the seed in the SSM
 // parameter the environment names, or nil (direct mode). Read once, at
@@ -303,42 +306,24 @@ func (st *Stack) serve(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (
 	return resp, nil
 }
 
-// startCalibration reads DynamoDB once, in the background, so the store
-// clock has a response to go by (docs/architecture.md, "One time source").
-// Until one arrives the store clock reads the host, and what a container
-// stamped before then would carry its host's skew; so every entry point
-// waits for it (Calibrate) before it touches the store. Begun here and
-// waited for there, the round trip overlaps the rest of the container's
-// init and the runtime's first poll for work instead of adding to the cold
-// start.
-func (st *Stack) startCalibration(ctx context.Context) {
-	if st.serverClock == nil {
-		return
-	}
-	st.calibrating = make(chan struct{})
-	go func() {
-		defer close(st.calibrating)
-		if err := st.Store.CalibrateClock(ctx); err != nil {
-			st.log.WarnContext(ctx, "store clock not calibrated at start", slog.String("problem", err.Error()))
-		}
-	}()
-}
-
-// Calibrate returns once the store clock has read DynamoDB's, or has tried:
-// it waits for the read Open began and, if that failed, makes one more
-// (one per call until one succeeds). A failure costs what it did at start:
-// the clock reads the host until a store call answers, and the sweep
-// calibrates again before it decides any expiry. Every handler calls it
-// first; a caller serving st.Relay or st.Store by another path (`byorelay
-// serve`'s stream and admin routes) calls it once before serving.
+// Calibrate returns once the store clock has read DynamoDB's, or has
+// tried: while it has no reading, each call makes one read (half a read
+// unit), one at a time. Every handler calls it first, so a cold container
+// stamps nothing with its host's skew (docs/architecture.md, "One time
+// source"); a failure costs only timeliness: the clock reads the host
+// until a store call answers, and the sweep calibrates again before it
+// decides any expiry. A caller serving st.Relay or st.Store by another
+// path (`byorelay serve`'s stream and admin routes) calls it once before
+// serving.
+//
+// The read is made by the first request, not started at Open: begun in the
+// background at init it competed with the rest of the init for the CPU
+// (its first SDK call, signing and connection are about 1.4 ms of CPU),
+// which lengthened init by about a third of a hello-world's under the
+// emulator; the first request waits for one round trip either way.
 func (st *Stack) Calibrate(ctx context.Context) {
 	if st.serverClock == nil {
 		return // an injected clock: nothing to learn
-	}
-	select {
-	case <-st.calibrating:
-	case <-ctx.Done():
-		return
 	}
 	if st.serverClock.Reading().Calibrated {
 		return

@@ -46,7 +46,8 @@ func TestWakerSetsOneSelfDeletingScheduleAtTheDeadlinesMinute(t *testing.T) {
 	clock := store.NewManualClock(now)
 	target := "arn:aws:lambda:us-east-1:123456789012:function:sweeper"
 	role := "arn:aws:iam::123456789012:role/wakeup"
-	w := NewWaker(api, group, target, role, clock)
+	cfg := localtest.AWSConfig(localtest.MotoEndpoint(t))
+	w := NewWaker(cfg, "", group, target, role, clock)
 
 	// A deadline 10 s out lands in the next whole minute.
 	if err := w.Wake(ctx, now.Add(10*time.Second)); err != nil {
@@ -69,7 +70,7 @@ func TestWakerSetsOneSelfDeletingScheduleAtTheDeadlinesMinute(t *testing.T) {
 
 	// Another replica (its own Waker, no memory of the first) asking for
 	// the same minute finds it set: no error, still one schedule.
-	other := NewWaker(api, group, target, role, clock)
+	other := NewWaker(cfg, "", group, target, role, clock)
 	if err := other.Wake(ctx, now.Add(5*time.Second)); err != nil {
 		t.Fatalf("second replica: %v", err)
 	}
@@ -90,5 +91,18 @@ func TestWakerSetsOneSelfDeletingScheduleAtTheDeadlinesMinute(t *testing.T) {
 	if strings.Join(names, ",") != "wake-20261129T0901,wake-20261129T0903" &&
 		strings.Join(names, ",") != "wake-20261129T0903,wake-20261129T0901" {
 		t.Errorf("schedules = %v, want the 09:01 wake-up once and the 09:03 one", names)
+	}
+}
+
+// A refusal other than "already set" is an error the claim logs, naming
+// what Scheduler said.
+func TestWakerReportsARefusedSchedule(t *testing.T) {
+	cfg := localtest.AWSConfig(localtest.MotoEndpoint(t))
+	now := time.Date(2026, 11, 29, 9, 0, 50, 0, time.UTC)
+	w := NewWaker(cfg, "", "no-such-group-"+strings.ReplaceAll(t.Name(), "/", "-"), "arn:aws:lambda:us-east-1:123456789012:function:sweeper",
+		"arn:aws:iam::123456789012:role/wakeup", store.NewManualClock(now))
+	err := w.Wake(context.Background(), now.Add(10*time.Second))
+	if err == nil || !strings.Contains(err.Error(), "wake-20261129T0901") {
+		t.Fatalf("err = %v, want the refused wake-up named", err)
 	}
 }

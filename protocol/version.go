@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf16"
 )
 
@@ -105,7 +106,12 @@ func jsLess(a, b string) bool {
 	return len(x) < len(y)
 }
 
-var semverPattern = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$`)
+// semverPattern and exactOfferPattern are compiled on first use, not at package initialisation:
+// every relay and site function imports this package, and compiling both
+// was most of its init at every cold start.
+var semverPattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$`)
+})
 
 type semver struct {
 	release [3]float64
@@ -114,7 +120,7 @@ type semver struct {
 }
 
 func parseSemver(v string) (semver, bool) {
-	m := semverPattern.FindStringSubmatch(v)
+	m := semverPattern().FindStringSubmatch(v)
 	if m == nil {
 		return semver{}, false
 	}
@@ -222,12 +228,14 @@ func CheckDaemonFloor(daemonVersion, floor string) *WireError {
 // parse.
 const UpdateOfferSince = "0.1.0-alpha.83"
 
-var exactOfferPattern = regexp.MustCompile(`^\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$`)
+var exactOfferPattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$`)
+})
 
 // UpdateOfferFor is the updateTo a heartbeat response carries, or "" for
 // none (update-offer.ts updateOfferFor). offer "" means no offer configured.
 func UpdateOfferFor(offer, daemonVersion string) string {
-	if offer == "" || !exactOfferPattern.MatchString(offer) {
+	if offer == "" || !exactOfferPattern().MatchString(offer) {
 		return ""
 	}
 	order, ok := CompareVersions(daemonVersion, UpdateOfferSince)

@@ -3,8 +3,9 @@
 // more at every cold start than the call itself: an SDK client's package
 // initialisation (its schemas and endpoint tables) runs in every function
 // that links it, used or not. The signer and HTTP client here are the ones
-// the DynamoDB client already links. lambdafn/paramstore (SSM) and the
-// churn reports (SNS) call through it.
+// the DynamoDB client already links. lambdafn/paramstore (SSM), the churn
+// reports (SNS) and the sweeper wake-ups (EventBridge Scheduler) call
+// through it.
 package awscall
 
 import (
@@ -70,10 +71,17 @@ type Reply struct {
 // status is a Reply, not an error: each protocol says its errors its own
 // way, and the caller reads them.
 func (c *Client) Post(ctx context.Context, header http.Header, body []byte, maxReply int64) (Reply, error) {
+	return c.PostPath(ctx, "/", header, body, maxReply)
+}
+
+// PostPath is Post to a path of the endpoint, for a REST-protocol service
+// whose operation is named by its path (EventBridge Scheduler's
+// CreateSchedule is POST /schedules/{Name}). path must be escaped already.
+func (c *Client) PostPath(ctx context.Context, path string, header http.Header, body []byte, maxReply int64) (Reply, error) {
 	if c.creds == nil {
 		return Reply{}, fmt.Errorf("no credentials")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint+"/", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint+path, bytes.NewReader(body))
 	if err != nil {
 		return Reply{}, err
 	}

@@ -66,7 +66,7 @@ func StartByorelayWith(t testing.TB, build func(relay.Config) (*relay.Relay, err
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/admin/", st.Admin)
+	mux.Handle("/admin/", st.Admin())
 	mux.Handle("/", relaytest.Handler(rl))
 	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
