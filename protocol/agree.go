@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"crypto/ecdh"
 	"fmt"
 
 	"golang.org/x/crypto/curve25519"
@@ -16,7 +17,11 @@ func (k *Keys) Agree(peerEncryptionPublic string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agree: peer encryption key: %w", err)
 	}
-	secret, err := curve25519.X25519(k.encryption[:], peer)
+	pub, err := ecdh.X25519().NewPublicKey(peer)
+	if err != nil {
+		return nil, fmt.Errorf("agree: %w", err)
+	}
+	secret, err := k.x25519.ECDH(pub) // one scalar multiplication (see sealBox)
 	if err != nil {
 		return nil, fmt.Errorf("agree: %w", err)
 	}

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-
-	"golang.org/x/crypto/nacl/box"
 )
 
 // EnvelopeBodyVersion is the domain tag at the head of every signed
@@ -102,7 +100,7 @@ func sealWith(random io.Reader, plaintext string, sender *Keys, recipientEncrypt
 	if err != nil {
 		return SealedEnvelope{}, fmt.Errorf("seal: inner: %w", err)
 	}
-	sealed, err := box.SealAnonymous(nil, inner, (*[32]byte)(rpk), random)
+	sealed, err := sealBox(random, inner, rpk)
 	if err != nil {
 		return SealedEnvelope{}, fmt.Errorf("seal: %w", err)
 	}
@@ -159,7 +157,7 @@ func Open(env SealedEnvelope, recipient *Keys, senderIdentityPublic string, expe
 	if err != nil {
 		return "", EnvelopeUnopenable
 	}
-	opened, ok := box.OpenAnonymous(nil, sealed, recipient.encryptionPublic(), &recipient.encryption)
+	opened, ok := openBox(sealed, recipient)
 	if !ok {
 		return "", EnvelopeUnopenable
 	}

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"crypto/ecdh"
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
@@ -24,8 +25,11 @@ const EncryptionKeyContext = "byollm/v1/encryption-key"
 type Keys struct {
 	identity   ed25519.PrivateKey
 	encryption [32]byte // X25519 private scalar, as libsodium and Node hold it
-	public     PublicIdentity
-	keyID      string
+	// x25519 is the same scalar as crypto/ecdh holds it, made once: each
+	// envelope opened is then one scalar multiplication (openBox).
+	x25519 *ecdh.PrivateKey
+	public PublicIdentity
+	keyID  string
 }
 
 // GenerateKeys makes a fresh pair of keypairs from crypto/rand and binds the
@@ -54,10 +58,12 @@ func NewKeys(identitySeed, encryptionPrivate []byte) (*Keys, error) {
 	}
 	k := &Keys{identity: ed25519.NewKeyFromSeed(identitySeed)}
 	copy(k.encryption[:], encryptionPrivate)
-	encPub, err := curve25519.X25519(k.encryption[:], curve25519.Basepoint)
+	x, err := ecdh.X25519().NewPrivateKey(k.encryption[:])
 	if err != nil {
 		return nil, fmt.Errorf("derive encryption public key: %w", err)
 	}
+	k.x25519 = x
+	encPub := x.PublicKey().Bytes()
 	idPub := k.identity.Public().(ed25519.PublicKey)
 	encryption := B64(encPub)
 	k.public = PublicIdentity{
@@ -84,10 +90,7 @@ func (k *Keys) Sign(data []byte) string {
 
 // encryptionPublic is the raw X25519 public key.
 func (k *Keys) encryptionPublic() *[32]byte {
-	var pub [32]byte
-	raw, _ := UnB64(k.public.Encryption) // built by NewKeys, always valid
-	copy(pub[:], raw)
-	return &pub
+	return (*[32]byte)(k.x25519.PublicKey().Bytes())
 }
 
 // errKeysNotSerialisable is returned by every marshaller on Keys.
