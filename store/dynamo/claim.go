@@ -204,10 +204,21 @@ func (s *Store) claimable(c *jobItem, in store.ClaimInput, routes map[store.Rout
 	return stub, ok
 }
 
-// grant claims one candidate. The candidate came from the queue index,
-// which lags the table, so the write is conditioned on the version the
-// index showed: if the job moved since, the write fails and the job is
-// skipped (someone else has it, or it is no longer what was judged).
+// grant claims one candidate, in two single writes after the holder hint:
+// the grant's member into its pair's unsealed set (conditioned on the cap),
+// then the job (conditioned on the version judged: the candidate came from
+// the queue index, which lags the table, so if the job moved since, the
+// write fails and the member is taken out again). No transaction: its two
+// items and its index writes would be billed double on every claim.
+//
+// Why the cap still holds across replicas (doc.go has the whole argument):
+// the member is in the set before the job can be awaiting under its lease,
+// and the set's check removes a member whose job is not awaiting under it
+// only once the member's awaiting window (and a window's slack) is over.
+// So a job write that lands after its member was removed, from a replica
+// frozen between the two writes, lands a grant whose window is already
+// past: nothing counts it as live (Awaiting leaves it out, the sweep ends
+// it), and every live grant is in its pair's set.
 func (s *Store) grant(ctx context.Context, c *jobItem, in store.ClaimInput, device string, now int64) (protocol.Lease, outcome, error) {
 	leaseID, err := s.newLease(ctx, c.Site)
 	if err != nil {
@@ -222,18 +233,27 @@ func (s *Store) grant(ctx context.Context, c *jobItem, in store.ClaimInput, devi
 	next.LeaseExp = now + in.LeaseMs
 	// Not the lease: this bounds how long we wait for the site.
 	next.AwaitingUntil = now + s.awaitingMs
-	next.index(s.shards)
-	extra := []types.TransactWriteItem{
-		// The slot is checked once the awaiting window is well past: by then
-		// the sweep has freed it, unless the job vanished without a sweep.
-		s.takeSlot(c, leaseID, next.AwaitingUntil+s.awaitingMs),
-	}
-	// extraFailed: the slot's condition, the pair's set is full.
-	out, _, err := s.commit(ctx, jobWrite{pk: c.PK, put: &next, ver: c.Ver, extra: extra})
+	// The slot is checked once the awaiting window is well past: by then
+	// the sweep has freed it, unless the job vanished without a sweep.
+	took, err := s.takeSlot(ctx, c, slotMember(leaseID, c.JobID, next.AwaitingUntil), next.AwaitingUntil+s.awaitingMs)
 	if err != nil {
 		return protocol.Lease{}, 0, err
 	}
-	return protocol.Lease{ID: leaseID, RunnerID: in.RunnerID, ExpiresAt: next.LeaseExp}, out, nil
+	if !took {
+		// The pair's set is full: the job stays queued, not refused.
+		return protocol.Lease{}, extraFailed, nil
+	}
+	out, _, err := s.commit(ctx, jobWrite{pk: c.PK, put: &next, ver: c.Ver})
+	if err == nil && out == lostRace {
+		// The grant was not made: give the slot back. (After an error it
+		// is unknown whether the job write landed, so the member stays for
+		// the set's check to judge once its window is over.)
+		s.freeSlot(ctx, &next)
+	}
+	if err != nil || out != committed {
+		return protocol.Lease{}, out, err
+	}
+	return protocol.Lease{ID: leaseID, RunnerID: in.RunnerID, ExpiresAt: next.LeaseExp}, committed, nil
 }
 
 // claimExpiredSkip is how many jobs past their deadline a claim reads past

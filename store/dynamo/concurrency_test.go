@@ -700,8 +700,12 @@ func snapshot(t *testing.T, s *Store, w *workload) (jobs []*jobItem, held map[st
 func checkSnapshot(t *testing.T, s *Store, w *workload) {
 	jobs, held := snapshot(t, s, w)
 	awaiting := map[string][]string{}
+	now := w.now()
 	for _, j := range jobs {
-		if j.State == string(store.StateAwaitingPayload) {
+		// Live: a grant past its window is over for every reader (the
+		// sweep ends it), and one whose claim's job write landed after the
+		// set's check removed its member is always past it (repairSlots).
+		if j.State == string(store.StateAwaitingPayload) && j.AwaitingUntil > now {
 			awaiting[j.Owner] = append(awaiting[j.Owner], j.Lease)
 		}
 		if j.claimed() != (j.State != string(store.StateQueued)) {
@@ -712,7 +716,7 @@ func checkSnapshot(t *testing.T, s *Store, w *workload) {
 		if n := len(awaiting[owner]); n > store.UnsealedPerPair {
 			t.Errorf("pair (%s, %s) holds %d unsealed grants", cSite, owner, n)
 		}
-		// Every awaiting grant is in its pair's set, so the set's cap
+		// Every live awaiting grant is in its pair's set, so the set's cap
 		// bounds them. The set may also hold a grant that has just left
 		// awaiting-payload: its slot is freed after the write that moved
 		// the job (freeSlot).

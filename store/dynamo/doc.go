@@ -17,7 +17,7 @@
 //	H#<runner>\0<jobId>   sk H#<site>: a hint that this runner held a job
 //	                      with this bare id on that site
 //	U#<site>\0<owner>     the pair's unsealed grants, as a set of
-//	                      <leaseId>\0<jobId>
+//	                      <leaseId>\0<jobId>\0<awaiting window end>
 //	K#<runner>            jobs cancelled while this runner held them
 //	E#<site>\0<jobId>     eviction notice: the site's job was evicted; kept
 //	                      until the site collects it (TTL past the deadline)
@@ -53,19 +53,10 @@
 // # How a transition is written
 //
 // Every job write is a whole-item Put conditioned on the version it was
-// decided on (ver), alone or in a TransactWriteItems with the items that
-// must change with it: a claim writes the job and the pair's unsealed set
-// (ADD, conditioned on the set holding fewer than UnsealedPerPair) in one
-// transaction, so the cap holds across replicas. Every other transition is
-// a single Put (with the churn record or an eviction notice, a
-// transaction); one that ends an unsealed grant (seal, complete, release,
-// sweep) frees the pair's slot right after it commits, so the set always
-// holds every awaiting grant, and for a moment may hold one that just left
-// (a stricter cap, never a looser one; a replica that dies in between
-// leaves a member the set's own check removes). A
-// failed condition means someone else changed the job: the operation reads
-// again and decides again. No decision is written without the condition
-// that makes it still true.
+// decided on (ver), alone or, with the churn record or an eviction notice,
+// in a TransactWriteItems. A failed condition means someone else changed
+// the job: the operation reads again and decides again. No decision is
+// written without the condition that makes it still true.
 //
 // Every write also stamps a fresh wid. When a write's answer is lost
 // (timeout, connection reset, throttling after the fact), the job is read
@@ -74,6 +65,33 @@
 // as their ClientRequestToken. There is no delete: a sweep removes a job by
 // writing its tombstone, so a removal too is known to be this replica's own
 // and is reported once.
+//
+// # The unsealed cap without a transaction
+//
+// A claim writes, after its holder hint, two single items: the grant's
+// member into the pair's unsealed set (an ADD conditioned on the set
+// holding fewer than UnsealedPerPair, or already holding this member, so
+// resending it after a lost answer is harmless), then the job, conditioned
+// on its version. If the job write loses its race, the member is deleted
+// again. One that ends an unsealed grant (seal, complete, release, sweep)
+// frees the pair's slot right after it commits. The set's own check
+// (repairSlots, through the due index) removes a member whose job is not
+// awaiting under its lease, but only once the member's awaiting window,
+// which the member names, and then the window's length again are over.
+//
+// The invariant: every live grant (awaiting-payload, its window not over)
+// is in its pair's set, so the pair has at most UnsealedPerPair of them,
+// across replicas. A member is added before its job can be awaiting under
+// its lease, and leaves only (a) after the job left awaiting-payload under
+// that lease, which it never re-enters; (b) after the claim's own job write
+// lost its condition, so the grant was never made; (c) by the check, once
+// the window is well past and the job was read not awaiting under the
+// lease. In (c), a claim's job write that lands later still (its replica
+// froze between the writes) lands a grant whose window is already over:
+// Awaiting does not list it, so no site seals to it, and the sweep requeues
+// it. The set may hold a member whose grant is over or not yet written: a
+// stricter cap for a moment, never a looser one. The slack is a whole
+// awaiting window, far more than the replicas' clocks may disagree by.
 //
 // A lease id is a version 4 UUID whose first four bytes are a tag of its
 // job's site (lease.go), so a holder-scoped call, which carries a job id

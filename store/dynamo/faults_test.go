@@ -3,10 +3,12 @@ package dynamo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -117,8 +119,22 @@ func write[O any](f *faulty, op string, choices []fault, call func() (O, error),
 	return call()
 }
 
+// queuedFor reports whether faults are queued for op.
+func (f *faulty) queuedFor(op string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.queued[op]) > 0
+}
+
+// PutItem injects faults queued for "PutItem J" into the next writes of a
+// job item only (a claim also writes a hint and maybe a lease tag first),
+// else those queued for "PutItem", else at random.
 func (f *faulty) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	return write(f, "PutItem", []fault{conflict, conditionFailed, throttled, lostAck, lostAck},
+	op := "PutItem"
+	if getS(in.Item, "sk") == skJob && f.queuedFor("PutItem J") {
+		op = "PutItem J"
+	}
+	return write(f, op, []fault{conflict, conditionFailed, throttled, lostAck, lostAck},
 		func() (*dynamodb.PutItemOutput, error) { return f.API.PutItem(ctx, in, o...) },
 		&types.ConditionalCheckFailedException{Message: aws.String("injected")})
 }
@@ -133,6 +149,17 @@ func (f *faulty) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWr
 	return write(f, "TransactWriteItems", []fault{conflict, conditionFailed, throttled, lostAck, lostAck},
 		func() (*dynamodb.TransactWriteItemsOutput, error) { return f.API.TransactWriteItems(ctx, in, o...) },
 		&types.TransactionCanceledException{Message: aws.String("injected"), CancellationReasons: []types.CancellationReason{{Code: aws.String("ConditionalCheckFailed")}}})
+}
+
+// UpdateItem injects only queued faults: the set writes it carries are
+// exercised by scenario (TestFaultsClaimAnswersOnceWhateverDynamoDBDoes).
+func (f *faulty) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if !f.queuedFor("UpdateItem") {
+		return f.API.UpdateItem(ctx, in, o...)
+	}
+	return write(f, "UpdateItem", nil,
+		func() (*dynamodb.UpdateItemOutput, error) { return f.API.UpdateItem(ctx, in, o...) },
+		&types.ConditionalCheckFailedException{Message: aws.String("injected")})
 }
 
 func (f *faulty) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
@@ -221,24 +248,31 @@ func heldLeases(av map[string]types.AttributeValue) []string {
 }
 
 // TestFaultsClaimAnswersOnceWhateverDynamoDBDoes claims one job through each
-// kind of fault on the claim transaction: the caller gets the grant that is
-// stored (a lost acknowledgement is recovered by reading the write back),
-// exactly one grant exists, and the pair's unsealed set holds exactly it.
+// kind of fault on each of the claim's two writes (the pair's set, then the
+// job): the caller gets the grant that is stored (a lost acknowledgement is
+// recovered by writing the set again or reading the job back), exactly one
+// grant exists, and the pair's unsealed set holds exactly it (a job write
+// that lost its race gave its member back).
 func TestFaultsClaimAnswersOnceWhateverDynamoDBDoes(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
+		op     string
 		faults []fault
 	}{
-		{"a transaction conflict", []fault{conflict}},
-		{"a spurious condition failure", []fault{conditionFailed}},
-		{"throttling", []fault{throttled, throttled}},
-		{"a lost acknowledgement", []fault{lostAck}},
-		{"a lost acknowledgement and then throttling", []fault{lostAck, throttled}},
+		{"the set: a conflict", "UpdateItem", []fault{conflict}},
+		{"the set: throttling", "UpdateItem", []fault{throttled, throttled}},
+		{"the set: a lost acknowledgement", "UpdateItem", []fault{lostAck}},
+		{"the set: a lost acknowledgement and then throttling", "UpdateItem", []fault{lostAck, throttled}},
+		{"the job: a conflict", "PutItem J", []fault{conflict}},
+		{"the job: a spurious condition failure", "PutItem J", []fault{conditionFailed}},
+		{"the job: throttling", "PutItem J", []fault{throttled, throttled}},
+		{"the job: a lost acknowledgement", "PutItem J", []fault{lostAck}},
+		{"the job: a lost acknowledgement and then throttling", "PutItem J", []fault{lostAck, throttled}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newFaultEnv(t)
 			e.enqueue("a")
-			e.f.next("TransactWriteItems", tc.faults...)
+			e.f.next(tc.op, tc.faults...)
 			granted, err := e.s.Claim(e.ctx, faultClaim("r1"))
 			if err != nil {
 				t.Fatalf("claim: %v", err)
@@ -325,5 +359,152 @@ func TestFaultsHolderCallsAnswerCorrectly(t *testing.T) {
 				t.Fatalf("%d faults injected, want 4 (seal, fetch, complete, release)", e.f.counts[f])
 			}
 		})
+	}
+}
+
+// freezer blocks the first write of a job item into awaiting-payload until
+// released: a claiming replica frozen between its two writes (the pair's
+// set, then the job).
+type freezer struct {
+	API
+	once    sync.Once
+	frozen  chan struct{}
+	release chan struct{}
+}
+
+func (f *freezer) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if getS(in.Item, "sk") == skJob && getS(in.Item, "st") == string(store.StateAwaitingPayload) {
+		f.once.Do(func() {
+			close(f.frozen)
+			<-f.release
+		})
+	}
+	return f.API.PutItem(ctx, in, o...)
+}
+
+// TestFaultsClaimFrozenBetweenItsWritesKeepsTheCap freezes a claim after
+// its member is in the pair's set and before its job write; the set's check
+// runs once the member's window is past and removes it (the job is still
+// queued); other claims fill the pair; then the frozen job write lands. The
+// grant it lands is already past its awaiting window, so the pair never has
+// more than UnsealedPerPair live unsealed grants, the site is never offered
+// it, and the sweep puts the job back: nothing is lost.
+func TestFaultsClaimFrozenBetweenItsWritesKeepsTheCap(t *testing.T) {
+	clock := store.NewManualClock(storetest.Start)
+	table := newTable(t)
+	ctx := context.Background()
+	f := &freezer{frozen: make(chan struct{}), release: make(chan struct{})}
+	frozen := replica(t, table, store.Options{Clock: clock}, func(a API) API { f.API = a; return f })
+	clean := replica(t, table, store.Options{Clock: clock}, nil)
+	enqueue := func(id, kind string) {
+		t.Helper()
+		st := protocol.JobStub{ID: id, Kind: kind, Owner: "alice", Site: "K", Audience: "private", SizeClass: "small", DeadlineAt: 4_102_444_800_000}
+		if _, err := clean.Enqueue(ctx, store.EnqueueInput{ID: id, SiteID: "site", Stub: st}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The frozen claim asks for a kind nobody else takes, so its job is
+	// still queued under the version it judged when its write lands.
+	enqueue("slow", protocol.KindChat)
+	for i := range store.UnsealedPerPair {
+		enqueue(fmt.Sprintf("j%d", i), "llm.generate")
+	}
+	claim := func(runner, kind string, max int) store.ClaimInput {
+		in := faultClaim(runner)
+		in.Kinds, in.Max = []string{kind}, max
+		return in
+	}
+
+	type answer struct {
+		granted []protocol.ClaimedStub
+		err     error
+	}
+	late := make(chan answer, 1)
+	go func() {
+		g, err := frozen.Claim(ctx, claim("r-frozen", protocol.KindChat, 1))
+		late <- answer{g, err}
+	}()
+	select {
+	case <-f.frozen:
+	case a := <-late:
+		t.Fatalf("the claim did not reach its job write: %v %v", a.granted, a.err)
+	}
+	setHolds := func() []string {
+		t.Helper()
+		av, err := clean.getRaw(ctx, unsealedPK("site", "alice"), skUnsealed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return heldLeases(av)
+	}
+	if held := setHolds(); len(held) != 1 {
+		t.Fatalf("while frozen the set holds %v, want the frozen claim's member", held)
+	}
+
+	// Within the member's window (and its slack) the check leaves it.
+	clock.Advance(store.AwaitingPayloadMs * time.Millisecond)
+	if _, err := clean.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if held := setHolds(); len(held) != 1 {
+		t.Fatalf("the check removed a member inside its window: set %v", held)
+	}
+	// Past it, the check finds the job not awaiting under that lease.
+	clock.Advance((store.AwaitingPayloadMs + 1) * time.Millisecond)
+	if _, err := clean.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if held := setHolds(); len(held) != 0 {
+		t.Fatalf("the check left a member whose window is past: set %v", held)
+	}
+	g, err := clean.Claim(ctx, claim("r-clean", protocol.KindGenerate, store.UnsealedPerPair))
+	if err != nil || len(g) != store.UnsealedPerPair {
+		t.Fatalf("claims filling the pair: %v %v", g, err)
+	}
+
+	close(f.release)
+	a := <-late
+	if a.err != nil {
+		t.Fatalf("frozen claim: %v", a.err)
+	}
+	now := store.EpochMs(clock.Now())
+	all, err := clean.Jobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := 0
+	for _, j := range all {
+		if j.State == store.StateAwaitingPayload && j.AwaitingUntil > now {
+			live++
+		}
+		if j.ID == "slow" && len(a.granted) == 1 && (j.State != store.StateAwaitingPayload || j.AwaitingUntil > now) {
+			t.Fatalf("the late job write landed %s until %d (now %d), want a grant already past its window", j.State, j.AwaitingUntil, now)
+		}
+	}
+	if live > store.UnsealedPerPair {
+		t.Fatalf("%d live unsealed grants, cap %d", live, store.UnsealedPerPair)
+	}
+	pending, err := clean.Awaiting(ctx, "site")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pending) != store.UnsealedPerPair {
+		t.Fatalf("the site is offered %d grants, want the %d live ones", len(pending), store.UnsealedPerPair)
+	}
+	for _, j := range pending {
+		if j.ID == "slow" {
+			t.Fatal("the site is offered the lapsed grant")
+		}
+	}
+	// The sweep ends the lapsed grant and the job is claimable again.
+	if _, err := clean.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	j, ok, err := clean.Job(ctx, "site", "slow")
+	if err != nil || !ok || j.State != store.StateQueued {
+		t.Fatalf("after the sweep: %+v ok=%v err=%v", j, ok, err)
+	}
+	if held := setHolds(); len(held) != store.UnsealedPerPair {
+		t.Fatalf("after the sweep the set holds %v, want the %d live grants", held, store.UnsealedPerPair)
 	}
 }

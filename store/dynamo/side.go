@@ -2,6 +2,10 @@ package dynamo
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -10,41 +14,76 @@ import (
 	"github.com/byorelay/byorelay/store"
 )
 
-// The items that change in the same transaction as a job transition. Each
-// is idempotent where it can be (set ADD/DELETE), so a transaction retried
-// under its ClientRequestToken cannot double-count.
-
-// takeSlot adds a lease to its pair's unsealed set, on the condition that
-// the set holds fewer than UnsealedPerPair: the cap, decided by DynamoDB in
-// the claim transaction, so it holds across replicas. The set (not a count)
-// makes every release idempotent and lets the sweep check each member
-// against its job. The item enters the due index for that check.
-func (s *Store) takeSlot(j *jobItem, leaseID string, checkAt int64) types.TransactWriteItem {
+// takeSlot adds a grant to its pair's unsealed set, on the condition that
+// the set holds fewer than UnsealedPerPair: the cap, decided by DynamoDB on
+// the one item every replica's claims of the pair write, so it holds across
+// replicas. It is a single UpdateItem, made before the job's own write
+// (grant): the set is never short of a grant, which is what keeps the cap.
+// The set (not a count) makes every release idempotent and lets the sweep
+// check each member against its job; the item enters the due index for
+// that check (at checkAt, unless a check is already scheduled).
+//
+// A write whose answer is lost is simply sent again: adding a member twice
+// is adding it once, and the condition lets a set that already holds this
+// member through, so a retry of a write that did commit is not refused as
+// "full". It reports false when the set is full.
+func (s *Store) takeSlot(ctx context.Context, j *jobItem, member string, checkAt int64) (bool, error) {
 	pk := unsealedPK(j.Site, j.Owner)
-	leaseID = slotMember(leaseID, j.JobID)
-	return types.TransactWriteItem{Update: &types.Update{
+	in := &dynamodb.UpdateItemInput{
 		TableName: &s.table,
 		Key:       key(pk, skUnsealed),
 		// A due time already set is kept: moving it on every claim would
 		// move the set's due index entry each time. The check it schedules
 		// reschedules itself while grants are live (repairSlots).
 		UpdateExpression:    aws.String("ADD held :l SET dk = if_not_exists(dk, :dk), du = if_not_exists(du, :du)"),
-		ConditionExpression: aws.String("attribute_not_exists(held) OR size(held) < :cap"),
+		ConditionExpression: aws.String("attribute_not_exists(held) OR size(held) < :cap OR contains(held, :m)"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":l": strSet(leaseID), ":dk": str(dueKey(pk, s.shards)), ":du": num(checkAt),
+			":l": strSet(member), ":m": str(member), ":dk": str(dueKey(pk, s.shards)), ":du": num(checkAt),
 			":cap": num(store.UnsealedPerPair),
 		},
-	}}
+	}
+	var lastErr error
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if attempt > 0 {
+			backoff(ctx, attempt)
+		}
+		_, err := s.db.UpdateItem(ctx, in)
+		var ccf *types.ConditionalCheckFailedException
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.As(err, &ccf):
+			return false, nil
+		case ctx.Err() != nil || refusedOutright(err):
+			return false, fmt.Errorf("take unsealed slot: %w", err)
+		}
+		lastErr = err
+	}
+	return false, fmt.Errorf("take unsealed slot: %w (last error: %v)", ErrContention, lastErr)
 }
 
-// slotMember is a grant as its pair's unsealed set holds it: the lease and
-// the job id, so the sweep's repair can read the job back (the set's key
-// names the site).
-func slotMember(leaseID, jobID string) string { return leaseID + "\x00" + jobID }
+// slotMember is a grant as its pair's unsealed set holds it: the lease, the
+// job id (the set's key names the site, so the sweep's check can read the
+// job back) and the end of the grant's awaiting window, so the check can
+// tell a member whose job write may still be on its way (the window is not
+// over) from one whose job write is lost for good (see repairSlots).
+func slotMember(leaseID, jobID string, awaitingUntil int64) string {
+	return leaseID + "\x00" + jobID + "\x00" + strconv.FormatInt(awaitingUntil, 10)
+}
+
+// parseSlotMember is slotMember read back. A member that does not parse has
+// window 0: it is judged by its job alone.
+func parseSlotMember(m string) (leaseID, jobID string, awaitingUntil int64) {
+	leaseID, rest, _ := strings.Cut(m, "\x00")
+	jobID, window, _ := strings.Cut(rest, "\x00")
+	awaitingUntil, _ = strconv.ParseInt(window, 10, 64)
+	return leaseID, jobID, awaitingUntil
+}
 
 // freeSlot takes the grant of j (as it was, awaiting-payload) out of its
 // pair's unsealed set, after the write that moved the job out of
-// awaiting-payload committed. Not in that write's transaction: a member
+// awaiting-payload committed (or, at claim, after the job write lost its
+// race: the grant was never made). Not in that write's transaction: a member
 // whose job is no longer awaiting only makes the cap stricter for a moment,
 // never looser, so the set may lag the job by one write, and a transaction
 // would bill both items double on every seal. Deleting a member is
@@ -61,7 +100,7 @@ func (s *Store) freeSlot(ctx context.Context, j *jobItem) {
 			TableName:                 &s.table,
 			Key:                       key(unsealedPK(j.Site, j.Owner), skUnsealed),
 			UpdateExpression:          aws.String("DELETE held :l"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":l": strSet(slotMember(j.Lease, j.JobID))},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":l": strSet(slotMember(j.Lease, j.JobID, j.AwaitingUntil))},
 		})
 		if err == nil || refusedOutright(err) {
 			return
@@ -78,6 +117,8 @@ func unsealed(j *jobItem) *jobItem {
 	return nil
 }
 
+// addCancel puts a job on its holder's cancel list, in the cancel's own
+// transaction; ADD is idempotent, so a retried transaction cannot repeat it.
 func (s *Store) addCancel(runnerID, jobPK string) types.TransactWriteItem {
 	return types.TransactWriteItem{Update: &types.Update{
 		TableName:                 &s.table,

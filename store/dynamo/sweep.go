@@ -365,12 +365,22 @@ func (s *Store) report(c store.UnsealedChurn) {
 }
 
 // repairSlots checks a pair's unsealed set once its grants' awaiting
-// windows are well past. Every lease in the set should have been released
-// by a seal, a completion or the sweep; one whose job is gone or has moved
-// on (a job TTL deleted before any sweep saw it) would hold the slot for
-// ever and throttle the pair while looking exactly like a quiet site. A
-// lease that stopped being unsealed never becomes unsealed again, so
-// removing it after a read cannot undo a newer claim.
+// windows are well past. Every member should have been released by a seal,
+// a completion, the sweep, or its claim's lost race; one whose job is gone
+// or has moved on (a job TTL deleted before any sweep saw it, a replica that
+// died between the claim's two writes or before freeing a slot) would hold
+// the slot for ever and throttle the pair while looking exactly like a
+// quiet site.
+//
+// A member is judged only once its own awaiting window and then the
+// window's length again are over: until then its claim's job write may
+// still be on its way (grant writes the member first), and removing the
+// member would let a live grant exist outside the set. After that, a member
+// whose job is not awaiting under its lease is removed; if the claim's job
+// write lands later still, it lands a grant whose window has passed, which
+// no reader counts as live. A lease that stopped being unsealed never
+// becomes unsealed again, so removing it after a read cannot undo a newer
+// claim.
 func (s *Store) repairSlots(ctx context.Context, pk string, now int64) error {
 	av, err := s.getRaw(ctx, pk, skUnsealed)
 	if err != nil || av == nil {
@@ -384,14 +394,20 @@ func (s *Store) repairSlots(ctx context.Context, pk string, now int64) error {
 	latest := int64(0)
 	site, _, _ := strings.Cut(strings.TrimPrefix(pk, "U#"), "\x00")
 	for _, m := range getSS(av, "held") {
+		lease, jobID, window := parseSlotMember(m)
+		if window+s.awaitingMs > now {
+			// Too early to judge.
+			latest = max(latest, window)
+			continue
+		}
 		alive := false
-		lease, jobID, ok := strings.Cut(m, "\x00")
-		if ok && site != "" {
+		if jobID != "" && site != "" {
 			j, ok, err := s.readJob(ctx, jobPK(site, jobID))
 			if err != nil {
 				return err
 			}
 			if ok && j.Lease == lease && j.State == string(store.StateAwaitingPayload) {
+				// Lapsed, and the sweep that ends it frees the slot.
 				alive = true
 				latest = max(latest, j.AwaitingUntil)
 			}
