@@ -216,6 +216,9 @@ func plainHandler(r *relay.Relay) http.Handler {
 		for k, vs := range resp.Header {
 			w.Header()[k] = vs
 		}
+		// The length up front, as API Gateway and Lambda send it: without it
+		// net/http chunks any answer past 2 KB (a results listing is hundreds).
+		w.Header().Set("Content-Length", strconv.Itoa(len(resp.Body)))
 		w.WriteHeader(resp.Status)
 		_, _ = w.Write(resp.Body)
 	})

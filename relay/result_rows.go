@@ -15,21 +15,27 @@ import (
 // changed row is never served stale); a site's rows not listed by its
 // latest poll are dropped. It holds encodings only, never routing state:
 // an empty cache, or another replica's, changes no answer.
+//
+// A poll updates its site's rows in place, under the lock: building a new
+// map of every listed row on every poll (hundreds of rows, many polls a
+// second) was itself a large share of the relay's allocation.
 type resultRows struct {
 	mu    sync.Mutex
-	sites map[string]siteRows
-	bytes int // encoded bytes across sites
+	sites map[string]*siteRows
+	bytes int    // encoded bytes across sites
+	poll  uint64 // counts encode calls; marks the rows each one listed
 }
 
 // siteRows is one site's rows by job id, and their encoded size.
 type siteRows struct {
-	rows  map[string]cachedRow
+	rows  map[string]*cachedRow
 	bytes int
 }
 
 type cachedRow struct {
 	row     protocol.SiteResult
 	encoded protocol.Encoded
+	poll    uint64 // the latest encode call that listed it
 }
 
 // maxCachedRowBytes bounds the encodings kept across sites; past it rows
@@ -41,36 +47,44 @@ const maxCachedRowBytes = 16 << 20
 // site's cache becomes exactly these rows.
 func (c *resultRows) encode(siteID string, rows []protocol.SiteResult) ([]protocol.Encoded, error) {
 	c.mu.Lock()
-	old := c.sites[siteID].rows
-	c.mu.Unlock()
-	out := make([]protocol.Encoded, 0, len(rows))
-	next := make(map[string]cachedRow, len(rows))
-	size := 0
-	for _, row := range rows {
-		if hit, ok := old[row.JobID]; ok && sameResult(hit.row, row) {
-			out = append(out, hit.encoded)
-			next[row.JobID] = hit
-			size += len(hit.encoded)
-			continue
-		}
-		b, err := protocol.MarshalJS(row)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, b)
-		next[row.JobID] = cachedRow{row: row, encoded: b}
-		size += len(b)
-	}
-	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sites == nil {
-		c.sites = map[string]siteRows{}
+		c.sites = map[string]*siteRows{}
 	}
-	c.bytes -= c.sites[siteID].bytes
-	delete(c.sites, siteID)
-	if c.bytes+size <= maxCachedRowBytes {
-		c.sites[siteID] = siteRows{rows: next, bytes: size}
-		c.bytes += size
+	site := c.sites[siteID]
+	if site == nil {
+		site = &siteRows{rows: map[string]*cachedRow{}}
+	}
+	c.bytes -= site.bytes
+	delete(c.sites, siteID) // put back below if within the budget
+	c.poll++
+	out := make([]protocol.Encoded, 0, len(rows))
+	for _, row := range rows {
+		hit := site.rows[row.JobID]
+		if hit == nil || !sameResult(hit.row, row) {
+			b, err := protocol.MarshalJS(row)
+			if err != nil {
+				return nil, err
+			}
+			if hit == nil {
+				hit = &cachedRow{}
+				site.rows[row.JobID] = hit
+			}
+			site.bytes += len(b) - len(hit.encoded)
+			hit.row, hit.encoded = row, b
+		}
+		hit.poll = c.poll
+		out = append(out, hit.encoded)
+	}
+	for id, r := range site.rows {
+		if r.poll != c.poll {
+			site.bytes -= len(r.encoded)
+			delete(site.rows, id)
+		}
+	}
+	if c.bytes+site.bytes <= maxCachedRowBytes {
+		c.sites[siteID] = site
+		c.bytes += site.bytes
 	}
 	return out, nil
 }

@@ -131,7 +131,6 @@ func (r *Relay) finished(c *call, siteID string) ([]protocol.Encoded, error) {
 	for _, job := range finished {
 		row := protocol.SiteResult{JobID: job.ID, Envelope: job.Result, Disposition: string(job.Disposition)}
 		if h := job.ClaimedBy; h != nil {
-			device := h.Device
 			row.RunnerID = h.RunnerID
 			// The grant the result was recorded under, so the site can
 			// complete against it.
@@ -139,7 +138,7 @@ func (r *Relay) finished(c *call, siteID string) ([]protocol.Encoded, error) {
 			// Which device ran it, so the site verifies the result against
 			// the key it sealed to; whose machine it was, as the
 			// projection's owner id (never a key id).
-			row.Device = &device
+			row.Device = &h.Device // the store's copy is this call's
 			row.RunnerOwner = h.Owner
 		}
 		jobs = append(jobs, row)
