@@ -145,7 +145,8 @@ func memoryHandler(kind string, fixture projection.Fixture) (http.Handler, error
 	if kind == TargetMemoryAPIGW {
 		return behindAPIServer(r)
 	}
-	return plainHandler(r), nil
+	// What `byorelay serve --store memory` serves the relay with.
+	return r.HTTPHandler(), nil
 }
 
 // controlPrefix starts the paths a DynamoDB target answers for the driver
@@ -201,32 +202,10 @@ func dynamoHandler(ctx context.Context, endpoint string, fixture projection.Fixt
 	return mux, nil
 }
 
-// plainHandler is the relay on net/http with nothing in front: the body
-// bounded as API Gateway bounds it, the relay's answer written as is.
-func plainHandler(r *relay.Relay) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(req.Body, apiserver.MaxRequestBody+1))
-		if err != nil || len(body) > apiserver.MaxRequestBody {
-			http.Error(w, `{"message":"Request Entity Too Large"}`, http.StatusRequestEntityTooLarge)
-			return
-		}
-		resp := r.Handle(req.Context(), relay.Request{
-			Method: req.Method, Path: req.URL.Path, RawQuery: req.URL.RawQuery, Header: req.Header, Body: body,
-		})
-		for k, vs := range resp.Header {
-			w.Header()[k] = vs
-		}
-		// The length up front, as API Gateway and Lambda send it: without it
-		// net/http chunks any answer past 2 KB (a results listing is hundreds).
-		w.Header().Set("Content-Length", strconv.Itoa(len(resp.Body)))
-		w.WriteHeader(resp.Status)
-		_, _ = w.Write(resp.Body)
-	})
-}
-
 // behindAPIServer is the relay behind the local API server (routing,
 // payload 2.0 events crossing JSON, Lambda's limits), as `byorelay serve`
-// runs every function: its overhead is the difference from plainHandler.
+// runs every function: its overhead is the difference from the relay on
+// plain net/http.
 func behindAPIServer(r *relay.Relay) (http.Handler, error) {
 	routes, err := apiserver.RoutesFromTemplate(byorelay.Template)
 	if err != nil {

@@ -60,15 +60,19 @@ var sseHeaders = map[string]string{
 	"X-Accel-Buffering": "no",
 }
 
-// StreamHandler serves POST /byorelay/stream/attach as Server-Sent Events
-// when the caller accepts text/event-stream (a Lambda function URL in
-// RESPONSE_STREAM mode, the local API server), and every other request
-// through Handle, buffered. The attach is authorised exactly as the
+// HTTPHandler serves the relay straight over net/http: what `byorelay
+// serve --store memory` runs, the bench's memory target and the tests that
+// want a real relay on a loopback URL. POST /byorelay/stream/attach is
+// served as Server-Sent Events when the caller accepts text/event-stream
+// (as a Lambda function URL in RESPONSE_STREAM mode and the local API
+// server serve it), and every other request through Handle, buffered, the
+// body read up to one byte past MaxBodyBytes so an oversized one is
+// refused with the protocol's error rather than cut short. The attach is authorised exactly as the
 // long-poll is, before anything about the job is read; a refusal is the
 // ordinary JSON error body. Last-Event-ID, when present, takes precedence
 // over the body's from (rindle: the URL holds where the reader joined, the
 // header where it got to).
-func (r *Relay) StreamHandler() http.Handler {
+func (r *Relay) HTTPHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
 		raw, err := io.ReadAll(io.LimitReader(hr.Body, MaxBodyBytes+1))
 		if err != nil {
@@ -84,13 +88,13 @@ func (r *Relay) StreamHandler() http.Handler {
 	})
 }
 
-// AttachHandler is StreamHandler for the attach alone: what the deployed
+// AttachHandler is HTTPHandler for the attach alone: what the deployed
 // attach function (a Lambda function URL, RESPONSE_STREAM) serves. Every
 // other path answers 404 not-found after the origin lock, without reading
 // anything: that function's role may only read the table, and its URL is
 // not the relay's, so no v2 endpoint or append is served there.
 func (r *Relay) AttachHandler() http.Handler {
-	h := r.StreamHandler()
+	h := r.HTTPHandler()
 	return http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
 		if hr.URL.Path == seal.StreamAttachPath {
 			h.ServeHTTP(w, hr)
@@ -138,6 +142,9 @@ func writeResponse(w http.ResponseWriter, resp Response) {
 			w.Header().Add(k, v)
 		}
 	}
+	// The length up front, as API Gateway and Lambda send it: without it
+	// net/http chunks any answer past 2 KB (a results listing is hundreds).
+	w.Header().Set("Content-Length", strconv.Itoa(len(resp.Body)))
 	w.WriteHeader(resp.Status)
 	_, _ = w.Write(resp.Body)
 }

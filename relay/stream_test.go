@@ -190,7 +190,7 @@ func TestADaemonWhoseLeaseLapsedIsRefusedAndItsStreamEndsStale(t *testing.T) {
 func TestAttachOverSSEDeliversFramesAsTheyArrive(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		w := newStreamWorld(t, f)
-		srv := httptest.NewServer(w.relay.StreamHandler())
+		srv := httptest.NewServer(w.relay.HTTPHandler())
 		defer srv.Close()
 		req := w.attachReq(w.site, "job-1", 0)
 		hr, err := http.NewRequest(http.MethodPost, srv.URL+req.Path, bytes.NewReader(req.Body))

@@ -54,7 +54,7 @@ func newCloudWorld(t *testing.T) *cloudWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(relaytest.Handler(r))
+	srv := httptest.NewServer(r.HTTPHandler())
 	t.Cleanup(srv.Close)
 	d, err := daemon.New(daemon.Config{RelayURL: srv.URL, Keys: device.Keys, Clock: clock,
 		Pairing: daemon.Pairing{RunnerID: device.RunnerID, Owner: device.Owner},

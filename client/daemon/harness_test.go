@@ -13,7 +13,6 @@ import (
 	"github.com/byorelay/byorelay/controlplane"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/relay"
-	"github.com/byorelay/byorelay/relay/relaytest"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/memory"
 )
@@ -56,7 +55,7 @@ func newWorld(t *testing.T, options ...func(*relay.Config)) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(relaytest.Handler(r))
+	srv := httptest.NewServer(r.HTTPHandler())
 	t.Cleanup(srv.Close)
 	return &world{t: t, ctx: context.Background(), clock: clock, admin: admin, mem: mem, relay: r, url: srv.URL,
 		delivered: map[*site.Client][]site.Result{}}

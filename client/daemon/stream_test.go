@@ -12,7 +12,6 @@ import (
 	"github.com/byorelay/byorelay/client/daemon"
 	"github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/relay/relaytest"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/stream"
 	"github.com/byorelay/byorelay/stream/seal"
@@ -236,7 +235,7 @@ func TestASiteStreamsFromItsAttachURLForLongerThanItsCallTimeout(t *testing.T) {
 			http.NotFound(rw, r)
 			return
 		}
-		relaytest.Handler(w.relay).ServeHTTP(rw, r)
+		w.relay.HTTPHandler().ServeHTTP(rw, r)
 	}))
 	t.Cleanup(api.Close)
 	keys, err := protocol.GenerateKeys()

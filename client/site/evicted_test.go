@@ -42,7 +42,7 @@ func TestASiteThatNeverSealsIsToldItsJobWasEvicted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(relaytest.Handler(r))
+	srv := httptest.NewServer(r.HTTPHandler())
 	t.Cleanup(srv.Close)
 	s, err := site.New(site.Config{RelayURL: srv.URL, SiteID: "shop", Keys: siteFixture.Keys, Clock: clock,
 		HTTPClient: &http.Client{Transport: refusingTransport{}}, MaxAttempts: 1})

@@ -51,7 +51,7 @@ func TestAResultFromTheDeviceSealedToIsAcceptedAfterItsLeaseWasRenewedByAReclaim
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(relaytest.Handler(r))
+	srv := httptest.NewServer(r.HTTPHandler())
 	t.Cleanup(srv.Close)
 
 	daemonCall := func(endpoint string, body, out any) {

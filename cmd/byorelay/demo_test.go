@@ -11,7 +11,6 @@ import (
 	"github.com/byorelay/byorelay/controlplane"
 	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/relay"
-	"github.com/byorelay/byorelay/relay/relaytest"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/memory"
 )
@@ -38,7 +37,7 @@ func demoStack(t *testing.T, dir string) string {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(controlplane.AdminPrefix+"/", controlplane.AdminHandler(admin))
-	mux.Handle("/", relaytest.Handler(r))
+	mux.Handle("/", r.HTTPHandler())
 	token, err := controlplane.NewAdminToken()
 	if err != nil {
 		t.Fatal(err)

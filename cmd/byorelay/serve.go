@@ -25,15 +25,24 @@ import (
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/apiserver"
 	"github.com/byorelay/byorelay/localtest/demo"
+	"github.com/byorelay/byorelay/relay"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/dynamo"
+	"github.com/byorelay/byorelay/store/memory"
 )
 
 // grantKeyFile is the local control-plane key, beside the demo keys.
 const grantKeyFile = "control-plane-grant.key"
 
+// The stores serve can run the relay on.
+const (
+	storeDynamo = "dynamodb"
+	storeMemory = "memory"
+)
+
 // serveOptions are serve's flags.
 type serveOptions struct {
+	store       string
 	host        string
 	port        int
 	ddbEndpoint string
@@ -53,6 +62,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	var o serveOptions
 	fs := flag.NewFlagSet("byorelay serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.StringVar(&o.store, "store", storeDynamo, "dynamodb: every function of template.yaml over DynamoDB Local, as deployed;\nmemory: the relay and its admin API on plain net/http over this process's memory,\nas the reference relay runs (no Java; everything is gone when it stops)")
 	fs.StringVar(&o.host, "host", "127.0.0.1", "address to listen on; anything but loopback needs --expose-admin")
 	fs.IntVar(&o.port, "port", 8787, "port for every function (0 picks a free one)")
 	fs.StringVar(&o.ddbEndpoint, "ddb-endpoint", "", "use this DynamoDB endpoint instead of starting DynamoDB Local\n(also $"+localtest.EnvDynamoEndpoint+")")
@@ -67,7 +77,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.BoolVar(&o.exposeAdmin, "expose-admin", false, "allow a non-loopback --host: the admin API (guarded by the per-run token,\nsent in clear over plain HTTP) is then reachable from the network too")
 	fs.BoolVar(&o.grants, "grants", false, "author grants with a control-plane key kept in the demo dir: daemons paired\nfrom now on run in relayed mode (a grant on every job, roster members' jobs too)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: byorelay serve [flags]\n\nThe local stack: DynamoDB Local and every function of template.yaml on one\nport, routed as API Gateway routes them, with a demo projection.\n\n")
+		fmt.Fprint(stderr, "usage: byorelay serve [flags]\n\nThe local stack: DynamoDB Local and every function of template.yaml on one\nport, routed as API Gateway routes them, with a demo projection; or, with\n--store memory, the relay alone in this process's memory.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -75,6 +85,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	}
+	if o.store != storeDynamo && o.store != storeMemory {
+		return o, fmt.Errorf("--store must be %s or %s, not %q", storeDynamo, storeMemory, o.store)
 	}
 	if o.sweepEvery <= 0 {
 		return o, errors.New("--sweep-every must be positive")
@@ -128,6 +141,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // localStack is a running local stack.
 type localStack struct {
+	store       string // storeDynamo or storeMemory
 	url         string
 	ddbEndpoint string
 	table       string
@@ -174,16 +188,18 @@ func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger, progre
 		return nil, err
 	}
 
-	ls.ddbEndpoint = opts.ddbEndpoint
-	if ls.ddbEndpoint == "" {
-		fmt.Fprintln(progress, "starting DynamoDB Local (in memory)…")
-		if ls.ddbEndpoint, ls.stopDynamo, err = localtest.StartDynamoWithProgress(progress); err != nil {
-			return nil, fmt.Errorf("DynamoDB Local: %w", err)
+	ls.store = opts.store
+	if opts.store == storeDynamo {
+		ls.ddbEndpoint = opts.ddbEndpoint
+		if ls.ddbEndpoint == "" {
+			fmt.Fprintln(progress, "starting DynamoDB Local (in memory)…")
+			if ls.ddbEndpoint, ls.stopDynamo, err = localtest.StartDynamoWithProgress(progress); err != nil {
+				return nil, fmt.Errorf("DynamoDB Local: %w", err)
+			}
 		}
-	}
-	cfg := localtest.AWSConfig(ls.ddbEndpoint)
-	if err := ensureTable(ctx, dynamodb.NewFromConfig(cfg), opts.table); err != nil {
-		return nil, err
+		if err := ensureTable(ctx, dynamodb.NewFromConfig(localtest.AWSConfig(ls.ddbEndpoint)), opts.table); err != nil {
+			return nil, err
+		}
 	}
 
 	// The demo keys are shared with `byorelay invoke` (localtest/demo), so
@@ -203,17 +219,6 @@ func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger, progre
 		return nil, fmt.Errorf("stack env: %w", err)
 	}
 
-	env := lambdafn.Env{
-		TableName: opts.table,
-		Debug:     opts.debug,
-		// Device-code pairing is off without a verification URL (501). Here
-		// it is the operator console, so the URL the daemon prints opens a
-		// page where the code is approved.
-		VerificationURL:   ls.url + controlplane.ConsolePath,
-		MetricsNamespace:  "byorelay",
-		LeaseMs:           opts.lease.Milliseconds(),
-		AwaitingPayloadMs: opts.awaiting.Milliseconds(),
-	}
 	var author *grants.Author
 	if opts.grants {
 		ls.grantKey = filepath.Join(ls.demoDir, grantKeyFile)
@@ -225,30 +230,111 @@ func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger, progre
 			return nil, err
 		}
 	}
-	st, err := lambdafn.Open(ctx, env, lambdafn.Options{AWS: &cfg, Logger: log, MetricsOut: io.Discard, Grants: author})
-	if err != nil {
-		return nil, err
+	var b backend
+	if opts.store == storeMemory {
+		b, err = ls.memoryBackend(ctx, opts, author, log)
+	} else {
+		b, err = ls.dynamoBackend(ctx, opts, author, log)
 	}
-	// The stream and admin routes reach st.Relay and st.Store without the
-	// functions' handlers, which wait for the store clock's first reading.
-	st.Calibrate(ctx)
-	if err := ls.loadProjection(ctx, st, log); err != nil {
-		return nil, err
-	}
-	server, err := apiserver.ForStack(st, apiserver.Config{Log: log})
 	if err != nil {
 		return nil, err
 	}
 
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	ls.stopSweep, ls.sweepDone = stopSweep, make(chan struct{})
-	go sweepEvery(sweepCtx, st, opts.sweepEvery, log, ls.sweepDone)
+	go sweepEvery(sweepCtx, b.sweep, opts.sweepEvery, log, ls.sweepDone)
 
-	guarded := controlplane.LocalGuard(controlplane.GuardConfig{Token: ls.adminToken, Hosts: ls.hosts}, withStreams(st.Relay, server))
+	guarded := controlplane.LocalGuard(controlplane.GuardConfig{Token: ls.adminToken, Hosts: ls.hosts}, withStreams(b.relay, b.gateway))
 	ls.srv = &http.Server{Handler: guarded, ReadHeaderTimeout: 10 * time.Second}
 	ls.served = make(chan error, 1)
 	go func() { ls.served <- ls.srv.Serve(ls.listener) }()
 	return ls, nil
+}
+
+// backend is what a store brings up: the relay, what serves every
+// request, and the sweep the schedule would run.
+type backend struct {
+	relay   *relay.Relay
+	gateway http.Handler
+	sweep   func(context.Context) error
+}
+
+// verificationURL is where the daemon's printed URL points. Device-code
+// pairing is off without one (501); here it is the operator console, so
+// the URL opens a page where the code is approved.
+func (ls *localStack) verificationURL() string { return ls.url + controlplane.ConsolePath }
+
+// dynamoBackend is every function of template.yaml over one lambdafn.Stack
+// on the table, behind the local API server: the deployed shape.
+func (ls *localStack) dynamoBackend(ctx context.Context, opts serveOptions, author *grants.Author, log *slog.Logger) (backend, error) {
+	env := lambdafn.Env{
+		TableName:         opts.table,
+		Debug:             opts.debug,
+		VerificationURL:   ls.verificationURL(),
+		MetricsNamespace:  "byorelay",
+		LeaseMs:           opts.lease.Milliseconds(),
+		AwaitingPayloadMs: opts.awaiting.Milliseconds(),
+	}
+	cfg := localtest.AWSConfig(ls.ddbEndpoint)
+	st, err := lambdafn.Open(ctx, env, lambdafn.Options{AWS: &cfg, Logger: log, MetricsOut: io.Discard, Grants: author})
+	if err != nil {
+		return backend{}, err
+	}
+	// The stream and admin routes reach st.Relay and st.Store without the
+	// functions' handlers, which wait for the store clock's first reading.
+	st.Calibrate(ctx)
+	if err := ls.loadProjection(ctx, st, log); err != nil {
+		return backend{}, err
+	}
+	server, err := apiserver.ForStack(st, apiserver.Config{Log: log})
+	if err != nil {
+		return backend{}, err
+	}
+	sweep := st.SweepHandler()
+	trigger, _ := json.Marshal(lambdafn.SweepEvent{Trigger: "schedule"})
+	return backend{relay: st.Relay, gateway: server, sweep: func(ctx context.Context) error {
+		_, err := sweep(ctx, trigger)
+		return err
+	}}, nil
+}
+
+// memoryBackend is the relay over the memory store, its projection in
+// memory too, served straight on net/http with the admin API beside it:
+// the reference relay's shape, with nothing to install but Go. A crash
+// or a stop loses everything, as the reference does.
+func (ls *localStack) memoryBackend(ctx context.Context, opts serveOptions, author *grants.Author, log *slog.Logger) (backend, error) {
+	routing := memory.New(store.Options{AwaitingPayloadMs: opts.awaiting.Milliseconds()})
+	control := controlplane.NewStore(controlplane.NewMemoryStorage())
+	cfg := relay.Config{
+		Store:           routing,
+		Pairing:         routing,
+		Projection:      control,
+		VerificationURL: ls.verificationURL(),
+		LeaseMs:         opts.lease.Milliseconds(),
+		Debug:           opts.debug,
+		Logger:          log,
+	}
+	if author != nil {
+		cfg.ControlPlanePublic = author.Public()
+		cfg.AuthorGrant = author.Grant
+	}
+	r, err := relay.New(cfg)
+	if err != nil {
+		return backend{}, err
+	}
+	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: control, Pairings: routing, Logger: log})
+	if ls.version, err = admin.Import(ctx, ls.demo.Fixture()); err != nil {
+		return backend{}, fmt.Errorf("import demo projection: %w", err)
+	}
+	ls.imported = true
+	mux := http.NewServeMux()
+	adminAPI := controlplane.AdminHandler(admin)
+	mux.Handle(controlplane.AdminPrefix+"/", adminAPI)
+	mux.Handle("/", r.HTTPHandler())
+	return backend{relay: r, gateway: mux, sweep: func(ctx context.Context) error {
+		_, err := r.Sweep(ctx)
+		return err
+	}}, nil
 }
 
 // loadProjection imports the demo projection into a table that has none. A
@@ -287,10 +373,8 @@ func ensureTable(ctx context.Context, db *dynamodb.Client, table string) error {
 // sweepEvery stands in for the EventBridge schedule that invokes the
 // sweeper when deployed. Claims and pending sweep in-line, so this only
 // decides how soon a job nobody asks about is requeued or dropped.
-func sweepEvery(ctx context.Context, st *lambdafn.Stack, every time.Duration, log *slog.Logger, done chan<- struct{}) {
+func sweepEvery(ctx context.Context, sweep func(context.Context) error, every time.Duration, log *slog.Logger, done chan<- struct{}) {
 	defer close(done)
-	sweep := st.SweepHandler()
-	trigger, _ := json.Marshal(lambdafn.SweepEvent{Trigger: "schedule"})
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -298,7 +382,7 @@ func sweepEvery(ctx context.Context, st *lambdafn.Stack, every time.Duration, lo
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := sweep(ctx, trigger); err != nil && ctx.Err() == nil {
+			if err := sweep(ctx); err != nil && ctx.Err() == nil {
 				log.Warn("scheduled sweep failed", "err", err)
 			}
 		}
@@ -344,20 +428,33 @@ func (ls *localStack) printBanner(w io.Writer) {
 	if ls.debug {
 		debug = fmt.Sprintf("  debug page     %s/debug?site=%s\n", ls.url, demo.SiteID)
 	}
+	title := "every function of template.yaml on one port, routed as\nAPI Gateway routes them, over DynamoDB."
+	storeLine := fmt.Sprintf("  DynamoDB       %s   table %s", ls.ddbEndpoint, ls.table)
+	invoke := fmt.Sprintf(`One function, as 'sam local invoke' would, on this stack's table (events/README.md):
+  TABLE_NAME=%s AWS_ENDPOINT_URL_DYNAMODB=%s make invoke FN=claim
+
+Requests over 6 MB of Lambda event are refused with API Gateway's 413.
+`, ls.table, ls.ddbEndpoint)
+	gone := "the routing state goes with DynamoDB Local"
+	if ls.store == storeMemory {
+		title = "the relay on plain net/http over this process's\nmemory, as the reference relay runs, with the admin API beside it."
+		storeLine = "  store          memory (this process's: a stop or a crash loses every job and pairing)"
+		invoke = ""
+		gone = "the routing state and the projection go with it"
+	}
 	exposed := ""
 	if ls.hosts == nil {
 		exposed = "  (listening beyond loopback with --expose-admin: the admin API is reachable from the\n   network, guarded by the token only, which travels in clear over HTTP)\n"
 	}
 	fmt.Fprintf(w, `
-byorelay local stack: every function of template.yaml on one port, routed as
-API Gateway routes them, over DynamoDB.
+byorelay local stack: %[18]s
 
   relay          %[1]s
   daemon plane   %[1]s/byollm/{pair,claim,fetch,heartbeat,result,release}
   site plane     %[1]s/relay/site/{enqueue,payload,cancel,pending,results}
   admin API      %[2]s   (bearer token below; IAM-authorised when deployed)
   admin console  %[1]s%[15]s#token=%[14]s
-%[17]s%[3]s  DynamoDB       %[4]s   table %[5]s
+%[17]s%[3]s%[4]s
   grants         %[13]s
 
 Admin token for this run (also in %[16]s, which 'make demo' and
@@ -388,14 +485,10 @@ Point a site at it (@byollm/server's cloud lane):
   relayOrigin %[1]s, siteId %[7]s, and the site keys from
   set -a; . %[12]s; set +a     # BYOLLM_SITE_KEYS, BYOLLM_RELAY_ORIGIN, BYOLLM_SITE_ID
 
-One function, as 'sam local invoke' would, on this stack's table (events/README.md):
-  TABLE_NAME=%[5]s AWS_ENDPOINT_URL_DYNAMODB=%[4]s make invoke FN=claim
-
-Requests over 6 MB of Lambda event are refused with API Gateway's 413.
-Ctrl-C stops everything; the routing state goes with DynamoDB Local, the keys stay.
-`, ls.url, admin, debug, ls.ddbEndpoint, ls.table, projection,
+%[5]sCtrl-C stops everything; %[19]s, the keys stay.
+`, ls.url, admin, debug, storeLine, invoke, projection,
 		demo.SiteID, ls.demo.Site.KeyID(), demo.Owner, demo.RunnerID, ls.demoDir, ls.siteEnv, mode,
-		ls.adminToken, controlplane.ConsolePath, ls.stackEnv, exposed)
+		ls.adminToken, controlplane.ConsolePath, ls.stackEnv, exposed, title, gone)
 }
 
 // isLoopbackHost reports whether a --host value keeps the stack on this

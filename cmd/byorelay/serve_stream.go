@@ -13,7 +13,7 @@ import (
 // deployed; everything else (the long-poll attach and the append
 // included) goes through the API Gateway stand-in, buffered, as deployed.
 func withStreams(r *relay.Relay, gateway http.Handler) http.Handler {
-	sse := r.StreamHandler()
+	sse := r.HTTPHandler()
 	return http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
 		if hr.URL.Path == seal.StreamAttachPath && strings.Contains(hr.Header.Get("Accept"), "text/event-stream") {
 			sse.ServeHTTP(w, hr)

@@ -44,6 +44,7 @@ func TestRunDispatchesAndRefusesMisuse(t *testing.T) {
 		{"serve with no awaiting window", []string{"serve", "--awaiting=0s"}, 2},
 		{"serve on every interface without saying the admin API goes too", []string{"serve", "--host", "0.0.0.0"}, 2},
 		{"serve on a LAN address without saying the admin API goes too", []string{"serve", "--host", "192.168.1.20"}, 2},
+		{"serve on a store it does not know", []string{"serve", "--store", "sqlite"}, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -56,8 +57,17 @@ func TestRunDispatchesAndRefusesMisuse(t *testing.T) {
 }
 
 func TestServeBringsUpTheStackWithTheDemoWorld(t *testing.T) {
+	for _, store := range []string{storeDynamo, storeMemory} {
+		t.Run(store, func(t *testing.T) {
+			opts := testServeOptions(t)
+			opts.store = store
+			serveBringsUpTheDemoWorld(t, opts)
+		})
+	}
+}
+
+func serveBringsUpTheDemoWorld(t *testing.T, opts serveOptions) {
 	ctx := context.Background()
-	opts := testServeOptions(t)
 	ls, err := startLocal(ctx, opts, slog.New(slog.DiscardHandler), io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +92,7 @@ func TestServeBringsUpTheStackWithTheDemoWorld(t *testing.T) {
 		"BYORELAY_ADMIN_TOKEN=" + ls.adminToken,
 		"admin console  " + ls.url + "/admin/pairings#token=" + ls.adminToken,
 		opts.demoDir,
+		map[string]string{storeDynamo: "DynamoDB       " + opts.ddbEndpoint, storeMemory: "store          memory"}[opts.store],
 	} {
 		if !strings.Contains(banner.String(), want) {
 			t.Errorf("banner lacks %q:\n%s", want, banner.String())
@@ -290,6 +301,7 @@ func TestServeFlagsSetTheLeaseTheAwaitingWindowAndTheSweepPeriod(t *testing.T) {
 func testServeOptions(t *testing.T) serveOptions {
 	t.Helper()
 	return serveOptions{
+		store:       storeDynamo,
 		host:        "127.0.0.1",
 		port:        0,
 		ddbEndpoint: localtest.DynamoEndpoint(t),

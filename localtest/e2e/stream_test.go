@@ -17,7 +17,7 @@ import (
 // withSSE serves the stream lane's SSE attach straight from the relay, as
 // the function URL does when deployed (byorelay serve does the same).
 func withSSE(r *relay.Relay, gateway http.Handler) http.Handler {
-	sse := r.StreamHandler()
+	sse := r.HTTPHandler()
 	return http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
 		if hr.URL.Path == seal.StreamAttachPath && strings.Contains(hr.Header.Get("Accept"), "text/event-stream") {
 			sse.ServeHTTP(w, hr)

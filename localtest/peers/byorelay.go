@@ -16,7 +16,6 @@ import (
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/apiserver"
 	"github.com/byorelay/byorelay/relay"
-	"github.com/byorelay/byorelay/relay/relaytest"
 	"github.com/byorelay/byorelay/store/dynamo"
 )
 
@@ -67,7 +66,7 @@ func StartByorelayWith(t testing.TB, build func(relay.Config) (*relay.Relay, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/admin/", st.Admin())
-	mux.Handle("/", relaytest.Handler(rl))
+	mux.Handle("/", rl.HTTPHandler())
 	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
 	return &Byorelay{Origin: ts.URL, Stack: st}

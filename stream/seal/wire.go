@@ -10,7 +10,7 @@ import "errors"
 //	                               request for endpoint "append"
 //	POST /byorelay/stream/attach   site: replay from an offset and follow;
 //	                               signed as a site request for "attach";
-//	                               long-poll JSON here, SSE from StreamHandler
+//	                               long-poll JSON here, SSE from relay.HTTPHandler
 const (
 	StreamPrefix     = "/byorelay/stream/"
 	StreamAppendPath = StreamPrefix + "append"
