@@ -4,6 +4,9 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -13,11 +16,19 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
 	"github.com/byorelay/byorelay/lambdafn"
+	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/lambdadev"
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/sitefn"
 )
 
 // ColdStart is every function's deployed size and its init duration under
@@ -39,6 +50,12 @@ type ColdStart struct {
 // FunctionCost is one function's size and start-up.
 type FunctionCost struct {
 	Name string `json:"name"`
+	// InitCalls says what the function calls over the network before it
+	// asks for work, as deployed ("" for nothing): the site functions read
+	// their keys from SSM, pair, claim and the catch-all the grant key.
+	// Hello-world calls nothing, so that round trip (to moto here) is in
+	// the ratio.
+	InitCalls string `json:"initCalls,omitempty"`
 	// Arm64Bytes is the bootstrap as deployed (linux/arm64, static,
 	// lambda.norpc, trimmed, stripped); Arm64ZipBytes the same zipped
 	// (deflate), which is what Lambda stores and loads.
@@ -68,7 +85,11 @@ const helloName = "hello-world (baseline)"
 // measureColdStart builds every function twice (arm64 for size, the host's
 // architecture to run under the emulator, since an arm64 binary does not
 // run here) and starts each under the emulator runs times, each paired
-// with a hello-world start, one cold start per emulator.
+// with a hello-world start, one cold start per emulator. Every function of
+// both stacks (the relay's, lambdafn.Functions, and the site's,
+// sitefn.Functions) runs with the environment its template gives it, its
+// DynamoDB on ddbEndpoint and every other service (SSM, S3, SNS,
+// Scheduler) on a moto server started here.
 func measureColdStart(ctx context.Context, repoRoot, ddbEndpoint string, runs int, progress io.Writer) (*ColdStart, error) {
 	dir, err := os.MkdirTemp("", "byorelay-bench-cold-")
 	if err != nil {
@@ -79,19 +100,26 @@ func measureColdStart(ctx context.Context, repoRoot, ddbEndpoint string, runs in
 	if err != nil {
 		return nil, err
 	}
+	moto, stopMoto, err := localtest.StartMotoWithProgress(progress)
+	if err != nil {
+		return nil, err
+	}
+	defer stopMoto()
+	envOf, err := coldStartEnv(ctx, ddbEndpoint, moto)
+	if err != nil {
+		return nil, err
+	}
 	cs := &ColdStart{
 		Runs: runs,
-		Note: fmt.Sprintf("sizes: linux/arm64 builds as deployed; init: linux/%s builds of the same code under the runtime interface emulator on this machine (an arm64 binary does not run on %s)",
+		Note: fmt.Sprintf("sizes: linux/arm64 builds as deployed; init: linux/%s builds of the same code under the runtime interface emulator on this machine (an arm64 binary does not run on %s), each function with its template's environment (DynamoDB Local, moto for SSM, S3, SNS and Scheduler)",
 			runtime.GOARCH, runtime.GOARCH),
 	}
 	names := []string{helloName}
 	for _, f := range lambdafn.Functions() {
 		names = append(names, f.Name)
 	}
-	env := []string{
-		"TABLE_NAME=bench-coldstart", "AWS_REGION=us-east-1",
-		"AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local",
-		"AWS_ENDPOINT_URL_DYNAMODB=" + ddbEndpoint, "METRICS_NAMESPACE=byorelay",
+	for _, f := range sitefn.Functions() {
+		names = append(names, f.Name)
 	}
 	arm, err := buildAll(ctx, repoRoot, filepath.Join(dir, "arm64"), "arm64")
 	if err != nil {
@@ -101,25 +129,22 @@ func measureColdStart(ctx context.Context, repoRoot, ddbEndpoint string, runs in
 	if err != nil {
 		return nil, err
 	}
-	// Functions of other stacks under functions/ (the site stack's) are
-	// sized too, after the relay's; their init needs their own stack's
-	// environment and is not measured here.
-	var others []string
 	for name := range arm {
 		if !slices.Contains(names, name) {
-			others = append(others, name)
+			return nil, fmt.Errorf("functions/%s is in neither stack's registry", name)
 		}
 	}
-	slices.Sort(others)
-	for _, name := range append(slices.Clone(names), others...) {
+	for _, name := range names {
 		fc := FunctionCost{Name: name}
 		if fc.Arm64Bytes, fc.Arm64ZipBytes, err = sizes(arm[name]); err != nil {
 			return nil, err
 		}
+		_, fc.InitCalls = envOf(name)
 		cs.Functions = append(cs.Functions, fc)
 	}
 	hello := &cs.Functions[0]
 	cold := func(name string) (phase, report float64, err error) {
+		env, _ := envOf(name)
 		// On a loaded machine the emulator now and then starts the
 		// bootstrap before its runtime API listens ("failed to get the next
 		// invoke: … connection refused"): that start measured nothing, so
@@ -218,12 +243,77 @@ func sizes(path string) (raw, zipped int64, err error) {
 	return int64(len(b)), int64(buf.Len()), nil
 }
 
+// The SSM parameters the cold starts read, in moto.
+const (
+	coldTable         = "bench-coldstart"
+	coldSiteKeysParam = "/bench-coldstart/site-keys"
+	coldGrantKeyParam = "/bench-coldstart/grant-key"
+)
+
+// coldStartEnv stores the parameters the functions read at start (a fresh
+// site key file, a fresh grant seed, both SecureStrings) and returns each
+// function's environment: what template.yaml's Globals and the function's
+// own Environment set (relay), or site-template.yaml's (site), with every
+// endpoint local. Only the values differ from a deployment. The table,
+// bucket, topic and schedule group need not exist: nothing is called on
+// them before the function asks for work, and the invoke after it is
+// refused or fails, which is fine (the init is what is measured).
+func coldStartEnv(ctx context.Context, ddb, moto string) (func(name string) (env []string, initCalls string), error) {
+	keys, err := protocol.GenerateKeys()
+	if err != nil {
+		return nil, err
+	}
+	siteKeys, err := json.Marshal(keys.Stored(time.Now().UnixMilli()))
+	if err != nil {
+		return nil, err
+	}
+	seed := make([]byte, 32)
+	if _, err := rand.Read(seed); err != nil {
+		return nil, err
+	}
+	client := ssm.NewFromConfig(localtest.AWSConfig(moto))
+	for name, value := range map[string]string{coldSiteKeysParam: string(siteKeys), coldGrantKeyParam: base64.StdEncoding.EncodeToString(seed)} {
+		if _, err := client.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String(value),
+			Type: ssmtypes.ParameterTypeSecureString, Overwrite: aws.Bool(true)}); err != nil {
+			return nil, fmt.Errorf("store %s in moto: %w", name, err)
+		}
+	}
+	common := []string{
+		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local",
+		"AWS_ENDPOINT_URL_DYNAMODB=" + ddb, "AWS_ENDPOINT_URL_SSM=" + moto, "AWS_ENDPOINT_URL_S3=" + moto,
+		"AWS_ENDPOINT_URL_SNS=" + moto, "AWS_ENDPOINT_URL_SCHEDULER=" + moto,
+		"TABLE_NAME=" + coldTable, "VERIFICATION_URL=https://relay.example/approve", "LEASE_MS=60000",
+	}
+	relay := append(slices.Clone(common),
+		"BUCKET_NAME="+coldTable+"-envelopes", "DEBUG=0", "METRICS_NAMESPACE=byorelay",
+		"CHURN_TOPIC_ARN=arn:aws:sns:us-east-1:123456789012:"+coldTable+"-churn")
+	wakeups := []string{"WAKEUP_GROUP=" + coldTable + "-wakeups",
+		"SWEEPER_ARN=arn:aws:lambda:us-east-1:123456789012:function:" + coldTable + "-sweeper",
+		"WAKEUP_ROLE_ARN=arn:aws:iam::123456789012:role/" + coldTable + "-wakeup"}
+	grantKey := "GRANT_KEY_PARAMETER=" + coldGrantKeyParam
+	site := append(slices.Clone(common), "SITE_KEYS_PARAMETER="+coldSiteKeysParam, "PAIRING_TTL_MS=600000")
+	return func(name string) ([]string, string) {
+		fn := "AWS_LAMBDA_FUNCTION_NAME=" + coldTable + "-" + name
+		switch {
+		case name == helloName:
+			return []string{fn}, ""
+		case name == lambdafn.Pair:
+			return append(slices.Clone(relay), fn, grantKey), "reads the grant key from SSM"
+		case name == lambdafn.Claim || name == lambdafn.CatchAll:
+			return append(append(slices.Clone(relay), wakeups...), fn, grantKey), "reads the grant key from SSM"
+		case strings.HasPrefix(name, "site"):
+			return append(slices.Clone(site), fn), "reads the site keys from SSM"
+		}
+		return append(slices.Clone(relay), fn), ""
+	}, nil
+}
+
 // eventFor is an invoke that needs nothing to exist: an HTTP request the
 // relay refuses before any lookup, or a sweep of an absent table. Only the
 // init before it is measured; the answer is not.
 func eventFor(name string) []byte {
 	switch name {
-	case helloName, lambdafn.Sweeper:
+	case helloName, lambdafn.Sweeper, sitefn.Sweeper:
 		return []byte(`{}`)
 	}
 	return []byte(`{"version":"2.0","routeKey":"$default","rawPath":"/byollm/claim","headers":{},"requestContext":{"http":{"method":"POST","path":"/byollm/claim"}},"isBase64Encoded":false}`)

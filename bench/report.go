@@ -74,7 +74,11 @@ func (r *Report) Markdown() string {
 				times = fmt.Sprintf("%.2f", f.InitRatioMedian)
 				spread = fmt.Sprintf("%.2f–%.2f", quantile(f.InitRatios, 0.25), quantile(f.InitRatios, 0.75))
 			}
-			fmt.Fprintf(&b, "| %s | %d | %d | %.2f | %.1f | %s | %s | %s |\n", f.Name, f.Arm64Bytes, f.Arm64ZipBytes,
+			name := f.Name
+			if f.InitCalls != "" {
+				name += " (" + f.InitCalls + ")"
+			}
+			fmt.Fprintf(&b, "| %s | %d | %d | %.2f | %.1f | %s | %s | %s |\n", name, f.Arm64Bytes, f.Arm64ZipBytes,
 				ratio(float64(f.Arm64Bytes), float64(hello.Arm64Bytes)), f.InitMedianMs, paired, times, spread)
 		}
 	}
@@ -235,16 +239,27 @@ func (r *Report) verdicts(b *strings.Builder) {
 		rows = append(rows, row{"WCU per small job, whole life, on the service's billing rules (RCU beside it)", fmt.Sprintf("%.1f WCU, %.1f RCU", w, d.Lifecycle.PerJob.ReadUnits), fmt.Sprintf("≤ %.0f WCU", goalWCUPerJob), w <= goalWCUPerJob})
 	}
 	if cs := r.ColdStart; cs != nil && cs.Error == "" && len(cs.Functions) > 1 {
+		// The worst init apart, for functions that call nothing before
+		// asking for work and for those that read SSM (a round trip
+		// hello-world does not make, to moto here).
 		var biggest int64
-		worst := 0.0
+		var worst, worstCalling string
+		var worstRatio, worstCallingRatio float64
 		for _, f := range cs.Functions[1:] {
 			biggest = max(biggest, f.Arm64Bytes)
-			worst = max(worst, f.InitRatioMedian)
+			switch {
+			case f.InitCalls == "" && f.InitRatioMedian > worstRatio:
+				worstRatio, worst = f.InitRatioMedian, f.Name
+			case f.InitCalls != "" && f.InitRatioMedian > worstCallingRatio:
+				worstCallingRatio, worstCalling = f.InitRatioMedian, f.Name
+			}
 		}
-		// worst is over the relay's functions: the others' init is not measured.
 		rows = append(rows,
 			row{"largest function binary (linux/arm64, as deployed)", fmt.Sprintf("%.2f MB", float64(biggest)/1e6), fmt.Sprintf("≤ %d MB", goalFunctionBytes/1_000_000), biggest <= goalFunctionBytes},
-			row{"init / hello-world, the worst function's median of interleaved pairs", fmt.Sprintf("%.2f×", worst), fmt.Sprintf("≤ %.1f×", goalInitOverHello), worst <= goalInitOverHello})
+			row{"init / hello-world, the worst function's median of interleaved pairs, of those that call nothing at init", fmt.Sprintf("%.2f× (%s)", worstRatio, worst), fmt.Sprintf("≤ %.1f×", goalInitOverHello), worstRatio <= goalInitOverHello})
+		if worstCalling != "" {
+			rows = append(rows, row{"the same, of those that read a parameter from SSM at init (one round trip, to moto here)", fmt.Sprintf("%.2f× (%s)", worstCallingRatio, worstCalling), fmt.Sprintf("≤ %.1f×", goalInitOverHello), worstCallingRatio <= goalInitOverHello})
+		}
 	}
 	if len(rows) == 0 {
 		return

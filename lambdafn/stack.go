@@ -122,10 +122,12 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		},
 	}
 	if env.BucketName != "" {
-		dcfg.S3 = s3.NewFromConfig(cfg, func(o *s3.Options) {
-			o.UsePathStyle = env.S3PathStyle
-			o.BaseEndpoint = endpoint("s3", o.BaseEndpoint)
-		})
+		dcfg.S3 = lazyS3{client: sync.OnceValue(func() *s3.Client {
+			return s3.NewFromConfig(cfg, func(o *s3.Options) {
+				o.UsePathStyle = env.S3PathStyle
+				o.BaseEndpoint = endpoint("s3", o.BaseEndpoint)
+			})
+		})}
 		dcfg.Bucket = env.BucketName
 	}
 	st.Store, err = dynamo.New(dcfg)
@@ -189,6 +191,23 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 // a fifth of a relay function's Open, and only the admin function (and
 // `byorelay serve`) serves it.
 func (st *Stack) Admin() http.Handler { return st.admin() }
+
+// lazyS3 is the envelope bucket's client, built by the first envelope too
+// large to inline: most containers never offload one, and building the
+// client at Open was init work at every cold start of every function.
+type lazyS3 struct{ client func() *s3.Client }
+
+func (l lazyS3) PutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
+	return l.client().PutObject(ctx, in, opts...)
+}
+
+func (l lazyS3) GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
+	return l.client().GetObject(ctx, in, opts...)
+}
+
+func (l lazyS3) DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, opts ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
+	return l.client().DeleteObject(ctx, in, opts...)
+}
 
 // grantAuthor is the injected author, or one over the seed in the SSM
 // parameter the environment names, or nil (direct mode). Read once, at
