@@ -16,8 +16,10 @@
 //	T#<tag>               the site a lease tag stands for (lease.go)
 //	H#<runner>\0<jobId>   sk H#<site>: a hint that this runner held a job
 //	                      with this bare id on that site
-//	U#<site>\0<owner>     the pair's unsealed grants, as a set of
-//	                      <leaseId>\0<jobId>\0<awaiting window end>
+//	U#<site>              sk <owner>: the pair's unsealed grants, as a set
+//	                      of <leaseId>\0<jobId>\0<awaiting window end>; a
+//	                      site's sets share its partition, which is the
+//	                      site's awaiting list (Awaiting)
 //	K#<runner>            jobs cancelled while this runner held them
 //	E#<site>\0<jobId>     eviction notice: the site's job was evicted; kept
 //	                      until the site collects it (TTL past the deadline)
@@ -34,8 +36,10 @@
 //	          (the suffix for a live-stream job), or R#<runner>
 //	          for a job re-offered only to one runner; sort seq (enqueue
 //	          order). Only queued, uncancelled jobs carry qk. Projection ALL.
-//	sitelist  lk = S#<site>\0<awaiting-payload|evicted>; sort seq. Keys
-//	          only: lists read the items back consistently.
+//	sitelist  lk = S#<site>\0evicted: the site's eviction notices; sort
+//	          seq. Keys only: the list reads the items back consistently.
+//	          (An awaiting job is in no index list: its pair's set names
+//	          it.)
 //	due       dk = D#<shard>, du = when a sweep should next look at the job:
 //	          its next deadline (deadlineAt, the awaiting window or the
 //	          lease expiry, whichever is first), or earlier for a sealed
@@ -92,6 +96,18 @@
 // it. The set may hold a member whose grant is over or not yet written: a
 // stricter cap for a moment, never a looser one. The slack is a whole
 // awaiting window, far more than the replicas' clocks may disagree by.
+//
+// The same invariant makes the sets the site's awaiting list: Awaiting is
+// one strongly consistent Query of the site's set partition (U#<site>, one
+// item per owner), then a consistent BatchGet of the jobs its live members
+// name, each kept only while awaiting under that member's lease and inside
+// its window. So the job carries no awaiting-list index entry, which saved
+// an index write at claim and one at seal. The price: every claim, seal and
+// check of any pair of one site writes that one partition, so a site's
+// claims and seals together are bounded by a partition's write throughput
+// (1,000 small writes a second; DynamoDB splits a hot item collection by
+// sort key, so pairs spread). A site's pending poll reads the whole
+// partition, at most UnsealedPerPair members per owner.
 //
 // A lease id is a version 4 UUID whose first four bytes are a tag of its
 // job's site (lease.go), so a holder-scoped call, which carries a job id

@@ -70,7 +70,6 @@ type jobItem struct {
 
 	// Index attributes, derived from the state by index() before each write.
 	QK string `dynamodbav:"qk,omitempty"`
-	LK string `dynamodbav:"lk,omitempty"`
 	DK string `dynamodbav:"dk,omitempty"`
 	DU int64  `dynamodbav:"du,omitempty"`
 
@@ -91,9 +90,10 @@ const ttlGraceSeconds = 24 * 60 * 60
 func (j *jobItem) claimed() bool { return j.Lease != "" }
 
 // index sets the index attributes from the state. Sparse indexes: a job is
-// in the queue index only while queued and not cancelled, and in a site list
-// only while awaiting-payload or done with a result the site has not
-// collected.
+// in the queue index only while queued and not cancelled, and on its site's
+// finished list only while done with a result the site has not collected.
+// An awaiting-payload job is in no list: its pair's unsealed set is the
+// site's awaiting list (Awaiting).
 //
 // The due time only ever moves later lazily: a sealed grant (ready or
 // running) keeps a due time that is earlier than its next deadline instead
@@ -103,7 +103,7 @@ func (j *jobItem) claimed() bool { return j.Lease != "" }
 // which for most jobs never happens: they are done first.
 func (j *jobItem) index(shards int) {
 	stored := j.DU
-	j.QK, j.LK, j.DK, j.DU = "", "", "", 0
+	j.QK, j.DK, j.DU = "", "", 0
 	j.TTL = j.Deadline/1000 + ttlGraceSeconds
 	if j.Gone {
 		return
@@ -119,8 +119,6 @@ func (j *jobItem) index(shards int) {
 				j.QK = queueKey(j.Site, j.Owner, j.Kind, j.Audience == "private", j.streaming())
 			}
 		}
-	case store.StateAwaitingPayload:
-		j.LK = siteListKey(j.Site, string(store.StateAwaitingPayload))
 	case store.StateDone:
 		// A finished job expires: from its deadline every read treats it
 		// as gone, and TTL deletes it without a write (its S3 objects, if

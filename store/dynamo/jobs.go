@@ -153,16 +153,55 @@ func (s *Store) toJobs(ctx context.Context, items []*jobItem) ([]store.Job, erro
 	return out, nil
 }
 
-// Awaiting lists the site's jobs in awaiting-payload, from its site list.
+// Awaiting lists the site's live grants in awaiting-payload: the members
+// of the site's unsealed sets (one strongly consistent Query of their
+// shared partition), then the jobs they name, read back consistently and
+// kept only while still awaiting under that lease. Every live grant is in
+// its pair's set (doc.go), so nothing is missed; the set may also hold a
+// grant just ended or not yet written, which the job read leaves out.
 func (s *Store) Awaiting(ctx context.Context, siteID string) ([]store.Job, error) {
-	items, err := s.siteList(ctx, siteID, store.StateAwaitingPayload)
+	now := s.now()
+	leases := map[string][]string{} // job pk → the leases its members name
+	var pks []string
+	in := &dynamodb.QueryInput{
+		TableName:                 &s.table,
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(unsealedPK(siteID))},
+		ConsistentRead:            aws.Bool(true),
+	}
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("query unsealed sets: %w", err)
+		}
+		for _, av := range out.Items {
+			for _, m := range getSS(av, "held") {
+				lease, jobID, window := parseSlotMember(m)
+				// A member past its window is no live grant: not read.
+				if window <= now {
+					continue
+				}
+				pk := jobPK(siteID, jobID)
+				if leases[pk] == nil {
+					pks = append(pks, pk)
+				}
+				leases[pk] = append(leases[pk], lease)
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	items, err := s.batchJobs(ctx, pks)
 	if err != nil {
 		return nil, err
 	}
 	// A claim that lapsed but that no sweep has reached is not listed: a
 	// site must not seal to a device whose claim is over.
-	now := s.now()
-	items = slices.DeleteFunc(items, func(j *jobItem) bool { return j.nextDeadline() <= now })
+	items = slices.DeleteFunc(items, func(j *jobItem) bool {
+		return j.State != string(store.StateAwaitingPayload) || !slices.Contains(leases[j.PK], j.Lease) || j.nextDeadline() <= now
+	})
 	return s.toJobs(ctx, items)
 }
 
@@ -210,27 +249,6 @@ func (s *Store) Finished(ctx context.Context, siteID string) ([]store.Job, error
 		}
 	}
 	return s.toJobs(ctx, kept)
-}
-
-// siteList reads a site's list from the sitelist index (keys only) and then
-// the jobs themselves, strongly consistently, keeping those still in state:
-// the index lags the table, and a list must not show a job that has moved.
-func (s *Store) siteList(ctx context.Context, siteID string, state store.State) ([]*jobItem, error) {
-	pks, err := s.siteListKeys(ctx, siteID, string(state))
-	if err != nil {
-		return nil, err
-	}
-	items, err := s.batchJobs(ctx, pks)
-	if err != nil {
-		return nil, err
-	}
-	kept := items[:0]
-	for _, j := range items {
-		if j.State == string(state) {
-			kept = append(kept, j)
-		}
-	}
-	return kept, nil
 }
 
 // batchJobs reads jobs by pk, strongly consistently, skipping absent ones.

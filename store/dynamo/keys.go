@@ -12,7 +12,6 @@ import (
 const (
 	skJob      = "J"
 	skTag      = "T"
-	skUnsealed = "U"
 	skPresence = "P"
 	skChurn    = "X"
 	skPairing  = "C"
@@ -36,9 +35,12 @@ func holderSK(siteID string) string          { return "H#" + siteID }
 // so a heartbeat reads one item instead of every job.
 func cancelsPK(runnerID string) string { return "K#" + runnerID }
 
-// unsealedPK holds the lease ids of a (site, job owner) pair's unsealed
-// grants: the cap, enforced in the claim transaction.
-func unsealedPK(siteID, owner string) string { return "U#" + siteID + "\x00" + owner }
+// unsealedPK and unsealedSK key a (site, job owner) pair's unsealed set: the
+// members of its unsealed grants, whose size is the cap (side.go). A site's
+// sets share a partition, so the site's awaiting list is one strongly
+// consistent Query of it (Awaiting).
+func unsealedPK(siteID string) string { return "U#" + siteID }
+func unsealedSK(owner string) string  { return owner }
 
 // evictedPK is the notice a sweep leaves when it evicts a job, so the site
 // hears of it; it lasts until the site collects it or the deadline passes.
@@ -80,14 +82,16 @@ func queueKey(siteID, owner, kind string, private, streaming bool) string {
 
 func stickyQueueKey(runnerID string) string { return "R#" + runnerID }
 
-// siteListKey is a site's awaiting-payload, done or evicted list.
+// siteListKey is a site's list in the sitelist index: only the eviction
+// notices (evictedList) are listed there now.
 func siteListKey(siteID string, state string) string { return "S#" + siteID + "\x00" + state }
 
 // dueKey spreads the due index over shards so one partition does not take
-// every deadline write.
-func dueKey(pk string, shards int) string {
+// every deadline write. key is the item's pk (a job), or its pk and sk (a
+// pair's unsealed set: a site's sets share a pk).
+func dueKey(key string, shards int) string {
 	h := fnv.New32a()
-	h.Write([]byte(pk))
+	h.Write([]byte(key))
 	return "D#" + strconv.Itoa(int(h.Sum32()%uint32(shards)))
 }
 

@@ -28,17 +28,17 @@ import (
 // member through, so a retry of a write that did commit is not refused as
 // "full". It reports false when the set is full.
 func (s *Store) takeSlot(ctx context.Context, j *jobItem, member string, checkAt int64) (bool, error) {
-	pk := unsealedPK(j.Site, j.Owner)
+	pk, sk := unsealedPK(j.Site), unsealedSK(j.Owner)
 	in := &dynamodb.UpdateItemInput{
 		TableName: &s.table,
-		Key:       key(pk, skUnsealed),
+		Key:       key(pk, sk),
 		// A due time already set is kept: moving it on every claim would
 		// move the set's due index entry each time. The check it schedules
 		// reschedules itself while grants are live (repairSlots).
 		UpdateExpression:    aws.String("ADD held :l SET dk = if_not_exists(dk, :dk), du = if_not_exists(du, :du)"),
 		ConditionExpression: aws.String("attribute_not_exists(held) OR size(held) < :cap OR contains(held, :m)"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":l": strSet(member), ":m": str(member), ":dk": str(dueKey(pk, s.shards)), ":du": num(checkAt),
+			":l": strSet(member), ":m": str(member), ":dk": str(dueKey(pk+"\x00"+sk, s.shards)), ":du": num(checkAt),
 			":cap": num(store.UnsealedPerPair),
 		},
 	}
@@ -98,7 +98,7 @@ func (s *Store) freeSlot(ctx context.Context, j *jobItem) {
 		}
 		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:                 &s.table,
-			Key:                       key(unsealedPK(j.Site, j.Owner), skUnsealed),
+			Key:                       key(unsealedPK(j.Site), unsealedSK(j.Owner)),
 			UpdateExpression:          aws.String("DELETE held :l"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":l": strSet(slotMember(j.Lease, j.JobID, j.AwaitingUntil))},
 		})

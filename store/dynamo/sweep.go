@@ -47,8 +47,8 @@ func Sweeping(ctx context.Context) bool {
 
 // dueEntry is one item the due index says is due.
 type dueEntry struct {
-	pk string
-	du int64
+	pk, sk string
+	du     int64
 }
 
 // sweep handles up to limit due items (0: every one).
@@ -98,7 +98,7 @@ func (s *Store) sweep(ctx context.Context, limit int) (store.SweepResult, error)
 				return fmt.Errorf("query due: %w", err)
 			}
 			for _, av := range out.Items {
-				due[shard] = append(due[shard], dueEntry{pk: getS(av, "pk"), du: getN(av, "du")})
+				due[shard] = append(due[shard], dueEntry{pk: getS(av, "pk"), sk: getS(av, "sk"), du: getN(av, "du")})
 			}
 			if len(out.LastEvaluatedKey) == 0 || limit > 0 {
 				return nil
@@ -118,7 +118,7 @@ func (s *Store) sweep(ctx context.Context, limit int) (store.SweepResult, error)
 			if c := cmp.Compare(a.du, b.du); c != 0 {
 				return c
 			}
-			return strings.Compare(a.pk, b.pk)
+			return strings.Compare(a.pk+"\x00"+a.sk, b.pk+"\x00"+b.sk)
 		})
 		entries = entries[:limit]
 	}
@@ -139,7 +139,7 @@ func (s *Store) sweep(ctx context.Context, limit int) (store.SweepResult, error)
 				reports = append(reports, *r.churn)
 			}
 		case strings.HasPrefix(e.pk, "U#"):
-			if err := s.repairSlots(ctx, e.pk, now); err != nil {
+			if err := s.repairSlots(ctx, e.pk, e.sk, now); err != nil {
 				return store.SweepResult{}, err
 			}
 		}
@@ -381,8 +381,8 @@ func (s *Store) report(c store.UnsealedChurn) {
 // no reader counts as live. A lease that stopped being unsealed never
 // becomes unsealed again, so removing it after a read cannot undo a newer
 // claim.
-func (s *Store) repairSlots(ctx context.Context, pk string, now int64) error {
-	av, err := s.getRaw(ctx, pk, skUnsealed)
+func (s *Store) repairSlots(ctx context.Context, pk, sk string, now int64) error {
+	av, err := s.getRaw(ctx, pk, sk)
 	if err != nil || av == nil {
 		return err
 	}
@@ -392,7 +392,7 @@ func (s *Store) repairSlots(ctx context.Context, pk string, now int64) error {
 	}
 	var dead []string
 	latest := int64(0)
-	site, _, _ := strings.Cut(strings.TrimPrefix(pk, "U#"), "\x00")
+	site := strings.TrimPrefix(pk, "U#")
 	for _, m := range getSS(av, "held") {
 		lease, jobID, window := parseSlotMember(m)
 		if window+s.awaitingMs > now {
@@ -418,7 +418,7 @@ func (s *Store) repairSlots(ctx context.Context, pk string, now int64) error {
 	}
 	if len(dead) > 0 {
 		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: &s.table, Key: key(pk, skUnsealed),
+			TableName: &s.table, Key: key(pk, sk),
 			UpdateExpression:          aws.String("DELETE held :dead"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":dead": strSet(dead...)},
 		})
@@ -429,7 +429,7 @@ func (s *Store) repairSlots(ctx context.Context, pk string, now int64) error {
 	// Check again later while grants are live; leave the index when empty.
 	// Both conditioned on the due time read, so a claim that moved it wins.
 	upd := &dynamodb.UpdateItemInput{
-		TableName: &s.table, Key: key(pk, skUnsealed),
+		TableName: &s.table, Key: key(pk, sk),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":old": num(oldDue)},
 	}
 	if latest > 0 {
