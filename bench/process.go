@@ -327,8 +327,8 @@ func (t *processTarget) cpuSeconds() (float64, bool) {
 	return (utime + stime) / clockTicks, true
 }
 
-// ownCPUSeconds is this process's user and system CPU so far (the
-// driver's, with the DynamoDB target's server when it runs here).
+// ownCPUSeconds is this process's user and system CPU so far: the
+// driver's (every target runs in a process of its own).
 func ownCPUSeconds() (float64, bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {

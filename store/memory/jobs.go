@@ -43,7 +43,7 @@ func (s *Store) Job(ctx context.Context, siteID, jobID string) (store.Job, bool,
 
 // Jobs lists every job in enqueue order.
 func (s *Store) Jobs(ctx context.Context) ([]store.Job, error) {
-	return s.list(func(*store.Job) bool { return true }), nil
+	return s.list(func(*store.Job) bool { return true }, copyJob), nil
 }
 
 // Awaiting lists the site's jobs it must seal for, leaving out claims that
@@ -53,13 +53,20 @@ func (s *Store) Awaiting(ctx context.Context, siteID string) ([]store.Job, error
 	now := s.now()
 	return s.list(func(j *store.Job) bool {
 		return j.SiteID == siteID && j.State == store.StateAwaitingPayload && !lapsed(j, now)
-	}), nil
+	}, copyJob), nil
 }
 
-// Finished lists the site's sealed results waiting to go home.
+// Finished lists the site's sealed results waiting to go home, without
+// their payloads (store.Store allows it): every poll lists every one of
+// them, and a copy of each payload was one allocation per listed job per
+// poll that no caller reads.
 func (s *Store) Finished(ctx context.Context, siteID string) ([]store.Job, error) {
 	return s.list(func(j *store.Job) bool {
 		return j.SiteID == siteID && j.State == store.StateDone && j.Result != nil && !j.Collected
+	}, func(j *store.Job) store.Job {
+		withoutPayload := *j
+		withoutPayload.Payload = nil
+		return copyJob(&withoutPayload)
 	}), nil
 }
 
@@ -96,7 +103,7 @@ func (s *Store) Collect(ctx context.Context, siteID string, jobIDs []string) err
 	return nil
 }
 
-func (s *Store) list(keep func(*store.Job) bool) []store.Job {
+func (s *Store) list(keep func(*store.Job) bool, copyJob func(*store.Job) store.Job) []store.Job {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Matches first, then one slice of copies: a site's results list
