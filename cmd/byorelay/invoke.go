@@ -23,6 +23,7 @@ import (
 	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/localtest/lambdadev"
 	"github.com/byorelay/byorelay/sitefn"
+	"github.com/byorelay/byorelay/store/dynamo"
 )
 
 const invokeUsage = `usage: byorelay invoke [flags] FN EVENT
@@ -149,7 +150,11 @@ func invoke(ctx context.Context, fn lambdafn.Function, raw []byte, opts invokeOp
 			"to act on a job, invoke against make run's table (TABLE_NAME=…, events/README.md)\n", demo.JobID)
 	}
 
-	prepare := func() ([]byte, error) { return lambdadev.PrepareEvent(fn, raw, world, time.Now()) }
+	lease, err := relayLease(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	prepare := func() ([]byte, error) { return lambdadev.PrepareEvent(fn, raw, world, time.Now(), lease) }
 	if opts.inProcess {
 		event, err := prepare()
 		if err != nil {
@@ -288,17 +293,40 @@ func loopbackURL(raw string) bool {
 	return err == nil && u.Host != "" && isLoopbackHost(u.Hostname())
 }
 
-func invokeInProcess(ctx context.Context, fn lambdafn.Function, env []string, event []byte, logs io.Writer) ([]byte, error) {
-	get := os.Getenv
-	if env != nil {
-		vars := map[string]string{}
-		for _, kv := range env {
-			if k, v, ok := strings.Cut(kv, "="); ok {
-				vars[k] = v
-			}
-		}
-		get = func(k string) string { return vars[k] }
+// getenv reads env as the function will (later entries win), or this
+// process's environment when env is nil.
+func getenv(env []string) func(string) string {
+	if env == nil {
+		return os.Getenv
 	}
+	vars := map[string]string{}
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			vars[k] = v
+		}
+	}
+	return func(k string) string { return vars[k] }
+}
+
+// relayLease is what a sample event's {{leaseId}} becomes: the lease the
+// demo daemon holds on demo-job-1 in the local table the function will use
+// (so after `make invoke FN=claim`, fetch and result name that grant), or
+// demo.NoLease, a lease nobody holds, for a table that is not local.
+func relayLease(ctx context.Context, env []string) (string, error) {
+	get := getenv(env)
+	endpoint := get("AWS_ENDPOINT_URL_DYNAMODB")
+	if !loopbackURL(endpoint) {
+		return demo.NoLease, nil
+	}
+	routing, err := dynamo.New(dynamo.Config{DB: dynamodb.NewFromConfig(localtest.AWSConfig(endpoint)), Table: get("TABLE_NAME")})
+	if err != nil {
+		return "", err
+	}
+	return demo.RelayLease(ctx, routing)
+}
+
+func invokeInProcess(ctx context.Context, fn lambdafn.Function, env []string, event []byte, logs io.Writer) ([]byte, error) {
+	get := getenv(env)
 	e, err := lambdafn.LoadEnv(get)
 	if err != nil {
 		return nil, err

@@ -81,7 +81,7 @@ func TestPrepareFillsAndSignsADaemonEvent(t *testing.T) {
 	}
 	now := time.Now()
 	ev := loadEvent(t, "result")
-	if err := w.Prepare(&ev, now); err != nil {
+	if err := w.PrepareWithLease(&ev, now, "lease-7"); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(ev.Body, "{{") {
@@ -90,6 +90,9 @@ func TestPrepareFillsAndSignsADaemonEvent(t *testing.T) {
 	var req protocol.ResultRequest
 	if err := protocol.DecodeStrict([]byte(ev.Body), &req); err != nil {
 		t.Fatalf("filled body is not a result request: %v", err)
+	}
+	if req.LeaseID != "lease-7" {
+		t.Fatalf("leaseId %q, want the lease given", req.LeaseID)
 	}
 	// The envelope is real: the site can open what the demo daemon sealed.
 	plain, err := protocol.Open(req.Envelope, w.Site, w.Daemon.Public().Identity, protocol.ExpectedEnvelope{
@@ -179,7 +182,7 @@ func TestPrepareSiteFillsTheLeaseAndSealsAnOutcomeTheSiteAccepts(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := loadEvent(t, "siteresult")
-	if err := w.PrepareSite(&ev, time.Now(), "lease-42"); err != nil {
+	if err := w.PrepareWithLease(&ev, time.Now(), "lease-42"); err != nil {
 		t.Fatal(err)
 	}
 	var req protocol.ResultRequest

@@ -23,8 +23,8 @@ const (
 	PlaceholderDeadlineAt      = "{{deadlineAt}}"
 	PlaceholderPayloadEnvelope = "{{payloadEnvelope}}"
 	PlaceholderResultEnvelope  = "{{resultEnvelope}}"
-	// PlaceholderLeaseID is the site stack's only (PrepareSite): the lease
-	// the demo daemon holds on JobID there.
+	// PlaceholderLeaseID is the lease the demo daemon holds on JobID
+	// (RelayLease, SiteLease), filled in by PrepareWithLease only.
 	PlaceholderLeaseID = "{{leaseId}}"
 )
 
@@ -46,10 +46,11 @@ func (w *World) Prepare(ev *events.APIGatewayV2HTTPRequest, now time.Time) error
 	return w.prepare(ev, now, nil)
 }
 
-// PrepareSite is Prepare for a site-stack sample event, which may also
-// name {{leaseId}}: leaseID, the lease the demo daemon holds on JobID in
-// the site store (SiteLease).
-func (w *World) PrepareSite(ev *events.APIGatewayV2HTTPRequest, now time.Time, leaseID string) error {
+// PrepareWithLease is Prepare for a sample event that may also name
+// {{leaseId}}: leaseID, the lease the demo daemon holds on JobID in the
+// table the event goes to (RelayLease, SiteLease), so fetch, result,
+// heartbeat and release name the grant a claim just made.
+func (w *World) PrepareWithLease(ev *events.APIGatewayV2HTTPRequest, now time.Time, leaseID string) error {
 	return w.prepare(ev, now, []string{PlaceholderLeaseID, leaseID})
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/siteserver"
+	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/sitestore"
 	sitedynamo "github.com/byorelay/byorelay/sitestore/dynamo"
 	storedynamo "github.com/byorelay/byorelay/store/dynamo"
@@ -92,13 +93,12 @@ var DemoCapability = protocol.Capability{
 }
 
 // NoLease is what {{leaseId}} becomes when the demo daemon holds no lease
-// on JobID: an id nobody holds, so the site answers as it answers a daemon
-// naming a lease it lost.
+// on JobID: an id nobody holds, so the relay or the site answers as it
+// answers a daemon naming a lease it lost.
 const NoLease = "no-lease-held-by-runner-demo"
 
 // SiteLease is the lease the demo daemon holds on JobID in the site store,
-// or NoLease: what a sample event's {{leaseId}} becomes, so fetch, result,
-// heartbeat and release name the grant a claim just made.
+// or NoLease: what a site-stack sample event's {{leaseId}} becomes.
 func SiteLease(ctx context.Context, st sitestore.JobStore) (string, error) {
 	j, found, err := st.Get(ctx, JobID)
 	if err != nil {
@@ -114,4 +114,18 @@ func SiteLease(ctx context.Context, st sitestore.JobStore) (string, error) {
 // function reads from its SSM parameter (sitefn.ParseKeys).
 func (w *World) SiteKeysJSON() ([]byte, error) {
 	return json.Marshal(w.Site.Stored(time.Now().UnixMilli()))
+}
+
+// RelayLease is the lease the demo daemon holds on the demo site's JobID
+// in the relay's routing store, or NoLease: what a relay sample event's
+// {{leaseId}} becomes.
+func RelayLease(ctx context.Context, st store.RoutingStore) (string, error) {
+	j, found, err := st.Job(ctx, SiteID, JobID)
+	if err != nil {
+		return "", err
+	}
+	if !found || j.ClaimedBy == nil || j.ClaimedBy.RunnerID != RunnerID {
+		return NoLease, nil
+	}
+	return j.ClaimedBy.LeaseID, nil
 }

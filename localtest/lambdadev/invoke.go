@@ -16,11 +16,12 @@ import (
 )
 
 // PrepareEvent makes a sample event for f sendable at now: an HTTP event
-// gets the demo's values and fresh signatures (demo.World.Prepare); a
-// schedule payload goes as it is.
-func PrepareEvent(f lambdafn.Function, raw []byte, w *demo.World, now time.Time) ([]byte, error) {
+// gets the demo's values, leaseID for {{leaseId}} (demo.RelayLease), and
+// fresh signatures (demo.World.PrepareWithLease); a schedule payload goes
+// as it is.
+func PrepareEvent(f lambdafn.Function, raw []byte, w *demo.World, now time.Time, leaseID string) ([]byte, error) {
 	if f.Kind == lambdafn.KindStream {
-		return prepareURLEvent(f, raw, w, now)
+		return prepareURLEvent(f, raw, w, now, leaseID)
 	}
 	if f.Kind != lambdafn.KindHTTP {
 		if !json.Valid(raw) {
@@ -32,7 +33,7 @@ func PrepareEvent(f lambdafn.Function, raw []byte, w *demo.World, now time.Time)
 	if err := json.Unmarshal(raw, &ev); err != nil {
 		return nil, fmt.Errorf("%s: event: %w", f.Name, err)
 	}
-	if err := w.Prepare(&ev, now); err != nil {
+	if err := w.PrepareWithLease(&ev, now, leaseID); err != nil {
 		return nil, err
 	}
 	return json.Marshal(ev)
@@ -40,13 +41,13 @@ func PrepareEvent(f lambdafn.Function, raw []byte, w *demo.World, now time.Time)
 
 // prepareURLEvent is PrepareEvent for a function URL event, whose headers,
 // body and path are shaped as an HTTP API event's.
-func prepareURLEvent(f lambdafn.Function, raw []byte, w *demo.World, now time.Time) ([]byte, error) {
+func prepareURLEvent(f lambdafn.Function, raw []byte, w *demo.World, now time.Time, leaseID string) ([]byte, error) {
 	var ev events.LambdaFunctionURLRequest
 	if err := json.Unmarshal(raw, &ev); err != nil {
 		return nil, fmt.Errorf("%s: event: %w", f.Name, err)
 	}
 	as := events.APIGatewayV2HTTPRequest{RawPath: ev.RawPath, Headers: ev.Headers, Body: ev.Body, IsBase64Encoded: ev.IsBase64Encoded}
-	if err := w.Prepare(&as, now); err != nil {
+	if err := w.PrepareWithLease(&as, now, leaseID); err != nil {
 		return nil, err
 	}
 	ev.Headers, ev.Body = as.Headers, as.Body

@@ -17,6 +17,7 @@ import (
 	"github.com/byorelay/byorelay/lambdafn"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/demo"
+	"github.com/byorelay/byorelay/store/dynamo"
 )
 
 // invokeStep is one sample event and what its function must answer, in an
@@ -35,21 +36,21 @@ var invokeSteps = []invokeStep{
 	{fn: lambdafn.Pending, status: 200, body: `{"jobs":[]`},
 	{fn: lambdafn.Claim, status: 200, body: `"id":"demo-job-1"`},
 	{fn: lambdafn.Payload, status: 200, body: `{"jobId":"demo-job-1","state":"ready"}`},
-	// The sample names a lease that is not the one the claim granted: the
-	// runner held the job under another lease.
-	{fn: lambdafn.Fetch, status: 403, body: `"error":"forbidden"`},
-	// The sample's lease is not the claim's either: the append is refused
-	// as a lapsed lease is, and nothing is written.
-	{fn: lambdafn.StreamAppend, status: 403, body: `"error":"forbidden"`},
+	// {{leaseId}} is the lease the claim granted (demo.RelayLease), so the
+	// daemon's calls act on the grant: it fetches the sealed payload, ...
+	{fn: lambdafn.Fetch, status: 200, body: `"direction":"payload"`},
+	// ... appends a frame to the job's stream log under its lease, ...
+	{fn: lambdafn.StreamAppend, status: 200, body: `"seq":`},
 	// A signed attach for a job with no stream: absent, as Server-Sent
 	// Events through the function URL's streaming response, and the body
 	// ends there.
 	{fn: lambdafn.StreamAttach, status: 200, body: "data: {\"type\":\"absent\"}\n\n"},
 	{fn: lambdafn.Heartbeat, status: 200, body: `"lost":[`},
-	{fn: lambdafn.Result, status: 403, body: `"error":"forbidden"`},
+	// ... and reports its result, which the site then collects.
+	{fn: lambdafn.Result, status: 200, body: `{"accepted":true,"state":"done"}`},
 	{fn: lambdafn.Release, status: 200, body: `{"released":[]}`},
 	{fn: lambdafn.Cancel, status: 200, body: `{"cancelled":true}`},
-	{fn: lambdafn.Results, status: 200, body: `{"jobs":[]}`},
+	{fn: lambdafn.Results, status: 200, body: `"jobId":"demo-job-1"`},
 	{fn: lambdafn.CatchAll, status: 404, body: `{"error":"not-found"}`},
 	{fn: lambdafn.Admin, status: 200, body: `"siteId":"demo-site"`},
 	{fn: lambdafn.Sweeper},
@@ -124,6 +125,10 @@ func TestEverySampleEventInvokesThroughTheEmulator(t *testing.T) {
 	if err := world.Seed(ctx, dynamodb.NewFromConfig(localtest.AWSConfig(endpoint)), table); err != nil {
 		t.Fatal(err)
 	}
+	routing, err := dynamo.New(dynamo.Config{DB: dynamodb.NewFromConfig(localtest.AWSConfig(endpoint)), Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	if len(invokeSteps) != len(lambdafn.Functions()) {
 		t.Fatalf("%d steps for %d functions: every function's event must be invoked", len(invokeSteps), len(lambdafn.Functions()))
@@ -137,7 +142,12 @@ func TestEverySampleEventInvokesThroughTheEmulator(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		event, err := PrepareEvent(f, raw, world, time.Now())
+		// The lease the claim step granted, as `byorelay invoke` finds it.
+		lease, err := demo.RelayLease(ctx, routing)
+		if err != nil {
+			t.Fatal(err)
+		}
+		event, err := PrepareEvent(f, raw, world, time.Now(), lease)
 		if err != nil {
 			t.Fatalf("%s: %v", f.Name, err)
 		}

@@ -28,7 +28,7 @@ func PrepareSiteEvent(f sitefn.Function, raw []byte, w *demo.World, now time.Tim
 	if err := json.Unmarshal(raw, &ev); err != nil {
 		return nil, fmt.Errorf("%s: event: %w", f.Name, err)
 	}
-	if err := w.PrepareSite(&ev, now, leaseID); err != nil {
+	if err := w.PrepareWithLease(&ev, now, leaseID); err != nil {
 		return nil, err
 	}
 	return json.Marshal(ev)
