@@ -11,9 +11,9 @@ import (
 
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/siteserver"
-	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/sitestore"
 	sitedynamo "github.com/byorelay/byorelay/sitestore/dynamo"
+	"github.com/byorelay/byorelay/store"
 	storedynamo "github.com/byorelay/byorelay/store/dynamo"
 )
 
