@@ -94,9 +94,13 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 	}
 	slices.SortFunc(candidates, func(a, b *jobItem) int { return strings.Compare(a.Seq, b.Seq) })
 
-	device, err := json.Marshal(in.Device)
-	if err != nil {
-		return nil, fmt.Errorf("encode device: %w", err)
+	device := holderDevice{packed: packIdentity(in.Device)}
+	if device.packed == nil {
+		b, err := json.Marshal(in.Device)
+		if err != nil {
+			return nil, fmt.Errorf("encode device: %w", err)
+		}
+		device.json = string(b)
 	}
 	full := map[store.Route]bool{}
 	for _, c := range candidates {
@@ -107,7 +111,7 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 		if full[pair] {
 			continue
 		}
-		stub, lease, result, err := s.claimOne(ctx, c, in, routes, kinds, string(device), now)
+		stub, lease, result, err := s.claimOne(ctx, c, in, routes, kinds, device, now)
 		if err != nil {
 			// A grant already made is returned, not orphaned: the error is
 			// about a candidate that was not granted.
@@ -132,7 +136,7 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 // conditioned on the version judged, and when that fails the job is read
 // again, strongly consistently, and judged afresh, so a job that is still
 // claimable is not skipped because something else touched it.
-func (s *Store) claimOne(ctx context.Context, c *jobItem, in store.ClaimInput, routes map[store.Route]bool, kinds map[string]bool, device string, now int64) (protocol.JobStub, protocol.Lease, outcome, error) {
+func (s *Store) claimOne(ctx context.Context, c *jobItem, in store.ClaimInput, routes map[store.Route]bool, kinds map[string]bool, device holderDevice, now int64) (protocol.JobStub, protocol.Lease, outcome, error) {
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if attempt > 0 {
 			fresh, ok, err := s.readJob(ctx, c.PK)
@@ -219,7 +223,7 @@ func (s *Store) claimable(c *jobItem, in store.ClaimInput, routes map[store.Rout
 // frozen between the two writes, lands a grant whose window is already
 // past: nothing counts it as live (Awaiting leaves it out, the sweep ends
 // it), and every live grant is in its pair's set.
-func (s *Store) grant(ctx context.Context, c *jobItem, in store.ClaimInput, device string, now int64) (protocol.Lease, outcome, error) {
+func (s *Store) grant(ctx context.Context, c *jobItem, in store.ClaimInput, device holderDevice, now int64) (protocol.Lease, outcome, error) {
 	leaseID, err := s.newLease(ctx, c.Site)
 	if err != nil {
 		return protocol.Lease{}, 0, err
@@ -229,7 +233,8 @@ func (s *Store) grant(ctx context.Context, c *jobItem, in store.ClaimInput, devi
 	}
 	next := *c
 	next.State = string(store.StateAwaitingPayload)
-	next.Runner, next.HOwner, next.Device, next.Lease = in.RunnerID, in.Owner, device, leaseID
+	next.Runner, next.HOwner, next.Lease = in.RunnerID, in.Owner, leaseID
+	next.Device, next.DeviceB = device.json, device.packed
 	next.LeaseExp = now + in.LeaseMs
 	// Not the lease: this bounds how long we wait for the site.
 	next.AwaitingUntil = now + s.awaitingMs
@@ -254,6 +259,13 @@ func (s *Store) grant(ctx context.Context, c *jobItem, in store.ClaimInput, devi
 		return protocol.Lease{}, out, err
 	}
 	return protocol.Lease{ID: leaseID, RunnerID: in.RunnerID, ExpiresAt: next.LeaseExp}, committed, nil
+}
+
+// holderDevice is the claiming device's identity as the job stores it:
+// packed into bytes, or as JSON when it does not pack (compact.go).
+type holderDevice struct {
+	json   string
+	packed []byte
 }
 
 // claimExpiredSkip is how many jobs past their deadline a claim reads past

@@ -146,4 +146,13 @@
 // Config.InlineEnvelopeBytes (32 KiB by default) are written to S3 before
 // the job write that points at them and deleted after the write that drops
 // them; the bucket's lifecycle rule collects what a crash leaves behind.
+//
+// Every write is billed per started KB of the whole item, so the job item
+// keeps its bytes few (compact.go): an envelope's ciphertext and the
+// holder's device identity, base64url text on the wire, are stored as
+// bytes (a B attribute, a quarter smaller) whenever they decode and encode
+// back to exactly the same text, and as JSON otherwise; an envelope's other
+// fields are JSON under one-letter names; the site and job id are not
+// stored beside the key that holds them. A small job's finished item
+// (about 1 KB of result ciphertext) stays under 2 KB.
 package dynamo

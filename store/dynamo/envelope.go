@@ -22,17 +22,27 @@ import (
 // the S3 object; the item and the object are already written.
 type storedEnvelope struct {
 	inline string
-	item   string
-	s3Key  string
+	// inlineC is the inline envelope's ciphertext as bytes, when it packs
+	// (compact.go).
+	inlineC []byte
+	item    string
+	s3Key   string
 }
+
+// empty reports an envelope not stored yet.
+func (e storedEnvelope) empty() bool { return e.inline == "" && e.item == "" && e.s3Key == "" }
 
 // skPayloadPrefix begins the sort key of a payload's own item. Each seal
 // writes a fresh one (the prefix and a random id): two seals racing for one
 // grant each write their own, and the job names the one whose write won.
 const skPayloadPrefix = "EP#"
 
-// envelopeAttr holds an envelope item's JSON.
-const envelopeAttr = "env"
+// envelopeAttr holds an envelope item's JSON, and envelopeBytesAttr its
+// ciphertext as bytes when it packs (compact.go).
+const (
+	envelopeAttr      = "env"
+	envelopeBytesAttr = "envC"
+)
 
 // putEnvelope encodes e and, when it is larger than the inline limit,
 // writes it to S3 first, so the item never points at an object that does
@@ -53,17 +63,24 @@ func (s *Store) putEnvelope(ctx context.Context, j *jobItem, direction string, e
 	if err != nil {
 		return storedEnvelope{}, fmt.Errorf("encode envelope: %w", err)
 	}
-	if len(body) <= s.inlineBytes && direction != "payload" {
-		return storedEnvelope{inline: string(body)}, nil
-	}
 	if len(body) <= s.inlineBytes {
+		packed, raw, err := packEnvelope(e)
+		if err != nil {
+			return storedEnvelope{}, err
+		}
+		if direction != "payload" {
+			return storedEnvelope{inline: packed, inlineC: raw}, nil
+		}
 		sk := skPayloadPrefix + newWID()
-		err := s.putOnce(ctx, map[string]types.AttributeValue{
-			"pk": str(pk), "sk": str(sk), envelopeAttr: str(string(body)),
+		item := map[string]types.AttributeValue{
+			"pk": str(pk), "sk": str(sk), envelopeAttr: str(packed),
 			// Collected with its job's item, at the latest.
 			"ttl": num(j.Deadline/1000 + ttlGraceSeconds),
-		})
-		if err != nil {
+		}
+		if raw != nil {
+			item[envelopeBytesAttr] = &types.AttributeValueMemberB{Value: raw}
+		}
+		if err := s.putOnce(ctx, item); err != nil {
 			return storedEnvelope{}, fmt.Errorf("put envelope item: %w", err)
 		}
 		return storedEnvelope{item: sk}, nil
@@ -123,11 +140,11 @@ func (s *Store) envelopeItem(ctx context.Context, pk, sk string) (*protocol.Seal
 	if body == "" {
 		return nil, fmt.Errorf("envelope item %q of %q is missing", sk, pk)
 	}
-	var e protocol.SealedEnvelope
-	if err := json.Unmarshal([]byte(body), &e); err != nil {
-		return nil, fmt.Errorf("decode envelope item: %w", err)
+	var raw []byte
+	if b, ok := av[envelopeBytesAttr].(*types.AttributeValueMemberB); ok {
+		raw = b.Value
 	}
-	return &e, nil
+	return unpackEnvelope(body, raw)
 }
 
 func (s *Store) getEnvelope(ctx context.Context, k string) (*protocol.SealedEnvelope, error) {

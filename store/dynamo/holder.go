@@ -118,7 +118,7 @@ func (s *Store) TakePayload(ctx context.Context, in store.HolderInput) (store.Pa
 		if err := s.loadEnvelopes(ctx, j); err != nil {
 			return store.PayloadResult{}, err
 		}
-		env, err := inlineOr(j.Payload, j.payload)
+		env, err := inlineOr(j.Payload, nil, j.payload)
 		if err != nil {
 			return store.PayloadResult{}, err
 		}
@@ -168,13 +168,13 @@ func (s *Store) Complete(ctx context.Context, in store.CompleteInput) (store.Com
 		if j.Lease != in.LeaseID {
 			return store.CompleteResult{Refused: store.RefusedStaleLease}, nil
 		}
-		if env == (storedEnvelope{}) {
+		if env.empty() {
 			if env, err = s.putEnvelope(ctx, j, "result", in.Envelope); err != nil {
 				return store.CompleteResult{}, err
 			}
 		}
 		next := *j
-		next.Result, next.ResultS3 = env.inline, env.s3Key
+		next.Result, next.ResultC, next.ResultS3 = env.inline, env.inlineC, env.s3Key
 		next.Disposition = string(in.Disposition)
 		next.State = string(store.StateDone)
 		out, _, err := s.commit(ctx, jobWrite{pk: j.PK, put: &next, ver: j.Ver, unsealed: unsealed(j)})

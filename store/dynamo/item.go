@@ -3,6 +3,7 @@ package dynamo
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -18,10 +19,12 @@ import (
 // Update (both are billed on the larger of the old and new item), so the
 // whole-item write buys simplicity for nothing.
 type jobItem struct {
-	PK    string `dynamodbav:"pk"`
-	SK    string `dynamodbav:"sk"`
-	Site  string `dynamodbav:"site"`
-	JobID string `dynamodbav:"jobId"`
+	PK string `dynamodbav:"pk"`
+	SK string `dynamodbav:"sk"`
+	// Site and JobID are the key's parts (jobPK), read from it rather than
+	// stored beside it: every write of the job is billed for its bytes.
+	Site  string `dynamodbav:"-"`
+	JobID string `dynamodbav:"-"`
 	// Stub is the JobStub as JSON, checked against the schema at claim.
 	Stub string `dynamodbav:"stub"`
 	// Owner and Kind repeat the stub's, so keys can be derived even when a
@@ -40,9 +43,12 @@ type jobItem struct {
 	Seq string `dynamodbav:"seq"`
 	TTL int64  `dynamodbav:"ttl"`
 
-	Runner   string `dynamodbav:"cr,omitempty"`
-	HOwner   string `dynamodbav:"co,omitempty"`
+	Runner string `dynamodbav:"cr,omitempty"`
+	HOwner string `dynamodbav:"co,omitempty"`
+	// Device is the holder's identity as JSON, or as DeviceB's bytes when
+	// it packs (compact.go).
 	Device   string `dynamodbav:"cd,omitempty"`
+	DeviceB  []byte `dynamodbav:"cdB,omitempty"`
 	Lease    string `dynamodbav:"cl,omitempty"`
 	LeaseExp int64  `dynamodbav:"ce,omitempty"`
 
@@ -65,6 +71,9 @@ type jobItem struct {
 	PayloadItem string `dynamodbav:"plI,omitempty"`
 	PayloadS3   string `dynamodbav:"plS3,omitempty"`
 	Result      string `dynamodbav:"rs,omitempty"`
+	// ResultC is the inline result's ciphertext as bytes when it packs
+	// (compact.go); Result then holds the other fields.
+	ResultC     []byte `dynamodbav:"rsC,omitempty"`
 	ResultS3    string `dynamodbav:"rsS3,omitempty"`
 	Disposition string `dynamodbav:"dp,omitempty"`
 
@@ -174,6 +183,11 @@ func unmarshalJob(av map[string]types.AttributeValue) (*jobItem, error) {
 	if err := attributevalue.UnmarshalMap(av, &j); err != nil {
 		return nil, fmt.Errorf("decode job item: %w", err)
 	}
+	site, jobID, ok := strings.Cut(strings.TrimPrefix(j.PK, "J#"), "\x00")
+	if !ok || !strings.HasPrefix(j.PK, "J#") {
+		return nil, fmt.Errorf("decode job item: key %q names no job", j.PK)
+	}
+	j.Site, j.JobID = site, jobID
 	return &j, nil
 }
 
@@ -234,22 +248,28 @@ func (j *jobItem) job() (store.Job, error) {
 	}
 	if j.claimed() {
 		h := &store.Holder{RunnerID: j.Runner, Owner: j.HOwner, LeaseID: j.Lease, LeaseExpiresAt: j.LeaseExp}
-		if err := json.Unmarshal([]byte(j.Device), &h.Device); err != nil {
+		if len(j.DeviceB) > 0 {
+			d, err := unpackIdentity(j.DeviceB)
+			if err != nil {
+				return store.Job{}, fmt.Errorf("decode holder device of job %q: %w", j.JobID, err)
+			}
+			h.Device = d
+		} else if err := json.Unmarshal([]byte(j.Device), &h.Device); err != nil {
 			return store.Job{}, fmt.Errorf("decode holder device of job %q: %w", j.JobID, err)
 		}
 		out.ClaimedBy = h
 	}
 	var err error
-	if out.Payload, err = inlineOr(j.Payload, j.payload); err != nil {
+	if out.Payload, err = inlineOr(j.Payload, nil, j.payload); err != nil {
 		return store.Job{}, err
 	}
-	if out.Result, err = inlineOr(j.Result, j.result); err != nil {
+	if out.Result, err = inlineOr(j.Result, j.ResultC, j.result); err != nil {
 		return store.Job{}, err
 	}
 	return out, nil
 }
 
-func inlineOr(inline string, loaded *protocol.SealedEnvelope) (*protocol.SealedEnvelope, error) {
+func inlineOr(inline string, raw []byte, loaded *protocol.SealedEnvelope) (*protocol.SealedEnvelope, error) {
 	if loaded != nil {
 		e := *loaded
 		return &e, nil
@@ -257,11 +277,7 @@ func inlineOr(inline string, loaded *protocol.SealedEnvelope) (*protocol.SealedE
 	if inline == "" {
 		return nil, nil
 	}
-	var e protocol.SealedEnvelope
-	if err := json.Unmarshal([]byte(inline), &e); err != nil {
-		return nil, fmt.Errorf("decode stored envelope: %w", err)
-	}
-	return &e, nil
+	return unpackEnvelope(inline, raw)
 }
 
 // requeue returns the job to the queue, forgetting the claim. RefusedBy,
@@ -269,7 +285,7 @@ func inlineOr(inline string, loaded *protocol.SealedEnvelope) (*protocol.SealedE
 // the event they have to outlive.
 func (j *jobItem) requeue() {
 	j.State = string(store.StateQueued)
-	j.Runner, j.HOwner, j.Device, j.Lease, j.LeaseExp = "", "", "", "", 0
+	j.Runner, j.HOwner, j.Device, j.DeviceB, j.Lease, j.LeaseExp = "", "", "", nil, "", 0
 	j.AwaitingUntil = 0
 	j.Payload, j.PayloadItem, j.PayloadS3, j.payload = "", "", "", nil
 }

@@ -290,7 +290,7 @@ func (s *Store) Seal(ctx context.Context, in store.SealInput) (store.SealResult,
 		if j.State != string(store.StateAwaitingPayload) {
 			return store.SealResult{Refused: store.RefusedTooLate, Was: store.State(j.State)}, nil
 		}
-		if env == (storedEnvelope{}) {
+		if env.empty() {
 			if env, err = s.putEnvelope(ctx, j, "payload", in.Envelope); err != nil {
 				return store.SealResult{}, err
 			}
