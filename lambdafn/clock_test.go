@@ -165,3 +165,34 @@ func TestOpenDoesNotWaitForTheClockButTheFirstRequestDoes(t *testing.T) {
 		t.Fatal("the first request was served and the store clock is still the host's")
 	}
 }
+
+// Every entry point reads DynamoDB's clock before it serves, the stream
+// attach function's (a function URL, not an API Gateway handler) too:
+// nothing at Open reads it any more.
+func TestTheAttachFunctionCalibratesTheStoreClockBeforeItServes(t *testing.T) {
+	ctx := context.Background()
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "local")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", localtest.DynamoEndpoint(t))
+	table := localtest.UniqueName("clock")
+	if err := dynamo.CreateTable(ctx, localtest.DynamoClient(t), table); err != nil {
+		t.Fatal(err)
+	}
+	env, err := LoadEnv(envOf(map[string]string{"TABLE_NAME": table}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := Open(ctx, env, Options{Logger: slog.New(slog.DiscardHandler), MetricsOut: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.serverClock.Reading().Calibrated {
+		t.Fatal("the store clock is calibrated before anything was served")
+	}
+	// An unsigned attach: refused, and still after the clock was read.
+	st.AttachHandler().ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/relay/site/stream", nil))
+	if !st.serverClock.Reading().Calibrated {
+		t.Fatal("the attach function served with its host's clock")
+	}
+}

@@ -297,6 +297,7 @@ func (st *Stack) Handler(name string) (Handler, error) {
 func (st *Stack) AttachHandler() http.Handler {
 	h := st.Relay.AttachHandler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st.Calibrate(r.Context())
 		h.ServeHTTP(w, r)
 		st.noteClock()
 	})
