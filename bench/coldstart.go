@@ -71,6 +71,12 @@ type FunctionCost struct {
 	InitMs       []float64 `json:"initMs"`
 	InitMedianMs float64   `json:"initMedianMs"`
 	ReportInitMs []float64 `json:"reportInitMs"`
+	// FirstInvokeMs are the invoke after each init (the emulator's INVOKE
+	// RTDONE duration: the event handed over to the answer written), and
+	// FirstInvokeMedianMs their median: work moved out of init onto the
+	// first request (the store clock's calibrating read) shows here.
+	FirstInvokeMs       []float64 `json:"firstInvokeMs"`
+	FirstInvokeMedianMs float64   `json:"firstInvokeMedianMs"`
 	// HelloInitMs are the hello-world cold starts paired with InitMs, and
 	// InitRatios each pair's function / hello-world; InitRatioMedian their
 	// median (the hello-world row has none).
@@ -143,18 +149,18 @@ func measureColdStart(ctx context.Context, repoRoot, ddbEndpoint string, runs in
 		cs.Functions = append(cs.Functions, fc)
 	}
 	hello := &cs.Functions[0]
-	cold := func(name string) (phase, report float64, err error) {
+	cold := func(name string) (phase, report, invoke float64, err error) {
 		env, _ := envOf(name)
 		// On a loaded machine the emulator now and then starts the
 		// bootstrap before its runtime API listens ("failed to get the next
 		// invoke: … connection refused"): that start measured nothing, so
 		// it is made again in a fresh emulator, a few times at most.
 		for range 3 {
-			if phase, report, err = initDuration(ctx, rie, boot[name], env, eventFor(name)); err == nil {
-				return phase, report, nil
+			if phase, report, invoke, err = initDuration(ctx, rie, boot[name], env, eventFor(name)); err == nil {
+				return phase, report, invoke, nil
 			}
 		}
-		return 0, 0, fmt.Errorf("%s: %w", name, err)
+		return 0, 0, 0, fmt.Errorf("%s: %w", name, err)
 	}
 	started := time.Now()
 	total := (len(names) - 1) * runs
@@ -162,23 +168,24 @@ func measureColdStart(ctx context.Context, repoRoot, ddbEndpoint string, runs in
 	for i := 1; i < len(names); i++ {
 		fc := &cs.Functions[i]
 		for r := range runs {
-			var fp, fr, hp, hr float64
+			var fp, fr, fi, hp, hr, hi float64
 			var err error
 			// Alternate who goes first: a start warms the page cache and the
 			// scheduler for the one after it.
 			if r%2 == 0 {
-				if hp, hr, err = cold(helloName); err == nil {
-					fp, fr, err = cold(fc.Name)
+				if hp, hr, hi, err = cold(helloName); err == nil {
+					fp, fr, fi, err = cold(fc.Name)
 				}
 			} else {
-				if fp, fr, err = cold(fc.Name); err == nil {
-					hp, hr, err = cold(helloName)
+				if fp, fr, fi, err = cold(fc.Name); err == nil {
+					hp, hr, hi, err = cold(helloName)
 				}
 			}
 			if err != nil {
 				return nil, err
 			}
 			fc.InitMs, fc.ReportInitMs = append(fc.InitMs, fp), append(fc.ReportInitMs, fr)
+			fc.FirstInvokeMs, hello.FirstInvokeMs = append(fc.FirstInvokeMs, fi), append(hello.FirstInvokeMs, hi)
 			fc.HelloInitMs = append(fc.HelloInitMs, hp)
 			fc.InitRatios = append(fc.InitRatios, ratio(fp, hp))
 			hello.InitMs, hello.ReportInitMs = append(hello.InitMs, hp), append(hello.ReportInitMs, hr)
@@ -190,8 +197,10 @@ func measureColdStart(ctx context.Context, repoRoot, ddbEndpoint string, runs in
 		}
 		fc.InitMedianMs = median(fc.InitMs)
 		fc.InitRatioMedian = median(fc.InitRatios)
+		fc.FirstInvokeMedianMs = median(fc.FirstInvokeMs)
 	}
 	hello.InitMedianMs = median(hello.InitMs)
+	hello.FirstInvokeMedianMs = median(hello.FirstInvokeMs)
 	return cs, nil
 }
 
@@ -320,19 +329,21 @@ func eventFor(name string) []byte {
 }
 
 // The emulator's two init figures: rapid's init phase report, and the
-// REPORT line written as Lambda writes it to CloudWatch Logs.
+// REPORT line written as Lambda writes it to CloudWatch Logs; and rapid's
+// report of the invoke after it.
 var (
 	initPhasePattern  = regexp.MustCompile(`INIT REPORT\(durationMs: ([0-9.]+)\)`)
 	initReportPattern = regexp.MustCompile(`Init Duration: ([0-9.]+) ms`)
+	invokePattern     = regexp.MustCompile(`INVOKE RTDONE\(status: [^,]*, produced bytes: [0-9]+, duration: ([0-9.]+)ms\)`)
 )
 
 // initDuration starts one emulator, invokes once (the init runs on the
-// first invoke) and reads both init figures.
-func initDuration(ctx context.Context, rie, bootstrap string, env []string, event []byte) (phase, report float64, err error) {
+// first invoke) and reads both init figures and the invoke's duration.
+func initDuration(ctx context.Context, rie, bootstrap string, env []string, event []byte) (phase, report, invoke float64, err error) {
 	logs := &syncBuffer{}
 	em, err := lambdadev.StartEmulator(ctx, rie, bootstrap, env, logs)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer em.Stop()
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -340,15 +351,16 @@ func initDuration(ctx context.Context, rie, bootstrap string, env []string, even
 	_, _ = em.Invoke(ictx, event) // a refusal is fine: the init is what counts
 	for range 100 {
 		out := logs.String()
-		p, r := initPhasePattern.FindStringSubmatch(out), initReportPattern.FindStringSubmatch(out)
-		if p != nil && r != nil {
+		p, r, i := initPhasePattern.FindStringSubmatch(out), initReportPattern.FindStringSubmatch(out), invokePattern.FindStringSubmatch(out)
+		if p != nil && r != nil && i != nil {
 			phase, _ = strconv.ParseFloat(p[1], 64)
 			report, _ = strconv.ParseFloat(r[1], 64)
-			return phase, report, nil
+			invoke, _ = strconv.ParseFloat(i[1], 64)
+			return phase, report, invoke, nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return 0, 0, fmt.Errorf("the emulator reported no init duration:\n%s", logs.String())
+	return 0, 0, 0, fmt.Errorf("the emulator reported no init duration:\n%s", logs.String())
 }
 
 type syncBuffer struct {

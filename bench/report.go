@@ -57,7 +57,7 @@ func (r *Report) Markdown() string {
 	}
 	if cs := r.ColdStart; cs != nil && cs.Error == "" {
 		fmt.Fprintf(&b, "\n### Function size and init duration\n\n%s; %d interleaved pairs (hello-world, function) per function; × hello init is the median of the per-pair ratios.\n\n", cs.Note, cs.Runs)
-		b.WriteString("| function | arm64 bytes | arm64 zipped | × hello size | init median ms | paired hello median ms | × hello init (median of pairs) | pair ratios p25–p75 |\n|---|---:|---:|---:|---:|---:|---:|---|\n")
+		b.WriteString("| function | arm64 bytes | arm64 zipped | × hello size | init median ms | paired hello median ms | × hello init (median of pairs) | pair ratios p25–p75 | first invoke median ms |\n|---|---:|---:|---:|---:|---:|---:|---|---:|\n")
 		var hello FunctionCost
 		for _, f := range cs.Functions {
 			if f.Name == helloName {
@@ -78,8 +78,8 @@ func (r *Report) Markdown() string {
 			if f.InitCalls != "" {
 				name += " (" + f.InitCalls + ")"
 			}
-			fmt.Fprintf(&b, "| %s | %d | %d | %.2f | %.1f | %s | %s | %s |\n", name, f.Arm64Bytes, f.Arm64ZipBytes,
-				ratio(float64(f.Arm64Bytes), float64(hello.Arm64Bytes)), f.InitMedianMs, paired, times, spread)
+			fmt.Fprintf(&b, "| %s | %d | %d | %.2f | %.1f | %s | %s | %s | %.1f |\n", name, f.Arm64Bytes, f.Arm64ZipBytes,
+				ratio(float64(f.Arm64Bytes), float64(hello.Arm64Bytes)), f.InitMedianMs, paired, times, spread, f.FirstInvokeMedianMs)
 		}
 	}
 	for _, n := range names {
