@@ -35,6 +35,12 @@ func Encode(v any) ([]byte, error) {
 	return MarshalJS(v)
 }
 
+// EncodeTo is Encode appending to buf: the same bytes, written into memory
+// the caller reuses from one answer to the next.
+func EncodeTo(buf []byte, v any) ([]byte, error) {
+	return appendJS(buf, reflect.ValueOf(v))
+}
+
 // jsAppender is implemented by types that write their own JS encoding.
 type jsAppender interface {
 	appendJS(buf []byte) ([]byte, error)

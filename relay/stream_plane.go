@@ -81,7 +81,8 @@ func (r *Relay) HTTPHandler() http.Handler {
 		}
 		if hr.URL.Path != seal.StreamAttachPath || hr.Method != http.MethodPost || !acceptsSSE(hr.Header) {
 			resp := r.Handle(hr.Context(), Request{Method: hr.Method, Path: hr.URL.Path, RawQuery: hr.URL.RawQuery, Header: hr.Header, Body: raw})
-			writeResponse(w, resp)
+			writeResponse(w, resp) // writes the body out before it returns
+			recycle(resp.Body)
 			return
 		}
 		r.serveSSE(w, hr, raw)
