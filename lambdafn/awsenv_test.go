@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -44,8 +45,16 @@ func TestAFunctionReadsItsGrantKeyFromASecureStringAtStart(t *testing.T) {
 		}
 		return Open(ctx, env, Options{Logger: slog.New(slog.DiscardHandler), MetricsOut: io.Discard})
 	}
-	if _, err := open(base + "/secure"); err != nil {
+	st, err := open(base + "/secure")
+	if err != nil {
 		t.Fatalf("SecureString seed: %v", err)
+	}
+	// It read DynamoDB's clock while it waited on SSM, with no request
+	// served: the first request finds it read, or waits for that read.
+	for start := time.Now(); !st.serverClock.Reading().Calibrated; time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("a container that read SSM at start did not read DynamoDB's clock in that wait")
+		}
 	}
 	if _, err := open(base + "/plain"); err == nil || !strings.Contains(err.Error(), "SecureString") {
 		t.Fatalf("plain String seed: %v, want a refusal to start", err)

@@ -140,6 +140,10 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 	var params *paramstore.Client
 	if env.GrantKeyParameter != "" || env.OriginSecretParameter != "" {
 		params = paramstore.New(cfg, aws.ToString(endpoint("ssm", nil)))
+		// This container waits on SSM before it asks for work: read
+		// DynamoDB's clock meanwhile, in that wait, so the first request
+		// need not (it waits on Calibrate's lock if the read is still out).
+		go st.Calibrate(context.WithoutCancel(ctx))
 	}
 	author, err := grantAuthor(ctx, params, env, opts, clock)
 	if err != nil {
@@ -340,7 +344,9 @@ func (st *Stack) serve(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (
 // background at init it competed with the rest of the init for the CPU
 // (its first SDK call, signing and connection are about 1.4 ms of CPU),
 // which lengthened init by about a third of a hello-world's under the
-// emulator; the first request waits for one round trip either way.
+// emulator; the first request waits for one round trip either way. Only a
+// container that waits on SSM at Open anyway (the grant key, the origin
+// secret) starts it there, to run in that wait.
 func (st *Stack) Calibrate(ctx context.Context) {
 	if st.serverClock == nil {
 		return // an injected clock: nothing to learn
