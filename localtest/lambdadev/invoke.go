@@ -23,15 +23,22 @@ func PrepareEvent(f lambdafn.Function, raw []byte, w *demo.World, now time.Time,
 	if f.Kind == lambdafn.KindStream {
 		return prepareURLEvent(f, raw, w, now, leaseID)
 	}
-	if f.Kind != lambdafn.KindHTTP {
+	return prepare(f.Name, f.Kind == lambdafn.KindHTTP, raw, w, now, leaseID)
+}
+
+// prepare is PrepareEvent and PrepareSiteEvent past their stack's kinds:
+// an HTTP event is filled in and re-signed, anything else must be JSON and
+// goes as it is.
+func prepare(name string, http bool, raw []byte, w *demo.World, now time.Time, leaseID string) ([]byte, error) {
+	if !http {
 		if !json.Valid(raw) {
-			return nil, fmt.Errorf("%s: event is not JSON", f.Name)
+			return nil, fmt.Errorf("%s: event is not JSON", name)
 		}
 		return raw, nil
 	}
 	var ev events.APIGatewayV2HTTPRequest
 	if err := json.Unmarshal(raw, &ev); err != nil {
-		return nil, fmt.Errorf("%s: event: %w", f.Name, err)
+		return nil, fmt.Errorf("%s: event: %w", name, err)
 	}
 	if err := w.PrepareWithLease(&ev, now, leaseID); err != nil {
 		return nil, err

@@ -3,7 +3,6 @@ package lambdadev
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -18,20 +17,7 @@ import (
 // event gets the demo's values, leaseID for {{leaseId}} (demo.SiteLease)
 // and fresh signatures; the sweeper's schedule payload goes as it is.
 func PrepareSiteEvent(f sitefn.Function, raw []byte, w *demo.World, now time.Time, leaseID string) ([]byte, error) {
-	if f.Kind != sitefn.KindHTTP {
-		if !json.Valid(raw) {
-			return nil, fmt.Errorf("%s: event is not JSON", f.Name)
-		}
-		return raw, nil
-	}
-	var ev events.APIGatewayV2HTTPRequest
-	if err := json.Unmarshal(raw, &ev); err != nil {
-		return nil, fmt.Errorf("%s: event: %w", f.Name, err)
-	}
-	if err := w.PrepareWithLease(&ev, now, leaseID); err != nil {
-		return nil, err
-	}
-	return json.Marshal(ev)
+	return prepare(f.Name, f.Kind == sitefn.KindHTTP, raw, w, now, leaseID)
 }
 
 // InvokeSiteInProcess runs one event through a site function's handler in
