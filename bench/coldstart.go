@@ -50,12 +50,12 @@ type ColdStart struct {
 // FunctionCost is one function's size and start-up.
 type FunctionCost struct {
 	Name string `json:"name"`
-	// InitCalls says what the function calls over the network before it
-	// asks for work, as deployed ("" for nothing): the site functions read
-	// their keys from SSM, pair, claim and the catch-all the grant key.
-	// Hello-world calls nothing, so that round trip (to moto here) is in
-	// the ratio.
-	InitCalls string `json:"initCalls,omitempty"`
+	// FirstReads says what the function reads over the network on its
+	// first request, before it answers, as deployed ("" for nothing beyond
+	// DynamoDB's clock): the site functions read their keys from SSM; pair,
+	// claim and the catch-all the grant key. No function calls anything
+	// during init; that round trip (to moto here) is in FirstInvokeMs.
+	FirstReads string `json:"firstReads,omitempty"`
 	// Arm64Bytes is the bootstrap as deployed (linux/arm64, static,
 	// lambda.norpc, trimmed, stripped); Arm64ZipBytes the same zipped
 	// (deflate), which is what Lambda stores and loads.
@@ -145,7 +145,7 @@ func measureColdStart(ctx context.Context, repoRoot, ddbEndpoint string, runs in
 		if fc.Arm64Bytes, fc.Arm64ZipBytes, err = sizes(arm[name]); err != nil {
 			return nil, err
 		}
-		_, fc.InitCalls = envOf(name)
+		_, fc.FirstReads = envOf(name)
 		cs.Functions = append(cs.Functions, fc)
 	}
 	hello := &cs.Functions[0]
@@ -259,15 +259,16 @@ const (
 	coldGrantKeyParam = "/bench-coldstart/grant-key"
 )
 
-// coldStartEnv stores the parameters the functions read at start (a fresh
+// coldStartEnv stores the parameters the functions read (a fresh
 // site key file, a fresh grant seed, both SecureStrings) and returns each
 // function's environment: what template.yaml's Globals and the function's
 // own Environment set (relay), or site-template.yaml's (site), with every
 // endpoint local. Only the values differ from a deployment. The table,
 // bucket, topic and schedule group need not exist: nothing is called on
 // them before the function asks for work, and the invoke after it is
-// refused or fails, which is fine (the init is what is measured).
-func coldStartEnv(ctx context.Context, ddb, moto string) (func(name string) (env []string, initCalls string), error) {
+// refused or fails after its key read, which is fine (the answer is not
+// what is measured).
+func coldStartEnv(ctx context.Context, ddb, moto string) (func(name string) (env []string, firstReads string), error) {
 	keys, err := protocol.GenerateKeys()
 	if err != nil {
 		return nil, err
@@ -307,19 +308,20 @@ func coldStartEnv(ctx context.Context, ddb, moto string) (func(name string) (env
 		case name == helloName:
 			return []string{fn}, ""
 		case name == lambdafn.Pair:
-			return append(slices.Clone(relay), fn, grantKey), "reads the grant key from SSM"
+			return append(slices.Clone(relay), fn, grantKey), "reads the grant key from SSM on its first request"
 		case name == lambdafn.Claim || name == lambdafn.CatchAll:
-			return append(append(slices.Clone(relay), wakeups...), fn, grantKey), "reads the grant key from SSM"
+			return append(append(slices.Clone(relay), wakeups...), fn, grantKey), "reads the grant key from SSM on its first request"
 		case strings.HasPrefix(name, "site"):
-			return append(slices.Clone(site), fn), "reads the site keys from SSM"
+			return append(slices.Clone(site), fn), "reads the site keys from SSM on its first request"
 		}
 		return append(slices.Clone(relay), fn), ""
 	}, nil
 }
 
 // eventFor is an invoke that needs nothing to exist: an HTTP request the
-// relay refuses before any lookup, or a sweep of an absent table. Only the
-// init before it is measured; the answer is not.
+// relay refuses before any lookup, or a sweep of an absent table. Its
+// duration is the first invoke's (the key read, the clock's calibration);
+// its answer is not measured.
 func eventFor(name string) []byte {
 	switch name {
 	case helloName, lambdafn.Sweeper, sitefn.Sweeper:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/byorelay/byorelay/lambdafn/container"
 	"github.com/byorelay/byorelay/relay"
 )
 
@@ -46,7 +47,8 @@ func TestServeHTTPRunsANetHTTPHandlerOnARelayRequest(t *testing.T) {
 // relay cannot read, not by failing the invocation (which API Gateway
 // would turn into a bare 500 and the alarms into a page).
 func TestAnUndecodableEventIsABadRequestNotAFailedInvocation(t *testing.T) {
-	st := &Stack{log: slogDiscard()}
+	// No relay behind it: the event is refused before one is asked.
+	st := &Stack{log: slogDiscard(), relay: container.Built[*relay.Relay](nil)}
 	resp, err := st.relayHandler(context.Background(), event("POST", "/byollm/claim", "", nil, "%%%", true))
 	if err != nil {
 		t.Fatal(err)

@@ -42,31 +42,31 @@ type SSMOriginSecrets struct {
 	readAt time.Time
 }
 
-// NewSSMOriginSecrets reads the parameter once, so a container that cannot
-// read its secret fails to start instead of refusing every request.
-func NewSSMOriginSecrets(ctx context.Context, api ParameterGetter, name string, clock store.Clock, log *slog.Logger) (*SSMOriginSecrets, error) {
-	s := &SSMOriginSecrets{api: api, name: name, clock: clock, log: log}
-	values, err := s.read(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s.values, s.readAt = values, clock.Now()
-	return s, nil
+// NewSSMOriginSecrets is the lock over the named parameter. It reads
+// nothing yet: the first request reads it (a round trip at init was most
+// of a function's init), and until one read succeeds every request is
+// refused, 500 server-error, so a container that cannot read its secret
+// never serves without the lock.
+func NewSSMOriginSecrets(api ParameterGetter, name string, clock store.Clock, log *slog.Logger) *SSMOriginSecrets {
+	return &SSMOriginSecrets{api: api, name: name, clock: clock, log: log}
 }
 
 // Secrets is a relay.OriginSecrets. When a re-read fails, the values last
 // read stay in force and the failure is logged: a Parameter Store outage
 // must not take the relay down with it, and the values were good a minute
-// ago.
+// ago. With no values read yet, a failure is the answer.
 func (s *SSMOriginSecrets) Secrets(ctx context.Context) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock.Now()
-	if now.Sub(s.readAt) < OriginSecretTTL {
+	if s.values != nil && now.Sub(s.readAt) < OriginSecretTTL {
 		return s.values, nil
 	}
 	values, err := s.read(ctx)
-	if err != nil {
+	switch {
+	case err != nil && s.values == nil:
+		return nil, err
+	case err != nil:
 		s.log.WarnContext(ctx, "origin secret not re-read; keeping the last values", slog.String("problem", err.Error()))
 		s.readAt = now
 		return s.values, nil

@@ -55,15 +55,17 @@ func TestOriginSecretsFollowARotationInParameterStore(t *testing.T) {
 	api2 := &failingSSM{real: paramstore.New(cfg, "")}
 	log := slog.New(slog.DiscardHandler)
 
-	if _, err := NewSSMOriginSecrets(ctx, api2, name, clock, log); err == nil {
-		t.Fatal("a lock over a parameter that does not exist started; it would refuse every request")
+	lock := NewSSMOriginSecrets(api2, name, clock, log)
+	if got, err := lock.Secrets(ctx); err == nil {
+		t.Fatalf("a lock over a parameter that does not exist answered %q; it must refuse until it has read one", got)
 	}
-
+	// Nothing read yet, so an outage refuses too: there are no last values.
 	putParameter(t, api, name, "first")
-	lock, err := NewSSMOriginSecrets(ctx, api2, name, clock, log)
-	if err != nil {
-		t.Fatal(err)
+	api2.down = true
+	if got, err := lock.Secrets(ctx); err == nil {
+		t.Fatalf("a lock that has never read its secret answered %q during an outage", got)
 	}
+	api2.down = false
 	want := func(step string, values ...string) {
 		t.Helper()
 		got, err := lock.Secrets(ctx)
@@ -93,8 +95,10 @@ func TestOriginSecretsFollowARotationInParameterStore(t *testing.T) {
 	want("during an outage", "second")
 }
 
-// The deployed wiring: ORIGIN_SECRET_PARAMETER names the parameter, Open
-// reads it, and every relay function refuses a request without the secret.
+// The deployed wiring: ORIGIN_SECRET_PARAMETER names the parameter, the
+// first request reads it, and every relay function refuses a request
+// without the secret. Until the parameter can be read, every request is
+// refused, with or without a secret.
 func TestAFunctionOpenedWithAnOriginSecretRefusesRequestsAroundTheEdge(t *testing.T) {
 	ctx := context.Background()
 	moto := localtest.MotoEndpoint(t)
@@ -104,7 +108,6 @@ func TestAFunctionOpenedWithAnOriginSecretRefusesRequestsAroundTheEdge(t *testin
 	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", localtest.DynamoEndpoint(t))
 	t.Setenv("AWS_ENDPOINT_URL_SSM", moto)
 	name := "/" + localtest.UniqueName("origin-secret")
-	putParameter(t, ssm.NewFromConfig(localtest.AWSConfig(moto)), name, "edge-value")
 
 	env, err := LoadEnv(envOf(map[string]string{"TABLE_NAME": "unused-table", "ORIGIN_SECRET_PARAMETER": name}))
 	if err != nil {
@@ -129,11 +132,16 @@ func TestAFunctionOpenedWithAnOriginSecretRefusesRequestsAroundTheEdge(t *testin
 		}
 		return resp
 	}
+	secret := map[string]string{strings.ToLower(relay.OriginSecretHeader): "edge-value"}
+	if resp := call(secret); resp.StatusCode != 500 || !strings.Contains(resp.Body, `"error":"server-error"`) {
+		t.Fatalf("before the parameter exists: %d %s, want 500 server-error", resp.StatusCode, resp.Body)
+	}
+	putParameter(t, ssm.NewFromConfig(localtest.AWSConfig(moto)), name, "edge-value")
 	if resp := call(nil); resp.StatusCode != 403 || !strings.Contains(resp.Body, `"error":"forbidden"`) {
 		t.Fatalf("around the edge: %d %s, want 403 forbidden", resp.StatusCode, resp.Body)
 	}
 	// API Gateway hands headers over lower-cased.
-	if resp := call(map[string]string{strings.ToLower(relay.OriginSecretHeader): "edge-value"}); resp.StatusCode != 404 {
+	if resp := call(secret); resp.StatusCode != 404 {
 		t.Fatalf("through the edge: %d %s, want the relay's own 404", resp.StatusCode, resp.Body)
 	}
 }

@@ -2,6 +2,7 @@ package lambdafn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -52,11 +53,13 @@ type Options struct {
 // of Stacks over one table are replicas.
 type Stack struct {
 	Env     Env
-	Relay   *relay.Relay
 	Store   *dynamo.Store
 	Control *controlplane.Store
 	Metrics *EMF
 
+	// relay is built at Open, or, when the grant key is read from SSM, by
+	// the first request that needs it (container.Deferred).
+	relay *container.Deferred[*relay.Relay]
 	log   *slog.Logger
 	waker *Waker
 	churn *ChurnPublisher
@@ -140,14 +143,6 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 	var params *paramstore.Client
 	if env.GrantKeyParameter != "" || env.OriginSecretParameter != "" {
 		params = paramstore.New(cfg, aws.ToString(endpoint("ssm", nil)))
-		// This container waits on SSM before it asks for work: read
-		// DynamoDB's clock meanwhile, in that wait, so the first request
-		// need not (it waits on Calibrate's lock if the read is still out).
-		go st.Calibrate(context.WithoutCancel(ctx))
-	}
-	author, err := grantAuthor(ctx, params, env, opts, clock)
-	if err != nil {
-		return nil, err
 	}
 	rcfg := relay.Config{
 		Store:           st.Store,
@@ -164,21 +159,28 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		Metrics:         st.Metrics,
 	}
 	if env.OriginSecretParameter != "" {
-		lock, err := NewSSMOriginSecrets(ctx, params, env.OriginSecretParameter, clock, log)
+		rcfg.OriginSecrets = NewSSMOriginSecrets(params, env.OriginSecretParameter, clock, log).Secrets
+	}
+	if opts.Grants == nil && env.GrantKeyParameter != "" {
+		// Read by the first request, not at init: the round trip to SSM
+		// was most of these functions' init, and the first request of a
+		// cold container waits for it either way. That request reads
+		// DynamoDB's clock meanwhile (Calibrate), so the two round trips
+		// overlap.
+		st.relay = container.Defer(func(ctx context.Context) (*relay.Relay, error) {
+			go st.Calibrate(context.WithoutCancel(ctx))
+			author, err := grantAuthor(ctx, params, env.GrantKeyParameter, clock)
+			if err != nil {
+				return nil, err
+			}
+			return relayWithGrants(rcfg, author)
+		})
+	} else {
+		r, err := relayWithGrants(rcfg, opts.Grants)
 		if err != nil {
 			return nil, err
 		}
-		rcfg.OriginSecrets = lock.Secrets
-	}
-	if author != nil {
-		// Key and author from one object: a relay handing devices one key
-		// and signing with another would have every job refused at the
-		// device while reporting itself healthy.
-		rcfg.ControlPlanePublic = author.Public()
-		rcfg.AuthorGrant = author.Grant
-	}
-	if st.Relay, err = relay.New(rcfg); err != nil {
-		return nil, err
+		st.relay = container.Built(r)
 	}
 	st.admin = sync.OnceValue(func() http.Handler {
 		return controlplane.AdminHandler(controlplane.NewAdmin(controlplane.AdminConfig{
@@ -213,29 +215,37 @@ func (l lazyS3) DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, opts
 	return l.client().DeleteObject(ctx, in, opts...)
 }
 
-// grantAuthor is the injected author, or one over the seed in the SSM
-// parameter the environment names, or nil (direct mode). Read once, at
-// start: a claim must not wait on SSM, and a container that cannot read
-// its key must fail to start rather than pair devices without one.
-func grantAuthor(ctx context.Context, params *paramstore.Client, env Env, opts Options, clock store.Clock) (*grants.Author, error) {
-	if opts.Grants != nil {
-		return opts.Grants, nil
-	}
-	if env.GrantKeyParameter == "" {
-		return nil, nil
-	}
-	found, err := params.Get(ctx, env.GrantKeyParameter)
+// grantAuthor is an author over the seed in the named SSM parameter. A
+// parameter that is missing, unreadable or not a SecureString is an error,
+// which the request that asked answers 503 (container.Deferred): a relay
+// never pairs a device or grants a job without its key.
+func grantAuthor(ctx context.Context, params *paramstore.Client, name string, clock store.Clock) (*grants.Author, error) {
+	found, err := params.Get(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("lambdafn: read grant key: %w", err)
 	}
 	if len(found) != 1 {
-		return nil, fmt.Errorf("lambdafn: grant key parameter %s does not exist", env.GrantKeyParameter)
+		return nil, fmt.Errorf("lambdafn: grant key parameter %s does not exist", name)
 	}
 	seed, err := grants.SeedFromParameter(found[0].Name, found[0].Type, found[0].Value)
 	if err != nil {
 		return nil, fmt.Errorf("lambdafn: %w", err)
 	}
 	return grants.New(seed, grants.Options{Clock: clock})
+}
+
+// relayWithGrants is the relay that hands devices author's key and signs
+// their grants with it: key and author from one object, since a relay
+// handing devices one key and signing with another would have every job
+// refused at the device while reporting itself healthy. A nil author is a
+// relay without grants (direct mode).
+func relayWithGrants(cfg relay.Config, author *grants.Author) (*relay.Relay, error) {
+	if author == nil {
+		return relay.New(cfg)
+	}
+	cfg.ControlPlanePublic = author.Public()
+	cfg.AuthorGrant = author.Grant
+	return relay.New(cfg)
 }
 
 // awsConfig is the given configuration, or the environment's; endpoint
@@ -294,28 +304,78 @@ func (st *Stack) Handler(name string) (Handler, error) {
 	}
 }
 
+// Relay is the container's relay: built at Open, or by the first call when
+// the grant key is read from SSM (an error then means it could not be
+// read, and the caller must not serve without it).
+func (st *Stack) Relay(ctx context.Context) (*relay.Relay, error) {
+	r, err := st.relay.Get(ctx)
+	if err != nil {
+		st.log.ErrorContext(ctx, "relay not built", slog.String("problem", err.Error()))
+	}
+	return r, err
+}
+
 // AttachHandler is the stream attach function's handler, for lambdaurl:
 // the relay's attach alone, as Server-Sent Events when the caller accepts
 // them and as the long-poll otherwise; every other path answers 404
 // (relay.AttachHandler).
 func (st *Stack) AttachHandler() http.Handler {
-	h := st.Relay.AttachHandler()
+	attach := container.Defer(func(ctx context.Context) (http.Handler, error) {
+		r, err := st.Relay(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return r.AttachHandler(), nil
+	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, err := attach.Get(r.Context())
+		if err != nil {
+			writeEvent(w, container.Unavailable())
+			return
+		}
 		st.Calibrate(r.Context())
 		h.ServeHTTP(w, r)
 		st.noteClock()
 	})
 }
 
+// writeEvent writes an API Gateway response as plain HTTP.
+func writeEvent(w http.ResponseWriter, resp events.APIGatewayV2HTTPResponse) {
+	for k, v := range resp.Headers {
+		w.Header().Set(k, v)
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.WriteString(w, resp.Body)
+}
+
 func (st *Stack) relayHandler(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	resp, err := st.serve(ctx, ev)
 	if err != nil {
-		return badEvent(), nil
+		return failedEvent(err), nil
 	}
 	return container.ToAPIGateway(resp), nil
 }
 
+// errUnavailable is serve's error when the relay could not be built.
+var errUnavailable = errors.New("lambdafn: relay unavailable")
+
+// failedEvent answers an event serve could not take: its relay could not
+// be built, or the event itself was not one.
+func failedEvent(err error) events.APIGatewayV2HTTPResponse {
+	if errors.Is(err, errUnavailable) {
+		return container.Unavailable()
+	}
+	return badEvent()
+}
+
+// serve answers one event with the relay. The relay comes first: on a cold
+// container with a deferred grant key, getting it starts the clock's
+// calibrating read before the key's, so the two round trips overlap.
 func (st *Stack) serve(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (relay.Response, error) {
+	r, err := st.Relay(ctx)
+	if err != nil {
+		return relay.Response{}, errUnavailable
+	}
 	st.Calibrate(ctx)
 	req, err := container.FromAPIGateway(ev)
 	if err != nil {
@@ -325,7 +385,7 @@ func (st *Stack) serve(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (
 	if id := ev.RequestContext.RequestID; id != "" {
 		ctx = relay.WithRequestID(ctx, id)
 	}
-	resp := st.Relay.Handle(ctx, req)
+	resp := r.Handle(ctx, req)
 	st.noteClock()
 	return resp, nil
 }
@@ -336,7 +396,7 @@ func (st *Stack) serve(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (
 // stamps nothing with its host's skew (docs/architecture.md, "One time
 // source"); a failure costs only timeliness: the clock reads the host
 // until a store call answers, and the sweep calibrates again before it
-// decides any expiry. A caller serving st.Relay or st.Store by another
+// decides any expiry. A caller serving the relay or st.Store by another
 // path (`byorelay serve`'s stream and admin routes) calls it once before
 // serving.
 //
@@ -344,9 +404,9 @@ func (st *Stack) serve(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (
 // background at init it competed with the rest of the init for the CPU
 // (its first SDK call, signing and connection are about 1.4 ms of CPU),
 // which lengthened init by about a third of a hello-world's under the
-// emulator; the first request waits for one round trip either way. Only a
-// container that waits on SSM at Open anyway (the grant key, the origin
-// secret) starts it there, to run in that wait.
+// emulator; the first request waits for one round trip either way. A
+// container whose first request reads the grant key from SSM starts this
+// read just before that one, so the two round trips overlap.
 func (st *Stack) Calibrate(ctx context.Context) {
 	if st.serverClock == nil {
 		return // an injected clock: nothing to learn
@@ -393,10 +453,14 @@ func (st *Stack) catchAllHandler(ctx context.Context, ev events.APIGatewayV2HTTP
 		if err != nil {
 			return badEvent(), nil
 		}
+		r, err := st.Relay(ctx)
+		if err != nil {
+			return container.Unavailable(), nil
+		}
 		// Behind an edge the page is no way around it: a request without
 		// the edge's secret goes on to the relay, which refuses it as it
 		// refuses every other path.
-		if ok, err := st.Relay.PassesOriginLock(ctx, req.Header); err == nil && ok {
+		if ok, err := r.PassesOriginLock(ctx, req.Header); err == nil && ok {
 			return container.ToAPIGateway(serveHTTP(ctx, approvePage(), req)), nil
 		}
 	}
@@ -412,7 +476,7 @@ var approvePage = sync.OnceValue(controlplane.ApprovePage)
 func (st *Stack) claimHandler(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	resp, err := st.serve(ctx, ev)
 	if err != nil {
-		return badEvent(), nil
+		return failedEvent(err), nil
 	}
 	if st.waker != nil && resp.Status == http.StatusOK {
 		if at, ok := earliestClaimDeadline(resp.Body); ok {

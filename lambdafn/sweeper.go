@@ -32,8 +32,12 @@ func (st *Stack) SweepHandler() func(ctx context.Context, ev json.RawMessage) (S
 		if in.Trigger == "" {
 			in.Trigger = "invoke"
 		}
+		r, err := st.Relay(ctx)
+		if err != nil {
+			return SweepReport{}, fmt.Errorf("sweep: %w", err)
+		}
 		st.Calibrate(ctx)
-		res, err := st.Relay.Sweep(ctx)
+		res, err := r.Sweep(ctx)
 		st.noteClock()
 		if err != nil {
 			st.Metrics.SweepFailed()

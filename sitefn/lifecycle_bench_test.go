@@ -51,7 +51,10 @@ func BenchmarkDirectLaneLifecycleCapacity(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := st.Server
+	srv, err := st.Server(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
 	// One paired device.
 	device, _ := protocol.GenerateKeys()
 	code := sitestore.NewUserCode()

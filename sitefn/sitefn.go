@@ -141,12 +141,19 @@ type Options struct {
 
 // Stack is one container's wiring: the DynamoDB store and the server.
 type Stack struct {
-	Store  *sitedynamo.Store
-	Server *siteserver.Server
+	Store *sitedynamo.Store
+	// server is built at Open when the keys were given, or by the first
+	// request that needs it when they are read from SSM.
+	server *container.Deferred[*siteserver.Server]
+	log    *slog.Logger
 }
 
-// Open builds a Stack.
+// Open builds a Stack. The site's keys, when they are read from SSM, are
+// read by the first request rather than here (container.Deferred): the
+// round trip was most of a site function's init, and a cold container's
+// first request waits for it either way.
 func Open(ctx context.Context, env Env, o Options) (*Stack, error) {
+	var params *paramstore.Client
 	if o.DB == nil || o.Keys == nil {
 		// As lambdafn builds the relay's: the configuration Lambda's
 		// environment gives, with AWS_ENDPOINT_URL_<SERVICE> overrides, and
@@ -168,11 +175,7 @@ func Open(ctx context.Context, env Env, o Options) (*Stack, error) {
 			if env.SiteKeysParameter == "" {
 				return nil, errors.New("sitefn: SITE_KEYS_PARAMETER is required (the site's keys are supplied, never generated per container)")
 			}
-			keys, err := keysFromSSM(ctx, paramstore.New(cfg, aws.ToString(container.EndpointFor(os.Getenv, "ssm"))), env.SiteKeysParameter)
-			if err != nil {
-				return nil, err
-			}
-			o.Keys = keys
+			params = paramstore.New(cfg, aws.ToString(container.EndpointFor(os.Getenv, "ssm")))
 		}
 	}
 	if o.Logger == nil {
@@ -182,12 +185,38 @@ func Open(ctx context.Context, env Env, o Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := siteserver.New(siteserver.Config{Store: st, Keys: o.Keys, VerificationURL: env.VerificationURL,
-		LeaseMs: env.LeaseMs, PairingTTLMs: env.PairingTTLMs, Logger: o.Logger})
-	if err != nil {
-		return nil, err
+	server := func(keys *protocol.Keys) (*siteserver.Server, error) {
+		return siteserver.New(siteserver.Config{Store: st, Keys: keys, VerificationURL: env.VerificationURL,
+			LeaseMs: env.LeaseMs, PairingTTLMs: env.PairingTTLMs, Logger: o.Logger})
 	}
-	return &Stack{Store: st, Server: srv}, nil
+	stack := &Stack{Store: st, log: o.Logger}
+	if params == nil {
+		srv, err := server(o.Keys)
+		if err != nil {
+			return nil, err
+		}
+		stack.server = container.Built(srv)
+		return stack, nil
+	}
+	stack.server = container.Defer(func(ctx context.Context) (*siteserver.Server, error) {
+		keys, err := keysFromSSM(ctx, params, env.SiteKeysParameter)
+		if err != nil {
+			return nil, err
+		}
+		return server(keys)
+	})
+	return stack, nil
+}
+
+// Server is the container's site server: built at Open, or by the first
+// call when the keys are read from SSM (an error then means they could not
+// be read, and the caller must not serve without them).
+func (st *Stack) Server(ctx context.Context) (*siteserver.Server, error) {
+	srv, err := st.server.Get(ctx)
+	if err != nil {
+		st.log.ErrorContext(ctx, "site server not built", slog.String("problem", err.Error()))
+	}
+	return srv, err
 }
 
 // keysFromSSM reads the site's StoredKeys JSON from a SecureString: a
@@ -231,11 +260,15 @@ func (st *Stack) Handler(name string) (Handler, error) {
 	if f.Kind != KindHTTP {
 		return nil, fmt.Errorf("sitefn: %s is not an HTTP function", name)
 	}
-	handle := st.Server.Handle
-	if name == App {
-		handle = st.Server.HandleApp
-	}
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		srv, err := st.Server(ctx)
+		if err != nil {
+			return container.Unavailable(), nil
+		}
+		handle := srv.Handle
+		if name == App {
+			handle = srv.HandleApp
+		}
 		req, err := container.FromAPIGateway(ev)
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
@@ -259,7 +292,11 @@ type SweepReport struct {
 // failed sweep is a failed invocation, which the Scheduler retries.
 func (st *Stack) SweepHandler() func(ctx context.Context) (SweepReport, error) {
 	return func(ctx context.Context) (SweepReport, error) {
-		expired, err := st.Server.Sweep(ctx)
+		srv, err := st.Server(ctx)
+		if err != nil {
+			return SweepReport{}, err
+		}
+		expired, err := srv.Sweep(ctx)
 		if err != nil {
 			return SweepReport{}, err
 		}

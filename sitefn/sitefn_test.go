@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
@@ -57,9 +59,11 @@ func TestEnvNeedsATableAndPositiveDurations(t *testing.T) {
 
 // SITE_KEYS_PARAMETER through the deployed wiring, with the AWS
 // configuration from the environment Lambda sets: the keys come back from
-// moto's SSM by the signed call, as written; a plain String parameter (the
-// site's private keys in the clear) and a missing one stop the start.
-func TestAFunctionReadsTheSiteKeysFromASecureStringAtStart(t *testing.T) {
+// moto's SSM by the signed call, as written. A function starts without
+// reading them; its first request does. While they cannot be read (a
+// missing parameter, or a plain String one: the site's private keys in the
+// clear) every request is answered 503 and none reaches the server.
+func TestAFunctionReadsTheSiteKeysFromASecureStringOnItsFirstRequest(t *testing.T) {
 	ctx := context.Background()
 	moto := localtest.MotoEndpoint(t)
 	t.Setenv("AWS_REGION", "us-east-1")
@@ -93,17 +97,28 @@ func TestAFunctionReadsTheSiteKeysFromASecureStringAtStart(t *testing.T) {
 	if again, _ := json.Marshal(got.Stored(1)); string(again) != string(stored) {
 		t.Fatalf("keys read back as %s, want %s", again, stored)
 	}
-	open := func(param string) error {
-		_, err := Open(ctx, Env{TableName: "unused-table", SiteKeysParameter: param, VerificationURL: "https://site.example/pair"}, Options{Logger: slog.New(slog.DiscardHandler)})
-		return err
+	open := func(param string) *Stack {
+		t.Helper()
+		st, err := Open(ctx, Env{TableName: "unused-table", SiteKeysParameter: param, VerificationURL: "https://site.example/pair"}, Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatalf("%s: Open read the keys at start, or failed for want of them: %v", param, err)
+		}
+		return st
 	}
-	if err := open(base + "/secure"); err != nil {
-		t.Fatalf("SecureString keys: %v", err)
+	srv, err := open(base + "/secure").Server(ctx)
+	if err != nil || srv.SiteKeyID() != keys.KeyID() {
+		t.Fatalf("the server is not built over the parameter's keys: %v", err)
 	}
-	if err := open(base + "/plain"); err == nil || !strings.Contains(err.Error(), "SecureString") {
-		t.Fatalf("plain String keys: %v, want a refusal to start", err)
-	}
-	if err := open(base + "/missing"); err == nil {
-		t.Fatal("a missing site keys parameter started a function")
+	for _, param := range []string{base + "/plain", base + "/missing"} {
+		h, err := open(param).Handler(App)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := events.APIGatewayV2HTTPRequest{RawPath: "/app/availability"}
+		ev.RequestContext.HTTP.Method = http.MethodPost
+		resp, err := h(ctx, ev)
+		if err != nil || resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(resp.Body, `"error":"server-error"`) {
+			t.Fatalf("%s: %d %s %v, want 503 server-error", param, resp.StatusCode, resp.Body, err)
+		}
 	}
 }

@@ -280,9 +280,13 @@ func (ls *localStack) dynamoBackend(ctx context.Context, opts serveOptions, auth
 	if err != nil {
 		return backend{}, err
 	}
-	// The stream and admin routes reach st.Relay and st.Store without the
+	// The stream and admin routes reach the relay and st.Store without the
 	// functions' handlers, which wait for the store clock's first reading.
 	st.Calibrate(ctx)
+	r, err := st.Relay(ctx)
+	if err != nil {
+		return backend{}, err
+	}
 	if err := ls.loadProjection(ctx, st, log); err != nil {
 		return backend{}, err
 	}
@@ -292,7 +296,7 @@ func (ls *localStack) dynamoBackend(ctx context.Context, opts serveOptions, auth
 	}
 	sweep := st.SweepHandler()
 	trigger, _ := json.Marshal(lambdafn.SweepEvent{Trigger: "schedule"})
-	return backend{relay: st.Relay, gateway: server, sweep: func(ctx context.Context) error {
+	return backend{relay: r, gateway: server, sweep: func(ctx context.Context) error {
 		_, err := sweep(ctx, trigger)
 		return err
 	}}, nil

@@ -100,8 +100,13 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	// The keys were given: built already, nothing to wait for.
+	server, err := st.Server(ctx)
+	if err != nil {
+		return fail(err)
+	}
 	if world != nil {
-		if err := world.SeedSite(ctx, st.Server, st.Store); err != nil {
+		if err := world.SeedSite(ctx, server, st.Store); err != nil {
 			return fail(err)
 		}
 	}
@@ -118,7 +123,7 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(err)
 		}
-		admin := &http.Server{Handler: siteserver.NewAdmin(st.Server, st.Store, clock), ReadHeaderTimeout: 10 * time.Second}
+		admin := &http.Server{Handler: siteserver.NewAdmin(server, st.Store, clock), ReadHeaderTimeout: 10 * time.Second}
 		go func() { served <- admin.Serve(aln) }()
 		defer admin.Close()
 		fmt.Fprintf(stdout, "TEST-ONLY admin API (can wipe the table and move the clock): http://%s/admin/\n", aln.Addr())
@@ -132,7 +137,7 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				_, _ = st.Server.Sweep(ctx)
+				_, _ = server.Sweep(ctx)
 			}
 		}
 	}()

@@ -50,8 +50,12 @@ func startStack(t *testing.T, leaseMs int64) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r, err := st.Relay(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	timings := &timings{byPath: map[string]*timing{}}
-	ts := httptest.NewServer(timings.wrap(withSSE(st.Relay, srv)))
+	ts := httptest.NewServer(timings.wrap(withSSE(r, srv)))
 	t.Cleanup(ts.Close)
 	t.Cleanup(func() { t.Log(timings.String()) })
 	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: st.Control, Pairings: st.Store, Logger: slog.New(slog.DiscardHandler)})

@@ -59,7 +59,11 @@ func OpenDemoSite(ctx context.Context, w *demo.World, db SiteDB, table string) (
 	if err != nil {
 		return nil, err
 	}
-	if err := w.SeedSite(ctx, st.Server, st.Store); err != nil {
+	srv, err := st.Server(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.SeedSite(ctx, srv, st.Store); err != nil {
 		return nil, err
 	}
 	return st, nil

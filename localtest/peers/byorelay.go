@@ -91,7 +91,7 @@ func OpenStack(t testing.TB, env lambdafn.Env) *lambdafn.Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Callers serve st.Relay and st.Store directly, not through the
+	// Callers serve st.Relay(ctx) and st.Store directly, not through the
 	// handlers that wait for the store clock's first reading.
 	st.Calibrate(ctx)
 	return st

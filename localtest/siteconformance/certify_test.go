@@ -115,7 +115,11 @@ func TestCertifyPasses32of32OnDynamoDBThroughTheLocalAPIServer(t *testing.T) {
 	}
 	gateway := httptest.NewServer(api)
 	defer gateway.Close()
-	admin := httptest.NewServer(siteserver.NewAdmin(st.Server, st.Store, clock))
+	srv, err := st.Server(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := httptest.NewServer(siteserver.NewAdmin(srv, st.Store, clock))
 	defer admin.Close()
 	certify(t, "byorelay site functions (DynamoDB Local, local API server)", gateway.URL, admin.URL)
 }
