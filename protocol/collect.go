@@ -17,6 +17,16 @@ package protocol
 // MaxCollect is the most job ids one CollectRequest may name.
 const MaxCollect = 1000
 
+// ResultGraceMs is how long after a job's deadline a collect still lists a
+// result the relay accepted before that deadline. The relay takes no
+// result once the deadline has passed, but one it accepted in the last
+// instant would otherwise be listed to no poll: the site's next poll comes
+// after the deadline, and the reference's listing ends there. So a site
+// polls once more after a job's deadline before it calls the job expired,
+// and that poll has this long to reach the relay. The GET, which a stock
+// @byollm/server uses, keeps the reference's listing.
+const ResultGraceMs = 60_000
+
 // CollectRequest names the jobs whose fates the site has taken: results it
 // has judged and eviction notices it has read.
 type CollectRequest struct {

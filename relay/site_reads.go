@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
 )
 
 // The reads name their site in the query and are signed over an empty
@@ -60,8 +61,7 @@ func (r *Relay) pending(c *call, s siteRequest) (reply, error) {
 
 // results lists sealed results for the site to open and verify. A GET, or
 // any request without a body, is the reference's pure read: results are
-// listed on every poll until the deadline sweep deletes the job. It does not
-// sweep.
+// listed on every poll until the job's deadline. It does not sweep.
 //
 // A POST with a body is byorelay's collect (protocol.CollectRequest): the
 // site names the results and eviction notices it has taken, the relay
@@ -78,7 +78,7 @@ func (r *Relay) results(c *call, s siteRequest) (reply, error) {
 	if refusal != nil {
 		return *refusal, nil
 	}
-	jobs, err := r.finished(c, siteID)
+	jobs, err := r.finished(c, siteID, 0)
 	if err != nil {
 		return reply{}, err
 	}
@@ -108,7 +108,10 @@ func (r *Relay) collect(c *call, s siteRequest) (reply, error) {
 	if err := r.store.Collect(c.ctx, siteID, req.Collected); err != nil {
 		return reply{}, err
 	}
-	jobs, err := r.finished(c, siteID)
+	// Results past their deadline too, for the grace: one accepted in the
+	// deadline's last instant reaches a site whose next poll came after it
+	// (protocol.ResultGraceMs).
+	jobs, err := r.finished(c, siteID, store.ResultGraceMs)
 	if err != nil {
 		return reply{}, err
 	}
@@ -121,9 +124,10 @@ func (r *Relay) collect(c *call, s siteRequest) (reply, error) {
 }
 
 // finished is the site's uncollected results as the wire lists them,
-// each row encoded (once per row, not once per poll: resultRows).
-func (r *Relay) finished(c *call, siteID string) ([]protocol.Encoded, error) {
-	finished, err := r.store.Finished(c.ctx, siteID)
+// each row encoded (once per row, not once per poll: resultRows), up to
+// graceMs past their deadline.
+func (r *Relay) finished(c *call, siteID string, graceMs int64) ([]protocol.Encoded, error) {
+	finished, err := r.store.Finished(c.ctx, siteID, graceMs)
 	if err != nil {
 		return nil, err
 	}

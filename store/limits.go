@@ -1,5 +1,7 @@
 package store
 
+import "github.com/byorelay/byorelay/protocol"
+
 // AwaitingPayloadMs is how long a site has to seal after one of its jobs is
 // claimed.
 //
@@ -22,6 +24,10 @@ const AwaitingPayloadMs = 10_000
 // unit consent is already expressed in. It buys time, not secrecy; churn
 // reporting reads what is left.
 const UnsealedPerPair = 2
+
+// ResultGraceMs is how long past its job's deadline a store keeps a result
+// for a collect to list (protocol.ResultGraceMs, where it is argued).
+const ResultGraceMs = protocol.ResultGraceMs
 
 // SealAttemptsBeforeEviction is how many consecutive unsealed expiries a job
 // survives (B042). Every device that waits on a site that never seals does

@@ -61,12 +61,16 @@ type RoutingStore interface {
 	// claim that has already lapsed (the reference sweeps fully first).
 	Awaiting(ctx context.Context, siteID string) ([]Job, error)
 	// Finished lists the site's done jobs that carry a result and that the
-	// site has not collected (a store may leave their Payload out). A pure
-	// read: results are listed on every poll
-	// until the deadline sweep deletes the job or the site collects it (a
-	// site that never collects, as every reference site, sees the
-	// reference's behaviour).
-	Finished(ctx context.Context, siteID string) ([]Job, error)
+	// site has not collected (a store may leave their Payload out), whose
+	// deadline is later than now - graceMs. A pure read: results are listed
+	// on every poll until their deadline or the site collects them (a site
+	// that never collects, as every reference site, sees the reference's
+	// behaviour with graceMs 0, the GET's). graceMs is 0 or ResultGraceMs
+	// (a collect's): a store keeps a result that long past its deadline
+	// for it, though every other read treats the job as gone from its
+	// deadline on. A job with the same id published again hides the old
+	// result.
+	Finished(ctx context.Context, siteID string, graceMs int64) ([]Job, error)
 	// Evicted lists the ids of the site's jobs that a sweep evicted (the
 	// SealAttemptsBeforeEviction-th unsealed expiry) and that the site has
 	// not collected, in no particular order. A notice lasts until the job's

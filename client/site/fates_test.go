@@ -135,3 +135,47 @@ func TestRunSealsWhileCollectingIsStuck(t *testing.T) {
 		t.Fatalf("run = %v", err)
 	}
 }
+
+// A job expires here once a results poll sent at or after its deadline was
+// answered without it: a result the relay accepted in the deadline's last
+// instant, after the site's previous poll, is in that answer. While the
+// relay does not answer, the job waits for protocol.ResultGraceMs past the
+// deadline, after which no relay lists its result, and then expires.
+func TestAJobExpiresAfterAPollSentPastItsDeadlineOrAfterTheGrace(t *testing.T) {
+	s := newSetup(t)
+	deadline := start.Add(time.Minute)
+	for _, id := range []string{"j1", "j2"} {
+		stub := protocol.JobStub{ID: id, Kind: site.KindGenerate, Owner: "alice", DeadlineAt: deadline.UnixMilli()}
+		if _, err := s.site.Publish(context.Background(), stub, site.GeneratePayload("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.clock.Set(deadline.Add(-time.Millisecond))
+	if rep := s.pump(t); len(rep.Ended) != 0 {
+		t.Fatalf("ended before the deadline: %+v", rep.Ended)
+	}
+	// The relay stops answering; the deadline passes.
+	s.relay.set(func(f *fakeRelay) {
+		f.refuse["results"] = fakeRefusal{status: 503, body: `{"error":"unavailable","message":"later"}`}
+	})
+	s.clock.Set(deadline.Add(protocol.ResultGraceMs*time.Millisecond - time.Millisecond))
+	if rep := s.pump(t); len(rep.Ended) != 0 || rep.Deferred == "" {
+		t.Fatalf("with no answer since the deadline, within the grace: %+v", rep)
+	}
+	s.clock.Advance(time.Millisecond)
+	if rep := s.pump(t); len(rep.Ended) != 2 {
+		t.Fatalf("with no answer, at the grace's end: %+v", rep)
+	}
+
+	// An answered poll sent at the deadline ends the job at once.
+	late := start.Add(time.Hour)
+	stub := protocol.JobStub{ID: "answered-later", Kind: site.KindGenerate, Owner: "alice", DeadlineAt: late.UnixMilli()}
+	if _, err := s.site.Publish(context.Background(), stub, site.GeneratePayload("x")); err != nil {
+		t.Fatal(err)
+	}
+	s.relay.set(func(f *fakeRelay) { delete(f.refuse, "results") })
+	s.clock.Set(late)
+	if got := fates(s.pump(t)); got["answered-later"] != site.FateExpired {
+		t.Fatalf("fates after an answered poll at the deadline: %v", got)
+	}
+}

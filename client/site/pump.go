@@ -142,10 +142,10 @@ func (c *Client) PumpResults(ctx context.Context) (Report, error) {
 	return c.finish(ctx, rep, err)
 }
 
-// finish ends what the clock says is over, hands over every ending not yet
+// finish ends what is over (expiryBefore), hands over every ending not yet
 // reported, and turns a retryable error into Deferred.
 func (c *Client) finish(ctx context.Context, rep Report, err error) (Report, error) {
-	expired, eerr := c.ledger.Expire(ctx, c.now())
+	expired, eerr := c.ledger.Expire(ctx, c.expiryBefore())
 	err = errors.Join(err, ledgerErr(eerr))
 	c.mu.Lock()
 	c.outbox = append(c.outbox, expired...)
@@ -168,6 +168,21 @@ func (c *Client) finish(ctx context.Context, rep Report, err error) (Report, err
 		return rep, nil
 	}
 	return rep, err
+}
+
+// expiryBefore is the instant up to which a job's deadline means it has
+// expired here. Not the clock: the relay takes a result until the
+// deadline, and one it took in the last instant, after this site's latest
+// poll, would be called expired by a site that ended jobs at their
+// deadline. So a job expires once a results poll sent at or after its
+// deadline was answered without it (a byorelay relay lists such a result
+// protocol.ResultGraceMs past the deadline), or, if no poll gets an
+// answer, once that grace has passed by this site's clock, after which no
+// relay lists it.
+func (c *Client) expiryBefore() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return max(c.polledAt, c.now()-protocol.ResultGraceMs)
 }
 
 // Run pumps both halves until ctx ends, each on its own loop, every
@@ -331,6 +346,7 @@ func (c *Client) collectResults(ctx context.Context, rep *Report) error {
 
 	// A POST with the ids already taken: byorelay forgets them and adds the
 	// eviction notices; a reference relay answers its plain list.
+	sentAt := c.now()
 	var finished protocol.CollectResponse
 	if err := c.postResults(ctx, protocol.CollectRequest{
 		ProtocolVersion: protocol.ProtocolVersion, SiteID: c.siteID, Collected: taken,
@@ -370,6 +386,11 @@ func (c *Client) collectResults(ctx context.Context, rep *Report) error {
 			return err
 		}
 	}
+	// Only now, with every listed job ended: the other half's finish must
+	// not expire a job whose result is in this answer and not yet judged.
+	c.mu.Lock()
+	c.polledAt = max(c.polledAt, sentAt)
+	c.mu.Unlock()
 	return nil
 }
 

@@ -94,6 +94,11 @@ type Client struct {
 	// Memory only: after a restart the relay lists them again, and a job
 	// the ledger says has ended is then only collected.
 	collect map[string]bool
+	// polledAt is when the latest results poll the relay answered was sent
+	// (this site's clock), set once its answer was judged: every result
+	// the relay accepted before a deadline that is not later than this has
+	// been seen (expiryBefore).
+	polledAt int64
 	// outbox are endings not yet handed to a report.
 	outbox []Ending
 	// streams is the latest grant this process sealed each job's payload

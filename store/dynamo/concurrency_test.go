@@ -626,7 +626,7 @@ func race(t *testing.T, cfg raceConfig, seed uint64) raceStats {
 	}
 
 	// No accepted result lost or recorded twice.
-	finished, err := watcher.Finished(ctx, cSite)
+	finished, err := watcher.Finished(ctx, cSite, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,7 +86,7 @@ func TestEnvelopesUpToTheProtocolLimitRoundTripThroughS3(t *testing.T) {
 	if res, err := s.Complete(ctx, store.CompleteInput{JobID: g.ID, RunnerID: "r1", LeaseID: g.Lease.ID, Envelope: result, Disposition: store.DispositionOK}); err != nil || !res.Accepted {
 		t.Fatalf("complete: %+v %v", res, err)
 	}
-	finished, err := s.Finished(ctx, "site")
+	finished, err := s.Finished(ctx, "site", 0)
 	if err != nil || len(finished) != 1 || *finished[0].Result != result {
 		t.Fatalf("finished: %d jobs, err %v", len(finished), err)
 	}

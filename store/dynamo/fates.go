@@ -83,7 +83,8 @@ func (s *Store) Collect(ctx context.Context, siteID string, jobIDs []string) err
 	for i, id := range jobIDs {
 		pks[i] = jobPK(siteID, id)
 	}
-	items, err := s.batchJobs(ctx, pks)
+	// A result a collect listed in its grace is collected too.
+	items, err := s.batchJobsAfter(ctx, pks, store.ResultGraceMs)
 	if err != nil {
 		return err
 	}

@@ -335,7 +335,7 @@ func TestFaultsHolderCallsAnswerCorrectly(t *testing.T) {
 			if err != nil || !done.Accepted || done.Duplicate {
 				t.Fatalf("complete: %+v %v", done, err)
 			}
-			finished, err := e.clean.Finished(e.ctx, "site")
+			finished, err := e.clean.Finished(e.ctx, "site", 0)
 			if err != nil || len(finished) != 1 || finished[0].Result.Ciphertext != "result" {
 				t.Fatalf("finished: %+v %v", finished, err)
 			}

@@ -156,6 +156,12 @@ func (s *Store) Complete(ctx context.Context, in store.CompleteInput) (store.Com
 		if r := holderRefusal(j, in.RunnerID); r != "" {
 			return store.CompleteResult{Refused: r}, nil
 		}
+		// Past its deadline the job is gone, swept or not (the reference's
+		// answer once its sweep has run): a result taken now would be
+		// listed to no results poll, accepted and never delivered.
+		if j.Deadline <= s.now() {
+			return store.CompleteResult{Refused: store.RefusedNotFound}, nil
+		}
 		// Terminal before lease, after holder: the grant that finished the
 		// job is told "already recorded", anyone else gets the refusal they
 		// would get for a job that is not terminal.

@@ -130,12 +130,13 @@ func (j *jobItem) index(shards int) {
 		}
 	case store.StateDone:
 		// A finished job expires: from its deadline every read treats it
-		// as gone, and TTL deletes it without a write (its S3 objects, if
-		// any, are left to the bucket's lifecycle rule). Until then it is
-		// on its site's finished list, a partition of the due index sorted
-		// by deadline, so a listing reads only the jobs still before
-		// theirs, however late TTL is.
-		j.TTL = j.Deadline/1000 + 1
+		// as gone (but a collect's, for store.ResultGraceMs), and TTL
+		// deletes it without a write after that (its S3 objects, if any,
+		// are left to the bucket's lifecycle rule). Until then it is on its
+		// site's finished list, a partition of the due index sorted by
+		// deadline, so a listing reads only the jobs still before theirs
+		// (or its grace), however late TTL is.
+		j.TTL = (j.Deadline+store.ResultGraceMs)/1000 + 1
 		if (j.Result != "" || j.ResultS3 != "") && !j.Collected {
 			j.DK, j.DU = finishedKey(j.Site), j.Deadline
 		}

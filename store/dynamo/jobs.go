@@ -108,9 +108,14 @@ func (s *Store) loadJob(ctx context.Context, pk string) (*jobItem, bool, error) 
 // absent reports an item that stands for no job: a tombstone, a finished
 // job past its deadline (it expires, see jobItem.index), or past its TTL
 // and not yet collected.
-func (s *Store) absent(j *jobItem) bool {
+func (s *Store) absent(j *jobItem) bool { return s.absentAfter(j, 0) }
+
+// absentAfter is absent, but a finished job stays present graceMs past its
+// deadline: a collect's listing, and nothing else, reads results that late
+// (store.RoutingStore.Finished).
+func (s *Store) absentAfter(j *jobItem, graceMs int64) bool {
 	now := s.now()
-	return j.Gone || (j.State == string(store.StateDone) && j.Deadline <= now) || (j.TTL != 0 && j.TTL*1000 <= now)
+	return j.Gone || (j.State == string(store.StateDone) && j.Deadline+graceMs <= now) || (j.TTL != 0 && j.TTL*1000 <= now)
 }
 
 // Jobs lists every job of every site in enqueue order. A scan: for debug
@@ -208,17 +213,17 @@ func (s *Store) Awaiting(ctx context.Context, siteID string) ([]store.Job, error
 // Finished lists the site's done jobs that carry a result and are not
 // collected (the index lags a collect; the consistent read does not).
 //
-// The list is the site's partition of the due index from now on (keys
-// only), so jobs past their deadline, which TTL may take days to delete,
+// The list is the site's partition of the due index from now - graceMs
+// on (keys only), so jobs past that, which TTL may take days to delete,
 // are never read.
-func (s *Store) Finished(ctx context.Context, siteID string) ([]store.Job, error) {
+func (s *Store) Finished(ctx context.Context, siteID string, graceMs int64) ([]store.Job, error) {
 	var pks []string
 	in := &dynamodb.QueryInput{
 		TableName:              &s.table,
 		IndexName:              aws.String("due"),
-		KeyConditionExpression: aws.String("dk = :dk AND du > :now"),
+		KeyConditionExpression: aws.String("dk = :dk AND du > :since"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":dk": str(finishedKey(siteID)), ":now": num(s.now()),
+			":dk": str(finishedKey(siteID)), ":since": num(s.now() - graceMs),
 		},
 	}
 	for {
@@ -234,7 +239,7 @@ func (s *Store) Finished(ctx context.Context, siteID string) ([]store.Job, error
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
-	items, err := s.batchJobs(ctx, pks)
+	items, err := s.batchJobsAfter(ctx, pks, graceMs)
 	if err != nil {
 		return nil, err
 	}
@@ -253,13 +258,19 @@ func (s *Store) Finished(ctx context.Context, siteID string) ([]store.Job, error
 
 // batchJobs reads jobs by pk, strongly consistently, skipping absent ones.
 func (s *Store) batchJobs(ctx context.Context, pks []string) ([]*jobItem, error) {
+	return s.batchJobsAfter(ctx, pks, 0)
+}
+
+// batchJobsAfter is batchJobs keeping finished jobs graceMs past their
+// deadline (absentAfter).
+func (s *Store) batchJobsAfter(ctx context.Context, pks []string, graceMs int64) ([]*jobItem, error) {
 	var out []*jobItem
 	err := s.batchGet(ctx, pks, skJob, func(av map[string]types.AttributeValue) error {
 		j, err := unmarshalJob(av)
 		if err != nil {
 			return err
 		}
-		if !s.absent(j) {
+		if !s.absentAfter(j, graceMs) {
 			out = append(out, j)
 		}
 		return nil

@@ -113,7 +113,7 @@ func BenchmarkLifecycleCapacity(b *testing.B) {
 			return err
 		})
 		measure("finished", func() error {
-			jobs, err := s.Finished(ctx, site)
+			jobs, err := s.Finished(ctx, site, 0)
 			if err == nil && len(jobs) != 1 {
 				err = fmt.Errorf("%d finished, want 1", len(jobs))
 			}

@@ -81,6 +81,12 @@ func (s *Store) Complete(ctx context.Context, in store.CompleteInput) (store.Com
 	if refused != "" {
 		return store.CompleteResult{Refused: refused}, nil
 	}
+	// Past its deadline the job is gone, swept or not (the reference's
+	// answer once its sweep has run): a result taken now would be listed to
+	// no results poll, accepted at the relay and never delivered.
+	if job.Stub.DeadlineAt <= s.now() {
+		return store.CompleteResult{Refused: store.RefusedNotFound}, nil
+	}
 	// Terminal before lease (cloud_008 §3.6). The two orders disagree only
 	// about a done job asked about under another grant; "already recorded"
 	// is the useful answer for the grant that finished it, and the argument

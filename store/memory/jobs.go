@@ -59,15 +59,39 @@ func (s *Store) Awaiting(ctx context.Context, siteID string) ([]store.Job, error
 // Finished lists the site's sealed results waiting to go home, without
 // their payloads (store.Store allows it): every poll lists every one of
 // them, and a copy of each payload was one allocation per listed job per
-// poll that no caller reads.
-func (s *Store) Finished(ctx context.Context, siteID string) ([]store.Job, error) {
-	return s.list(func(j *store.Job) bool {
-		return j.SiteID == siteID && j.State == store.StateDone && j.Result != nil && !j.Collected
-	}, func(j *store.Job) store.Job {
-		withoutPayload := *j
-		withoutPayload.Payload = nil
-		return copyJob(&withoutPayload)
-	}), nil
+// poll that no caller reads. With a grace, the results the sweep forgot
+// within it come after the live ones.
+func (s *Store) Finished(ctx context.Context, siteID string, graceMs int64) ([]store.Job, error) {
+	now := s.now()
+	listed := func(j *store.Job) bool {
+		return j.SiteID == siteID && j.State == store.StateDone && j.Result != nil && !j.Collected &&
+			j.Stub.DeadlineAt+graceMs > now
+	}
+	withoutPayload := func(j *store.Job) store.Job {
+		c := *j
+		c.Payload = nil
+		return copyJob(&c)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var matched []*store.Job
+	for _, j := range s.order {
+		if listed(j) {
+			matched = append(matched, j)
+		}
+	}
+	if graceMs > 0 {
+		for _, j := range s.late {
+			if _, heldAgain := s.jobs[jobKey{j.SiteID, j.ID}]; listed(j) && !heldAgain {
+				matched = append(matched, j)
+			}
+		}
+	}
+	out := make([]store.Job, len(matched))
+	for i, j := range matched {
+		out[i] = withoutPayload(j)
+	}
+	return out, nil
 }
 
 // Evicted lists the site's eviction notices still due to it.
@@ -100,6 +124,7 @@ func (s *Store) Collect(ctx context.Context, siteID string, jobIDs []string) err
 	}
 	// Notices past their deadline go too: nothing reads them any more.
 	s.evicted = slices.DeleteFunc(s.evicted, func(e eviction) bool { return taken[e.key] || e.deadlineAt <= now })
+	s.late = slices.DeleteFunc(s.late, func(j *store.Job) bool { return taken[jobKey{j.SiteID, j.ID}] })
 	return nil
 }
 

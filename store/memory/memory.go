@@ -41,6 +41,11 @@ type Store struct {
 	// evicted are the eviction notices not yet collected, with the evicted
 	// job's deadline, in eviction order.
 	evicted []eviction
+	// late are results the sweep forgot at their job's deadline before the
+	// site collected them, kept ResultGraceMs for a collect to list
+	// (store.RoutingStore.Finished), in sweep order. Nothing else reads
+	// them: the job is gone.
+	late []*store.Job
 
 	// churn holds when each pair's unsealed grants expired: timestamps, not
 	// a counter, because the threshold is "inside a window" and a counter

@@ -38,6 +38,7 @@ func (s *Store) SweepInline(ctx context.Context) (store.SweepResult, error) {
 func (s *Store) sweepJobs(now int64, limit int) (store.SweepResult, []store.UnsealedChurn) {
 	// A notice outlives nothing it could still matter to.
 	s.evicted = slices.DeleteFunc(s.evicted, func(e eviction) bool { return e.deadlineAt <= now })
+	s.late = slices.DeleteFunc(s.late, func(j *store.Job) bool { return j.Stub.DeadlineAt+store.ResultGraceMs <= now })
 	due := []*store.Job{}
 	for _, job := range s.order {
 		if dueAt(job) <= now {
@@ -64,9 +65,15 @@ func (s *Store) sweepJobs(now int64, limit int) (store.SweepResult, []store.Unse
 		// learns through RenewLeases, which reports the job lost.
 		if job.Stub.DeadlineAt <= now {
 			s.forget(job)
-			// A finished job expires unreported: nothing was lost.
+			// A finished job expires unreported: nothing was lost. Its
+			// result, if the site has not taken it, stays listable to a
+			// collect for the grace: it may have been accepted an instant
+			// before this deadline, after the site's last poll.
 			if job.State != store.StateDone {
 				result.Removed = append(result.Removed, copyJob(job))
+			} else if job.Result != nil && !job.Collected {
+				job.Payload = nil
+				s.late = append(s.late, job)
 			}
 			continue
 		}

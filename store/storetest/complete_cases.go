@@ -75,16 +75,90 @@ var completeCases = []testCase{
 		e.same("granted", len(granted), 3)
 		e.complete(granted[0].ID, "runner_1", granted[0].Lease.ID, "answer", store.DispositionCanceled)
 
-		finished, err := e.s.Finished(e.ctx, site)
+		finished, err := e.s.Finished(e.ctx, site, 0)
 		e.check(err)
 		e.same("finished", jobIDs(finished), []string{"a"})
 		e.same("finished disposition", finished[0].Disposition, store.DispositionCanceled)
 		// No acknowledgement exists: a pure read lists it on every poll.
-		again, err := e.s.Finished(e.ctx, site)
+		again, err := e.s.Finished(e.ctx, site, 0)
 		e.check(err)
 		e.same("finished again", jobIDs(again), []string{"a"})
-		other, err := e.s.Finished(e.ctx, "site_other")
+		other, err := e.s.Finished(e.ctx, "site_other", 0)
 		e.check(err)
 		e.same("other site's finished", jobIDs(other), []string{})
+	}},
+	{"refuses a result once the deadline has passed, swept or not", func(e *env) {
+		// Accepted now, it would be listed to no results poll: accepted at
+		// the relay, and never delivered.
+		in := claimArgs()
+		in.LeaseMs = 120_000
+		s := stub("a", "alice")
+		s.DeadlineAt = e.nowMs() + 60_000
+		e.enqueue(site, s)
+		granted := e.claimOne(in, "a")
+		e.seal("a")
+		e.take("a", "runner_1", granted.Lease.ID)
+		e.advance(60_000)
+		e.same("at the deadline", e.complete("a", "runner_1", granted.Lease.ID, "late", store.DispositionOK),
+			store.CompleteResult{Refused: store.RefusedNotFound})
+		for _, grace := range []int64{0, store.ResultGraceMs} {
+			finished, err := e.s.Finished(e.ctx, site, grace)
+			e.check(err)
+			e.same("finished", jobIDs(finished), []string{})
+		}
+	}},
+
+	{"lists a result to a collect for the grace after its deadline, and to the GET until the deadline", func(e *env) {
+		// A result accepted in the deadline's last instant, after the
+		// site's last poll, still reaches the site's next one.
+		in := claimArgs()
+		in.LeaseMs = 120_000
+		deadline := e.nowMs() + 60_000
+		for _, id := range []string{"a", "b", "c"} {
+			s := stub(id, "alice")
+			s.DeadlineAt = deadline
+			e.enqueue(site, s)
+			granted := e.claimOne(in, id)
+			e.seal(id)
+			e.take(id, "runner_1", granted.Lease.ID)
+		}
+		e.advance(59_999)
+		for _, id := range []string{"a", "b", "c"} {
+			j := e.mustJob(site, id)
+			e.same("accepted a millisecond early", e.complete(id, "runner_1", j.ClaimedBy.LeaseID, "answer", store.DispositionOK),
+				store.CompleteResult{Accepted: true, State: store.StateDone})
+		}
+		e.advance(1)
+		e.same("removed", jobIDs(e.sweep().Removed), []string{})
+		e.wantAbsent(site, "a")
+		finished, err := e.s.Finished(e.ctx, site, 0)
+		e.check(err)
+		e.same("the GET's", jobIDs(finished), []string{})
+		finished, err = e.s.Finished(e.ctx, site, store.ResultGraceMs)
+		e.check(err)
+		e.same("a collect's", jobIDs(finished), []string{"a", "b", "c"})
+		want := resultEnvelope("answer")
+		e.same("result", finished[0].Result, &want)
+
+		// Collected, it is not listed again; published anew, the new job
+		// hides the old result.
+		e.check(e.s.Collect(e.ctx, site, []string{"a"}))
+		again := stub("b", "alice")
+		again.DeadlineAt = e.nowMs() + 600_000
+		e.enqueue(site, again)
+		finished, err = e.s.Finished(e.ctx, site, store.ResultGraceMs)
+		e.check(err)
+		e.same("after a collect and a new b", jobIDs(finished), []string{"c"})
+
+		e.advance(store.ResultGraceMs - 1)
+		e.sweep()
+		finished, err = e.s.Finished(e.ctx, site, store.ResultGraceMs)
+		e.check(err)
+		e.same("at the grace's last millisecond", jobIDs(finished), []string{"c"})
+		e.advance(1)
+		e.sweep()
+		finished, err = e.s.Finished(e.ctx, site, store.ResultGraceMs)
+		e.check(err)
+		e.same("after the grace", jobIDs(finished), []string{})
 	}},
 }

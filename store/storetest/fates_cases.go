@@ -31,7 +31,7 @@ func (e *env) collect(siteID string, ids ...string) {
 
 func (e *env) finishedIDs(siteID string) []string {
 	e.Helper()
-	done, err := e.s.Finished(e.ctx, siteID)
+	done, err := e.s.Finished(e.ctx, siteID, 0)
 	e.check(err)
 	return jobIDs(done)
 }

@@ -110,7 +110,7 @@ var releaseCases = []testCase{
 
 		e.same("released", len(e.release("runner_1", store.ReleaseShutdown, 0, grant(granted))), 0)
 		e.wantState(site, "a", store.StateDone)
-		finished, err := e.s.Finished(e.ctx, site)
+		finished, err := e.s.Finished(e.ctx, site, 0)
 		e.check(err)
 		e.same("finished", jobIDs(finished), []string{"a"})
 		e.same("offered to nobody", ids(e.claim(asRunner("runner_2"))), []string{})

@@ -55,7 +55,7 @@ var sweepCases = []testCase{
 		for _, id := range []string{"queued", "awaiting", "ready", "running", "done"} {
 			e.wantAbsent(site, id)
 		}
-		finished, err := e.s.Finished(e.ctx, site)
+		finished, err := e.s.Finished(e.ctx, site, 0)
 		e.check(err)
 		e.same("finished", jobIDs(finished), []string{})
 	}},
