@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/byorelay/byorelay/localtest/fakellm"
 )
 
 // fakeModel is the model name the stand-in lists and answers as.
@@ -20,8 +22,9 @@ const fakeModel = "byorelay-fake"
 
 // runFakeLLM is `byorelay fake-llm`: a stand-in model server speaking the
 // two calls of the OpenAI chat API that byollm's openai-http backend makes,
-// so a real daemon can run a job in a demo without a model installed. It
-// answers every prompt with a fixed sentence that quotes the prompt.
+// so a real daemon can run a job in a demo without a model installed
+// (localtest/fakellm). It answers every prompt with a fixed sentence that
+// quotes the prompt.
 func runFakeLLM(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("byorelay fake-llm", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -62,7 +65,7 @@ func runFakeLLM(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	fmt.Fprintln(stdout, "Ctrl-C stops it.")
 
-	srv := &http.Server{Handler: fakeLLMHandler(*model), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: fakellm.Handler(*model, nil), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	select {
@@ -111,50 +114,4 @@ func writeIfAbsent(path string, data []byte) (bool, error) {
 		return false, err
 	}
 	return true, f.Close()
-}
-
-// fakeLLMHandler answers GET /v1/models (byollm's health probe: it claims
-// nothing unless its configured model is listed) and POST
-// /v1/chat/completions, without streaming.
-func fakeLLMHandler(model string) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
-		writeFakeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{
-			map[string]any{"id": model, "object": "model", "owned_by": "byorelay-fake-llm"},
-		}})
-	})
-	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Model    string `json:"model"`
-			Messages []struct {
-				Role    string `json:"role"`
-				Content string `json:"content"`
-			} `json:"messages"`
-		}
-		if err := json.NewDecoder(io.LimitReader(r.Body, 8<<20)).Decode(&req); err != nil || len(req.Messages) == 0 {
-			writeFakeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"message": "a chat completion needs messages"}})
-			return
-		}
-		if req.Model != model {
-			writeFakeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]any{"message": "no model " + strconv.Quote(req.Model)}})
-			return
-		}
-		prompt := req.Messages[len(req.Messages)-1].Content
-		answer := "fake-llm stand-in answer to: " + prompt
-		writeFakeJSON(w, http.StatusOK, map[string]any{
-			"id": "chatcmpl-fake", "object": "chat.completion", "created": time.Now().Unix(), "model": model,
-			"choices": []any{map[string]any{
-				"index": 0, "finish_reason": "stop",
-				"message": map[string]any{"role": "assistant", "content": answer},
-			}},
-			"usage": map[string]any{"prompt_tokens": len(prompt) / 4, "completion_tokens": len(answer) / 4, "total_tokens": (len(prompt) + len(answer)) / 4},
-		})
-	})
-	return mux
-}
-
-func writeFakeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }

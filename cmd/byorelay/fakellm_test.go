@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/byorelay/byorelay/localtest/fakellm"
 )
 
 // The stand-in answers byollm's health probe and a chat completion, and
@@ -15,7 +17,7 @@ import (
 // both text kinds (the real daemon running a job on it is the README's
 // walkthrough).
 func TestFakeLLMAnswersAsAnOpenAICompatibleServer(t *testing.T) {
-	srv := httptest.NewServer(fakeLLMHandler(fakeModel))
+	srv := httptest.NewServer(fakellm.Handler(fakeModel, nil))
 	defer srv.Close()
 
 	resp, err := http.Get(srv.URL + "/v1/models")

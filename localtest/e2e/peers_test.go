@@ -7,6 +7,7 @@ import (
 
 	"github.com/byorelay/byorelay/client/daemon"
 	"github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/localtest/fakellm"
 	"github.com/byorelay/byorelay/localtest/peers"
 	"github.com/byorelay/byorelay/protocol"
 )
@@ -48,8 +49,8 @@ func TestTheGoSiteIsServedByTheRealByollmDaemon(t *testing.T) {
 		}
 		return got != nil
 	}, func() string { return realDaemon.Log() })
-	if got.Outcome.Outcome != site.OutcomeOK || got.Outcome.TextOrEmpty() != peers.Answer(prompt) {
-		t.Fatalf("outcome %+v, want ok %q", got.Outcome, peers.Answer(prompt))
+	if got.Outcome.Outcome != site.OutcomeOK || got.Outcome.TextOrEmpty() != fakellm.Answer(prompt) {
+		t.Fatalf("outcome %+v, want ok %q", got.Outcome, fakellm.Answer(prompt))
 	}
 	if got.RunnerID != pairing.RunnerID || got.RunnerOwner != peers.Owner || got.Ran.Model != model.Name {
 		t.Fatalf("result from %s (%s) on %s; want %s (%s) on %s", got.RunnerID, got.RunnerOwner, got.Ran.Model,
@@ -94,7 +95,7 @@ func TestTheGoDaemonServesTheRealServerSite(t *testing.T) {
 	realSite := peers.StartSite(t, peers.SiteOptions{Relay: br.Origin, SiteID: peers.SiteID, Keys: w.Site.Keys, Owner: peers.Owner, Prompt: prompt})
 	job := realSite.Enqueued(t)
 	res := realSite.Result(t)
-	if res.JobID != job.JobID || res.State != "ok" || res.Outcome == nil || res.Outcome.Text != peers.Answer(prompt) {
+	if res.JobID != job.JobID || res.State != "ok" || res.Outcome == nil || res.Outcome.Text != fakellm.Answer(prompt) {
 		t.Fatalf("the real site delivered %+v\n%s", res, realSite.Log())
 	}
 	if p := res.Provenance; p == nil || p.RunnerID != pairing.RunnerID || p.RunnerOwner != peers.Owner ||

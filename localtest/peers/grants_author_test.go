@@ -18,6 +18,7 @@ import (
 	"github.com/byorelay/byorelay/lambdafn"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/apiserver"
+	"github.com/byorelay/byorelay/localtest/fakellm"
 	"github.com/byorelay/byorelay/localtest/peers"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store/dynamo"
@@ -117,8 +118,8 @@ func TestARealDaemonInGrantModeServesATeammatesJob(t *testing.T) {
 		t.Fatalf("the site published audience %q, want team", enqueued.Audience)
 	}
 	done := site.Result(t)
-	if done.JobID != enqueued.JobID || done.State != "ok" || done.Outcome == nil || done.Outcome.Text != peers.Answer(prompt) {
-		t.Fatalf("the site completed %+v, want ok %q\n%s", done, peers.Answer(prompt), daemon.Log())
+	if done.JobID != enqueued.JobID || done.State != "ok" || done.Outcome == nil || done.Outcome.Text != fakellm.Answer(prompt) {
+		t.Fatalf("the site completed %+v, want ok %q\n%s", done, fakellm.Answer(prompt), daemon.Log())
 	}
 	if p := done.Provenance; p == nil || p.RunnerID != pairing.RunnerID || p.RunnerOwner != owner || p.Model != model.Name {
 		t.Fatalf("provenance %+v, want %s's daemon %s on %s", done.Provenance, owner, pairing.RunnerID, model.Name)

@@ -1,18 +1,15 @@
 package peers
 
 import (
-	"encoding/json"
-	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
+
+	"github.com/byorelay/byorelay/localtest/fakellm"
 )
 
-// Model is a stand-in model server speaking the two calls of the OpenAI
-// chat API that byollm's openai-http backend makes: GET /v1/models (its
-// health probe; the daemon claims nothing unless the configured model is
-// listed) and POST /v1/chat/completions. It answers Answer(prompt) and
-// records every prompt it was asked.
+// Model is a stand-in model server for one test: fakellm's, which answers
+// fakellm.Answer(prompt), recording every prompt it was asked.
 type Model struct {
 	// Name is the one model listed; the daemon must be configured with it.
 	Name string
@@ -23,51 +20,16 @@ type Model struct {
 	prompts []string
 }
 
-// Answer is what the stand-in model says to a prompt.
-func Answer(prompt string) string { return "stand-in answer to: " + prompt }
-
-// NewModel serves a stand-in model on loopback until the test ends.
+// NewModel serves a stand-in model (localtest/fakellm) on loopback until
+// the test ends.
 func NewModel(t testing.TB, name string) *Model {
 	t.Helper()
 	m := &Model{Name: name}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, map[string]any{"object": "list", "data": []any{
-			map[string]any{"id": name, "object": "model", "owned_by": "byorelay-test"},
-		}})
-	})
-	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Model    string `json:"model"`
-			Messages []struct {
-				Role    string `json:"role"`
-				Content string `json:"content"`
-			} `json:"messages"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) == 0 {
-			http.Error(w, `{"error":"bad request"}`, http.StatusBadRequest)
-			return
-		}
-		if req.Model != name {
-			// What a real server answers for a model it does not have; the
-			// backend maps it to model-not-found.
-			http.Error(w, `{"error":"no such model"}`, http.StatusNotFound)
-			return
-		}
-		prompt := req.Messages[len(req.Messages)-1].Content
+	srv := httptest.NewServer(fakellm.Handler(name, func(prompt string) {
 		m.mu.Lock()
 		m.prompts = append(m.prompts, prompt)
 		m.mu.Unlock()
-		writeJSON(w, map[string]any{
-			"id": "chatcmpl-test", "object": "chat.completion", "model": name,
-			"choices": []any{map[string]any{
-				"index":         0,
-				"message":       map[string]any{"role": "assistant", "content": Answer(prompt)},
-				"finish_reason": "stop",
-			}},
-		})
-	})
-	srv := httptest.NewServer(mux)
+	}))
 	t.Cleanup(srv.Close)
 	m.URL = srv.URL + "/v1"
 	return m
@@ -78,9 +40,4 @@ func (m *Model) Prompts() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]string(nil), m.prompts...)
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/byorelay/byorelay/localtest/fakellm"
 	"github.com/byorelay/byorelay/localtest/peers"
 )
 
@@ -38,8 +39,8 @@ func TestRealDaemonServesAGoSite(t *testing.T) {
 				t.Fatalf("result names runner %s (%s) lease %s device %v; the claim was %+v",
 					res.RunnerID, res.RunnerOwner, res.LeaseID, res.Device, claim)
 			}
-			if res.Disposition != "ok" || out.Outcome.Outcome != "ok" || out.Outcome.Text != peers.Answer(prompt) {
-				t.Fatalf("result %s %+v, want ok %q", res.Disposition, out.Outcome, peers.Answer(prompt))
+			if res.Disposition != "ok" || out.Outcome.Outcome != "ok" || out.Outcome.Text != fakellm.Answer(prompt) {
+				t.Fatalf("result %s %+v, want ok %q", res.Disposition, out.Outcome, fakellm.Answer(prompt))
 			}
 			// finish_reason "stop" is the backend's declared "end".
 			if out.Ran.Model != model.Name || out.Ran.BackendClass != "http" || out.Ran.Stop != "end" {
@@ -124,8 +125,8 @@ func runRealPair(t *testing.T, w *peers.World, model *peers.Model, daemon *peers
 	})
 	enqueued := site.Enqueued(t)
 	done := site.Result(t)
-	if done.JobID != enqueued.JobID || done.State != "ok" || done.Outcome == nil || done.Outcome.Text != peers.Answer(prompt) {
-		t.Fatalf("the site completed %+v, want ok %q", done, peers.Answer(prompt))
+	if done.JobID != enqueued.JobID || done.State != "ok" || done.Outcome == nil || done.Outcome.Text != fakellm.Answer(prompt) {
+		t.Fatalf("the site completed %+v, want ok %q", done, fakellm.Answer(prompt))
 	}
 	if p := done.Provenance; p == nil || p.RunnerID != pairing.RunnerID || p.RunnerOwner != owner ||
 		p.Model != model.Name || p.BackendClass != "http" {

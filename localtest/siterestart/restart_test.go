@@ -24,6 +24,7 @@ import (
 	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/controlplane"
 	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/fakellm"
 	"github.com/byorelay/byorelay/localtest/peers"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/relay/relaytest"
@@ -107,7 +108,7 @@ var goDaemon = daemonKind{"go daemon", func(t *testing.T, w *peers.World) (strin
 var byollmDaemon = daemonKind{"byollm 0.1.1 daemon", func(t *testing.T, w *peers.World) (string, func(string) string) {
 	t.Helper()
 	_, p := w.PairDaemon(t, peers.NewModel(t, "stand-in"))
-	return p.RunnerID, peers.Answer
+	return p.RunnerID, fakellm.Answer
 }}
 
 // jobsFromEnv is how many jobs a run publishes: a smoke's worth unless

@@ -15,6 +15,7 @@ import (
 	"github.com/byorelay/byorelay/client/daemon"
 	"github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/fakellm"
 	"github.com/byorelay/byorelay/localtest/peers"
 	"github.com/byorelay/byorelay/protocol"
 )
@@ -65,8 +66,8 @@ func TestRealDaemonServesTheGoSiteSDK(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	if got.Outcome.TextOrEmpty() != peers.Answer(prompt) || got.Ran.Model != model.Name {
-		t.Fatalf("result %+v, want %q from %s", got, peers.Answer(prompt), model.Name)
+	if got.Outcome.TextOrEmpty() != fakellm.Answer(prompt) || got.Ran.Model != model.Name {
+		t.Fatalf("result %+v, want %q from %s", got, fakellm.Answer(prompt), model.Name)
 	}
 	if got.RunnerID != pairing.RunnerID || got.RunnerOwner != peers.Owner || got.Audience != "team" || !got.Untrusted {
 		t.Fatalf("result provenance %+v, want the real daemon %s of %s", got, pairing.RunnerID, peers.Owner)
@@ -139,8 +140,8 @@ func TestRealSiteServedByTheGoDaemonLibrary(t *testing.T) {
 	})
 	enqueued := real.Enqueued(t)
 	done := real.Result(t)
-	if done.JobID != enqueued.JobID || done.State != "ok" || done.Outcome == nil || done.Outcome.Text != peers.Answer(prompt) {
-		t.Fatalf("the site completed %+v, want ok %q", done, peers.Answer(prompt))
+	if done.JobID != enqueued.JobID || done.State != "ok" || done.Outcome == nil || done.Outcome.Text != fakellm.Answer(prompt) {
+		t.Fatalf("the site completed %+v, want ok %q", done, fakellm.Answer(prompt))
 	}
 	if p := done.Provenance; p == nil || p.RunnerID != pairing.RunnerID || p.RunnerOwner != peers.Owner || p.Model != model.Name {
 		t.Fatalf("provenance %+v", done.Provenance)

@@ -13,6 +13,7 @@ import (
 	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/controlplane"
 	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/fakellm"
 	"github.com/byorelay/byorelay/localtest/peers"
 	"github.com/byorelay/byorelay/relay/relaytest"
 	"github.com/byorelay/byorelay/siteserver"
@@ -101,8 +102,8 @@ func TestTwoSitesOneRelayOneRealDaemon(t *testing.T) {
 	for range jobs {
 		done := real.Result(t)
 		prompt, ours := realPrompts[done.JobID]
-		if !ours || done.State != "ok" || done.Outcome == nil || done.Outcome.Text != peers.Answer(prompt) {
-			t.Fatalf("the real site completed %+v, want ok %q", done, peers.Answer(prompt))
+		if !ours || done.State != "ok" || done.Outcome == nil || done.Outcome.Text != fakellm.Answer(prompt) {
+			t.Fatalf("the real site completed %+v, want ok %q", done, fakellm.Answer(prompt))
 		}
 		if p := done.Provenance; p == nil || p.RunnerID != runner || p.RunnerOwner != peers.Owner || p.Model != model.Name {
 			t.Fatalf("the real site's provenance %+v, want the real daemon %s", done.Provenance, runner)
@@ -135,8 +136,8 @@ func TestTwoSitesOneRelayOneRealDaemon(t *testing.T) {
 		if err != nil || !found {
 			t.Fatalf("the Go site's job %s: found %v, %v", id, found, err)
 		}
-		if got.State != "ok" || got.Outcome == nil || got.Outcome.Text == nil || *got.Outcome.Text != peers.Answer(prompt) {
-			t.Fatalf("the Go site's job %s ended %+v, want ok %q", id, got, peers.Answer(prompt))
+		if got.State != "ok" || got.Outcome == nil || got.Outcome.Text == nil || *got.Outcome.Text != fakellm.Answer(prompt) {
+			t.Fatalf("the Go site's job %s ended %+v, want ok %q", id, got, fakellm.Answer(prompt))
 		}
 		if p := got.Provenance; p == nil || p.RunnerID != runner || p.RunnerOwner != peers.Owner || p.Model != model.Name || p.Audience != "team" {
 			t.Fatalf("the Go site's job %s has provenance %+v, want the real daemon %s", id, got.Provenance, runner)
