@@ -5,10 +5,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	byorelay "github.com/byorelay/byorelay"
+	"github.com/byorelay/byorelay/relay"
 )
 
 // edgeOn are parameter values that turn every edge option on. Placeholders:
@@ -63,5 +65,37 @@ func TestTemplateWithTheEdgeOnPassesCfnLint(t *testing.T) {
 	out, err := exec.Command(lint, path).CombinedOutput()
 	if err != nil {
 		t.Fatalf("cfn-lint with the edge on: %v\n%s", err, out)
+	}
+}
+
+// Behind the edge the relay's default behaviour forwards what the managed
+// AllViewer policy did (every viewer header, the query, the cookies, the
+// Host the origin routes by) and CloudFront-Viewer-Address, which
+// CloudFront generates and AllViewer does not forward: the pairing
+// throttle counts per viewer by it (relay/caller.go).
+func TestTheEdgeForwardsTheViewerAddressToTheRelay(t *testing.T) {
+	p := parseTemplate(t)
+	def := at(p.resource(t, "Edge"), "Properties", "DistributionConfig", "DefaultCacheBehavior")
+	ref := at(def, "OriginRequestPolicyId")
+	if ref == nil || ref.Tag != "!Ref" {
+		t.Fatalf("the default behaviour's origin request policy is not the template's own: %s", nodeText(ref))
+	}
+	policy := p.resource(t, ref.Value)
+	if at(policy, "Type").Value != "AWS::CloudFront::OriginRequestPolicy" || at(policy, "Condition").Value != "HasEdge" {
+		t.Fatalf("%s is not an origin request policy made with the edge", ref.Value)
+	}
+	cfg := at(policy, "Properties", "OriginRequestPolicyConfig")
+	if at(cfg, "HeadersConfig", "HeaderBehavior").Value != "allViewerAndWhitelistCloudFront" {
+		t.Fatalf("%s does not forward every viewer header and CloudFront's", ref.Value)
+	}
+	var headers []string
+	for _, h := range at(cfg, "HeadersConfig", "Headers").Content {
+		headers = append(headers, h.Value)
+	}
+	if !slices.Equal(headers, []string{relay.ViewerAddressHeader}) {
+		t.Fatalf("%s adds %q, want %s alone", ref.Value, headers, relay.ViewerAddressHeader)
+	}
+	if at(cfg, "QueryStringsConfig", "QueryStringBehavior").Value != "all" || at(cfg, "CookiesConfig", "CookieBehavior").Value != "all" {
+		t.Fatalf("%s drops query strings or cookies AllViewer forwarded", ref.Value)
 	}
 }

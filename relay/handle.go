@@ -83,7 +83,13 @@ type call struct {
 	site      string
 	runner    string
 	job       string
-	sourceIP  string
+	// caller is the address the request came from, as callerAddress
+	// decided once the origin lock admitted it: what the pairing throttle
+	// counts by. "" when the front end does not say.
+	caller string
+	// sourceIP is the front end's source address (Request.SourceIP),
+	// logged beside caller where the two can differ.
+	sourceIP string
 }
 
 func (c *call) attrs(extra []slog.Attr) []slog.Attr {
@@ -126,6 +132,9 @@ func (r *Relay) Handle(ctx context.Context, req Request) Response {
 	}
 	rep, admitted, err := r.checkOrigin(c, header)
 	if admitted {
+		// Only now: whether the viewer's address may be believed depends
+		// on the request having passed the lock.
+		c.caller = r.callerAddress(req.SourceIP, header)
 		rep, err = r.dispatch(c, req, header)
 	}
 	switch {

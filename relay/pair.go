@@ -3,6 +3,7 @@ package relay
 import (
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 
 	"github.com/byorelay/byorelay/projection"
@@ -54,9 +55,10 @@ func (r *Relay) pair(c *call, d daemonRequest) (reply, error) {
 // the same ones). Anybody can start a pairing, and the ceiling of
 // store.MaxOutstandingPairings live codes is the reference's rule; without
 // a throttle one source fills it in a second and shuts pairing for
-// everybody for ten minutes. Per source address: a burst of 20 (an office
-// behind one NAT pairing its machines), then one every 30 s, so one source
-// holds at most 40 of the 500 codes at any instant. Per key: a burst of 5,
+// everybody for ten minutes. Per caller's address (callerAddress, an IPv6
+// one by its /64): a burst of 20 (an office behind one NAT pairing its
+// machines), then one every 30 s, so one source holds at most 40 of the
+// 500 codes at any instant. Per key: a burst of 5,
 // then one a minute; a restarted pairing replaces its own code, so this
 // only stops one machine spinning. Polls are not throttled here: a poll
 // writes nothing and fills nothing, and API Gateway's route throttle
@@ -68,11 +70,11 @@ const (
 	pairKeyRefillMs    = 60_000
 )
 
-// pairStartAllowed takes a token from the source's bucket, then the key's;
-// a source already throttled does not spend the key's.
+// pairStartAllowed takes a token from the caller's bucket, then the key's;
+// a caller already throttled does not spend the key's.
 func (r *Relay) pairStartAllowed(c *call, device protocol.PublicIdentity) (bool, error) {
-	if c.sourceIP != "" {
-		ok, err := r.cfg.Pairing.TakeToken(c.ctx, "pair-source:"+c.sourceIP, pairSourceBurst, pairSourceRefillMs)
+	if c.caller != "" {
+		ok, err := r.cfg.Pairing.TakeToken(c.ctx, "pair-source:"+sourceBucket(c.caller), pairSourceBurst, pairSourceRefillMs)
 		if err != nil || !ok {
 			return false, err
 		}
@@ -84,6 +86,24 @@ func (r *Relay) pairStartAllowed(c *call, device protocol.PublicIdentity) (bool,
 		return false, err
 	}
 	return r.cfg.Pairing.TakeToken(c.ctx, "pair-key:"+keyID, pairKeyBurst, pairKeyRefillMs)
+}
+
+// sourceBucket names the per-source bucket of an address. An IPv6 caller
+// is counted by its /64: that is the smallest block a network hands one
+// subscriber, who can take any address in it, so counting single IPv6
+// addresses would give one machine 2^64 buckets (and the edge forwards IPv6
+// viewers). An IPv4 address is itself. Text that is no address (no front
+// end sends one) is its own bucket, as it always was.
+func sourceBucket(address string) string {
+	addr, err := netip.ParseAddr(address)
+	if err != nil {
+		return address
+	}
+	addr = addr.Unmap()
+	if addr.Is4() {
+		return addr.String()
+	}
+	return netip.PrefixFrom(addr.WithZone(""), 64).Masked().String()
 }
 
 // pairStart mints a code and remembers the keys it stands for. Nothing is
@@ -106,7 +126,10 @@ func (r *Relay) pairStart(c *call, req protocol.PairStartRequest) (reply, error)
 		return reply{}, err
 	}
 	if !allowed {
-		r.decide(c, "refuse-pairing-throttled")
+		// Who was throttled, for an operator looking for a flood: the
+		// caller's address and, behind the edge, the egress address it
+		// came through. Logged on this refusal only.
+		r.decide(c, "refuse-pairing-throttled", slog.String("caller", c.caller), slog.String("sourceIP", c.sourceIP))
 		return pairingThrottled, nil
 	}
 	pending := store.PendingPairing{

@@ -36,8 +36,10 @@ type Request struct {
 	Body     []byte
 	// SourceIP is the address the request came from, as the front end saw
 	// it (API Gateway's requestContext.http.sourceIp), never a header a
-	// client could set. "" when the front end does not say: then pairing
-	// is throttled per key only.
+	// client could set. Behind the edge it is CloudFront's, and a request
+	// that passed the origin lock is counted by the viewer's address
+	// instead (callerAddress). "" when the front end does not say and no
+	// viewer address stands in: then pairing is throttled per key only.
 	SourceIP string
 }
 
