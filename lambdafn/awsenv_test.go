@@ -34,11 +34,7 @@ import (
 func TestAFunctionReadsItsGrantKeyFromASecureStringOnItsFirstRequest(t *testing.T) {
 	ctx := context.Background()
 	ddb, moto := localtest.DynamoEndpoint(t), localtest.MotoEndpoint(t)
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "local")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
-	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", ddb)
-	t.Setenv("AWS_ENDPOINT_URL_SSM", moto)
+	localtest.LambdaEnv(t, map[string]string{"dynamodb": ddb, "ssm": moto})
 	world, err := demo.Load(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -26,10 +26,7 @@ import (
 // sweeps with it, and a request publishes its offset as EMF.
 func TestOpenBindsTheStoreClockToDynamoDBAndPublishesItsOffset(t *testing.T) {
 	ctx := context.Background()
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "local")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
-	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", localtest.DynamoEndpoint(t))
+	localtest.LambdaEnv(t, map[string]string{"dynamodb": localtest.DynamoEndpoint(t)})
 	table := localtest.UniqueName("clock")
 	if err := dynamo.CreateTable(ctx, localtest.DynamoClient(t), table); err != nil {
 		t.Fatal(err)
@@ -119,10 +116,7 @@ func TestOpenDoesNotWaitForTheClockButTheFirstRequestDoes(t *testing.T) {
 		}
 	}()
 
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "local")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
-	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", srv.URL)
+	localtest.LambdaEnv(t, map[string]string{"dynamodb": srv.URL})
 	table := localtest.UniqueName("clock")
 	if err := dynamo.CreateTable(ctx, localtest.DynamoClient(t), table); err != nil {
 		t.Fatal(err)
@@ -171,10 +165,7 @@ func TestOpenDoesNotWaitForTheClockButTheFirstRequestDoes(t *testing.T) {
 // nothing at Open reads it any more.
 func TestTheAttachFunctionCalibratesTheStoreClockBeforeItServes(t *testing.T) {
 	ctx := context.Background()
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "local")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
-	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", localtest.DynamoEndpoint(t))
+	localtest.LambdaEnv(t, map[string]string{"dynamodb": localtest.DynamoEndpoint(t)})
 	table := localtest.UniqueName("clock")
 	if err := dynamo.CreateTable(ctx, localtest.DynamoClient(t), table); err != nil {
 		t.Fatal(err)

@@ -102,11 +102,7 @@ func TestOriginSecretsFollowARotationInParameterStore(t *testing.T) {
 func TestAFunctionOpenedWithAnOriginSecretRefusesRequestsAroundTheEdge(t *testing.T) {
 	ctx := context.Background()
 	moto := localtest.MotoEndpoint(t)
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "local")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
-	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", localtest.DynamoEndpoint(t))
-	t.Setenv("AWS_ENDPOINT_URL_SSM", moto)
+	localtest.LambdaEnv(t, map[string]string{"dynamodb": localtest.DynamoEndpoint(t), "ssm": moto})
 	name := "/" + localtest.UniqueName("origin-secret")
 
 	env, err := LoadEnv(envOf(map[string]string{"TABLE_NAME": "unused-table", "ORIGIN_SECRET_PARAMETER": name}))

@@ -64,12 +64,7 @@ func TestUnsealedClaimsWakeTheSweeperAndReportChurnToTheTopic(t *testing.T) {
 	ctx := context.Background()
 	ddb := localtest.DynamoEndpoint(t)
 	moto := localtest.MotoEndpoint(t)
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "local")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
-	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", ddb)
-	t.Setenv("AWS_ENDPOINT_URL_SNS", moto)
-	t.Setenv("AWS_ENDPOINT_URL_SCHEDULER", moto)
+	localtest.LambdaEnv(t, map[string]string{"dynamodb": ddb, "sns": moto, "scheduler": moto})
 
 	world, err := demo.Load(t.TempDir())
 	if err != nil {

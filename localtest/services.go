@@ -127,6 +127,20 @@ func AWSConfig(endpoint string) aws.Config {
 	}
 }
 
+// LambdaEnv sets, for the rest of the test, the environment a deployed
+// function reads its AWS configuration from (container.AWSFromEnv): a
+// region, static credentials the local stand-ins accept, and
+// AWS_ENDPOINT_URL_<SERVICE> for each service named ("dynamodb", "ssm":
+// the lower-case names container.EndpointFor takes).
+func LambdaEnv(t testing.TB, endpoints map[string]string) {
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "local")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
+	for service, url := range endpoints {
+		t.Setenv("AWS_ENDPOINT_URL_"+strings.ToUpper(service), url)
+	}
+}
+
 // StartDynamo starts DynamoDB Local outside of a test, for `byorelay serve`
 // and `make ddb`: it returns the endpoint and a function that stops it.
 func StartDynamo() (endpoint string, stop func(), err error) {

@@ -66,11 +66,7 @@ func TestEnvNeedsATableAndPositiveDurations(t *testing.T) {
 func TestAFunctionReadsTheSiteKeysFromASecureStringOnItsFirstRequest(t *testing.T) {
 	ctx := context.Background()
 	moto := localtest.MotoEndpoint(t)
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "local")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
-	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", localtest.DynamoEndpoint(t))
-	t.Setenv("AWS_ENDPOINT_URL_SSM", moto)
+	localtest.LambdaEnv(t, map[string]string{"dynamodb": localtest.DynamoEndpoint(t), "ssm": moto})
 	keys, err := protocol.GenerateKeys()
 	if err != nil {
 		t.Fatal(err)

@@ -112,9 +112,7 @@ func pairDaemon(t *testing.T, origin, owner string) {
 // event stream there carries the answer.
 func TestAPromptAskedBeforeARestartIsAnsweredAfterIt(t *testing.T) {
 	// The AWS chain the example reads; DynamoDB Local takes any.
-	t.Setenv("AWS_ACCESS_KEY_ID", "local")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
-	t.Setenv("AWS_REGION", "us-east-1")
+	localtest.LambdaEnv(t, nil)
 	keys, err := protocol.GenerateKeys()
 	if err != nil {
 		t.Fatal(err)

@@ -114,11 +114,7 @@ func TestTheDeploymentAuditPassesElevenOfElevenBehindTheEdge(t *testing.T) {
 	}
 
 	// The origin: opened from the environment a deployed function gets.
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "local")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
-	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", ddb)
-	t.Setenv("AWS_ENDPOINT_URL_SSM", moto)
+	localtest.LambdaEnv(t, map[string]string{"dynamodb": ddb, "ssm": moto})
 	env, err := lambdafn.LoadEnv(func(k string) string {
 		return map[string]string{"TABLE_NAME": table, "ORIGIN_SECRET_PARAMETER": parameter}[k]
 	})
