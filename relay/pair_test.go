@@ -1,6 +1,10 @@
 package relay_test
 
 import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
@@ -271,4 +275,38 @@ func TestTheCeilingStillHoldsAgainstManySources(t *testing.T) {
 		}
 		expect(t, pairFrom(t, w, "192.0.2.200", relaytest.NewDaemon(t, "r", "o")), 429, errBody("rate-limited", store.PairingBusyMessage))
 	})
+}
+
+// Served straight over net/http (`byorelay serve --store memory`), the
+// caller is the connection's peer: a flood from one address is throttled
+// there too, and a forwarding header the caller writes names nobody.
+func TestOverPlainHTTPThePairingThrottleCountsTheConnectionsPeer(t *testing.T) {
+	w := newWorld(t, factories[0])
+	srv := httptest.NewServer(w.relay.HTTPHandler())
+	defer srv.Close()
+	accepted := 0
+	for i := range 25 {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/byollm/pair",
+			bytes.NewReader(relaytest.Body(t, startBody(relaytest.NewDaemon(t, "r", "o")))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Forwarded-For", "192.0.2."+strconv.Itoa(i))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == 200:
+			accepted++
+		case resp.StatusCode != 429 || string(body) != throttledBody:
+			t.Fatalf("start %d: %d %s", i, resp.StatusCode, body)
+		}
+	}
+	if accepted != 20 {
+		t.Fatalf("one loopback peer started %d pairings, want its burst of 20", accepted)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -80,13 +81,24 @@ func (r *Relay) HTTPHandler() http.Handler {
 			return
 		}
 		if hr.URL.Path != seal.StreamAttachPath || hr.Method != http.MethodPost || !acceptsSSE(hr.Header) {
-			resp := r.Handle(hr.Context(), Request{Method: hr.Method, Path: hr.URL.Path, RawQuery: hr.URL.RawQuery, Header: hr.Header, Body: raw})
+			resp := r.Handle(hr.Context(), Request{Method: hr.Method, Path: hr.URL.Path, RawQuery: hr.URL.RawQuery,
+				Header: hr.Header, Body: raw, SourceIP: peerAddress(hr.RemoteAddr)})
 			writeResponse(w, resp) // writes the body out before it returns
 			recycle(resp.Body)
 			return
 		}
 		r.serveSSE(w, hr, raw)
 	})
+}
+
+// peerAddress is the connection's peer, the address a plain net/http
+// relay knows its caller by (the pairing throttle's per-source bucket):
+// never a forwarding header, which the caller writes.
+func peerAddress(remoteAddr string) string {
+	if host, _, err := net.SplitHostPort(remoteAddr); err == nil {
+		return host
+	}
+	return remoteAddr
 }
 
 // AttachHandler is HTTPHandler for the attach alone: what the deployed
