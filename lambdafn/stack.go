@@ -14,11 +14,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/byorelay/byorelay/controlplane"
 	"github.com/byorelay/byorelay/controlplane/grants"
 	"github.com/byorelay/byorelay/lambdafn/container"
+	"github.com/byorelay/byorelay/lambdafn/objects"
 	"github.com/byorelay/byorelay/lambdafn/paramstore"
 	"github.com/byorelay/byorelay/relay"
 	"github.com/byorelay/byorelay/store"
@@ -125,13 +125,7 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		},
 	}
 	if env.BucketName != "" {
-		dcfg.S3 = lazyS3{client: sync.OnceValue(func() *s3.Client {
-			return s3.NewFromConfig(cfg, func(o *s3.Options) {
-				o.UsePathStyle = env.S3PathStyle
-				o.BaseEndpoint = endpoint("s3", o.BaseEndpoint)
-			})
-		})}
-		dcfg.Bucket = env.BucketName
+		dcfg.Objects = objects.New(cfg, aws.ToString(endpoint("s3", nil)), env.BucketName, env.S3PathStyle)
 	}
 	st.Store, err = dynamo.New(dcfg)
 	if err != nil {
@@ -197,23 +191,6 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 // a fifth of a relay function's Open, and only the admin function (and
 // `byorelay serve`) serves it.
 func (st *Stack) Admin() http.Handler { return st.admin() }
-
-// lazyS3 is the envelope bucket's client, built by the first envelope too
-// large to inline: most containers never offload one, and building the
-// client at Open was init work at every cold start of every function.
-type lazyS3 struct{ client func() *s3.Client }
-
-func (l lazyS3) PutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
-	return l.client().PutObject(ctx, in, opts...)
-}
-
-func (l lazyS3) GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
-	return l.client().GetObject(ctx, in, opts...)
-}
-
-func (l lazyS3) DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, opts ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
-	return l.client().DeleteObject(ctx, in, opts...)
-}
 
 // grantAuthor is an author over the seed in the named SSM parameter. A
 // parameter that is missing, unreadable or not a SecureString is an error,

@@ -1,11 +1,11 @@
-// Package awscall makes one SigV4-signed HTTPS POST to an AWS service, for
-// the few calls a function makes to a service whose SDK client would cost
-// more at every cold start than the call itself: an SDK client's package
-// initialisation (its schemas and endpoint tables) runs in every function
-// that links it, used or not. The signer and HTTP client here are the ones
-// the DynamoDB client already links. lambdafn/paramstore (SSM), the churn
-// reports (SNS) and the sweeper wake-ups (EventBridge Scheduler) call
-// through it.
+// Package awscall makes one SigV4-signed HTTPS request to an AWS service,
+// for the few calls a function makes to a service whose SDK client would
+// cost more at every cold start than the call itself: an SDK client's
+// package initialisation (its schemas and endpoint tables) runs in every
+// function that links it, used or not. The signer and HTTP client here are
+// the ones the DynamoDB client already links. lambdafn/paramstore (SSM),
+// the churn reports (SNS), the sweeper wake-ups (EventBridge Scheduler) and
+// lambdafn/objects (the envelope bucket, S3) call through it.
 package awscall
 
 import (
@@ -23,7 +23,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 )
 
-// Client posts signed requests to one service's endpoint.
+// Client sends signed requests to one service's endpoint.
 type Client struct {
 	service  string
 	endpoint string
@@ -34,10 +34,23 @@ type Client struct {
 }
 
 // New is a client for service (the signing name and endpoint prefix, such
-// as "ssm" or "sns") in cfg's region with cfg's credentials. endpoint
-// overrides the regional endpoint (a local stand-in); "" takes
-// cfg.BaseEndpoint, and without that the region's public endpoint.
+// as "ssm" or "sns") in cfg's region with cfg's credentials, at
+// Endpoint(cfg, service, endpoint).
 func New(cfg aws.Config, service, endpoint string) *Client {
+	return &Client{
+		service:  service,
+		endpoint: strings.TrimSuffix(Endpoint(cfg, service, endpoint), "/"),
+		region:   cfg.Region,
+		creds:    cfg.Credentials,
+		http:     &http.Client{Timeout: 10 * time.Second},
+		signer:   v4.NewSigner(),
+	}
+}
+
+// Endpoint is the URL a service is called at: endpoint when it is not ""
+// (a local stand-in), else cfg.BaseEndpoint, else the region's public
+// endpoint for the service.
+func Endpoint(cfg aws.Config, service, endpoint string) string {
 	if endpoint == "" {
 		endpoint = aws.ToString(cfg.BaseEndpoint)
 	}
@@ -47,14 +60,7 @@ func New(cfg aws.Config, service, endpoint string) *Client {
 			endpoint += ".cn"
 		}
 	}
-	return &Client{
-		service:  service,
-		endpoint: strings.TrimSuffix(endpoint, "/"),
-		region:   cfg.Region,
-		creds:    cfg.Credentials,
-		http:     &http.Client{Timeout: 10 * time.Second},
-		signer:   v4.NewSigner(),
-	}
+	return endpoint
 }
 
 // Reply is the service's answer, whatever its status.
@@ -78,10 +84,21 @@ func (c *Client) Post(ctx context.Context, header http.Header, body []byte, maxR
 // whose operation is named by its path (EventBridge Scheduler's
 // CreateSchedule is POST /schedules/{Name}). path must be escaped already.
 func (c *Client) PostPath(ctx context.Context, path string, header http.Header, body []byte, maxReply int64) (Reply, error) {
+	return c.Do(ctx, http.MethodPost, path, header, body, maxReply)
+}
+
+// Do sends method to a path of the endpoint, escaped already, signed, with
+// header set on the request, and reads at most maxReply bytes of the
+// answer; an error status is a Reply, as in Post.
+//
+// S3 signs by its own rules, which Do follows for the "s3" service: the
+// payload's hash goes in an X-Amz-Content-Sha256 header (signed with the
+// rest), and the path is signed as sent, not escaped a second time.
+func (c *Client) Do(ctx context.Context, method, path string, header http.Header, body []byte, maxReply int64) (Reply, error) {
 	if c.creds == nil {
 		return Reply{}, fmt.Errorf("no credentials")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, c.endpoint+path, bytes.NewReader(body))
 	if err != nil {
 		return Reply{}, err
 	}
@@ -93,7 +110,14 @@ func (c *Client) PostPath(ctx context.Context, path string, header http.Header, 
 		return Reply{}, fmt.Errorf("credentials: %w", err)
 	}
 	sum := sha256.Sum256(body)
-	if err := c.signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), c.service, c.region, time.Now()); err != nil {
+	hash := hex.EncodeToString(sum[:])
+	s3 := c.service == "s3"
+	if s3 {
+		req.Header.Set("X-Amz-Content-Sha256", hash)
+	}
+	if err := c.signer.SignHTTP(ctx, creds, req, hash, c.service, c.region, time.Now(), func(o *v4.SignerOptions) {
+		o.DisableURIPathEscaping = s3
+	}); err != nil {
 		return Reply{}, fmt.Errorf("sign: %w", err)
 	}
 	resp, err := c.http.Do(req)

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // API is the part of *dynamodb.Client the store uses. It is an interface so
@@ -23,15 +22,18 @@ type API interface {
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
 
-// S3API is the part of *s3.Client the store uses for envelopes too large
-// to inline.
-type S3API interface {
-	PutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.Options)) (*s3.PutObjectOutput, error)
-	GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error)
-	DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, opts ...func(*s3.Options)) (*s3.DeleteObjectOutput, error)
+// Objects is the envelope bucket: where the store keeps envelopes too
+// large to inline, one object per key. It names no SDK type, so a function
+// links no S3 client for an envelope it rarely offloads (lambdafn/objects
+// implements it with one signed call each).
+type Objects interface {
+	// Put writes body as key's object.
+	Put(ctx context.Context, key string, body []byte) error
+	// Get reads key's object, at most max bytes long: a missing or longer
+	// object is an error.
+	Get(ctx context.Context, key string, max int64) ([]byte, error)
+	// Delete removes key's object; a missing one is not an error.
+	Delete(ctx context.Context, key string) error
 }
 
-var (
-	_ API   = (*dynamodb.Client)(nil)
-	_ S3API = (*s3.Client)(nil)
-)
+var _ API = (*dynamodb.Client)(nil)

@@ -143,8 +143,8 @@
 // billed for it; a requeue deletes it, and a removed job's is left to TTL
 // (nothing can reach it). A result stays inline: nothing but the removal
 // writes the job after it. Envelopes whose JSON is larger than
-// Config.InlineEnvelopeBytes (32 KiB by default) are written to S3 before
-// the job write that points at them and deleted after the write that drops
+// Config.InlineEnvelopeBytes (32 KiB by default) are written to S3
+// (Config.Objects) before the job write that points at them and deleted after the write that drops
 // them; the bucket's lifecycle rule collects what a crash leaves behind.
 //
 // Every write is billed per started KB of the whole item, so the job item

@@ -1,18 +1,14 @@
 package dynamo
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/byorelay/byorelay/protocol"
 )
@@ -85,16 +81,12 @@ func (s *Store) putEnvelope(ctx context.Context, j *jobItem, direction string, e
 		}
 		return storedEnvelope{item: sk}, nil
 	}
-	if s.s3 == nil || s.bucket == "" {
+	if s.objects == nil {
 		return storedEnvelope{}, ErrNoBucket
 	}
 	sum := sha256.Sum256([]byte(pk))
 	k := "env/" + hex.EncodeToString(sum[:12]) + "/" + leaseID + "/" + direction + "-" + newWID()
-	_, err = s.s3.PutObject(ctx, &s3.PutObjectInput{
-		Bucket: &s.bucket, Key: &k, Body: bytes.NewReader(body),
-		ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json"),
-	})
-	if err != nil {
+	if err := s.objects.Put(ctx, k, body); err != nil {
 		return storedEnvelope{}, fmt.Errorf("put envelope object: %w", err)
 	}
 	return storedEnvelope{s3Key: k}, nil
@@ -147,18 +139,18 @@ func (s *Store) envelopeItem(ctx context.Context, pk, sk string) (*protocol.Seal
 	return unpackEnvelope(body, raw)
 }
 
+// maxEnvelopeObject bounds what an envelope object read may be: the
+// protocol's envelopes are at most 6 MiB of JSON (MAX_ENVELOPE_BYTES), and
+// the store writes nothing longer.
+const maxEnvelopeObject = 8 << 20
+
 func (s *Store) getEnvelope(ctx context.Context, k string) (*protocol.SealedEnvelope, error) {
-	if s.s3 == nil {
+	if s.objects == nil {
 		return nil, ErrNoBucket
 	}
-	out, err := s.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &k})
+	body, err := s.objects.Get(ctx, k, maxEnvelopeObject)
 	if err != nil {
 		return nil, fmt.Errorf("get envelope object: %w", err)
-	}
-	defer out.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(out.Body, 8<<20))
-	if err != nil {
-		return nil, fmt.Errorf("read envelope object: %w", err)
 	}
 	var e protocol.SealedEnvelope
 	if err := json.Unmarshal(body, &e); err != nil {
@@ -173,10 +165,10 @@ func (s *Store) getEnvelope(ctx context.Context, k string) (*protocol.SealedEnve
 // decision already stands.
 func (s *Store) dropObjects(ctx context.Context, keys ...string) {
 	for _, k := range keys {
-		if k == "" || s.s3 == nil {
+		if k == "" || s.objects == nil {
 			continue
 		}
-		_, _ = s.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: aws.String(k)})
+		_ = s.objects.Delete(ctx, k)
 	}
 }
 

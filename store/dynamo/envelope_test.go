@@ -2,12 +2,14 @@ package dynamo
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/byorelay/byorelay/lambdafn/objects"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
@@ -30,7 +32,7 @@ func bigEnvelope(t *testing.T, size int, direction string) protocol.SealedEnvelo
 	return e
 }
 
-func objects(t *testing.T, client *s3.Client, bucket string) []string {
+func bucketKeys(t *testing.T, client *s3.Client, bucket string) []string {
 	t.Helper()
 	out, err := client.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: &bucket})
 	if err != nil {
@@ -50,9 +52,9 @@ func objects(t *testing.T, client *s3.Client, bucket string) []string {
 // job when its deadline sweeps it. A small envelope stays inline.
 func TestEnvelopesUpToTheProtocolLimitRoundTripThroughS3(t *testing.T) {
 	ctx := context.Background()
-	client, bucket := newBucket(t)
+	objs, client, bucket := newBucket(t)
 	clock := store.NewManualClock(storetest.Start)
-	s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), S3: client, Bucket: bucket, Options: store.Options{Clock: clock}})
+	s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), Objects: objs, Options: store.Options{Clock: clock}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +96,7 @@ func TestEnvelopesUpToTheProtocolLimitRoundTripThroughS3(t *testing.T) {
 	if err != nil || !ok || raw.PayloadS3 == "" || raw.ResultS3 == "" || raw.Payload != "" || raw.Result != "" {
 		t.Fatalf("the item should hold two S3 pointers and no inline envelope: %+v %v", raw != nil, err)
 	}
-	if got := objects(t, client, bucket); len(got) != 2 {
+	if got := bucketKeys(t, client, bucket); len(got) != 2 {
 		t.Fatalf("bucket holds %v, want the payload and the result", got)
 	}
 
@@ -107,7 +109,7 @@ func TestEnvelopesUpToTheProtocolLimitRoundTripThroughS3(t *testing.T) {
 	if raw, _, _ := s.readJob(ctx, jobPK("site", g2.ID)); raw.PayloadItem == "" || raw.Payload != "" || raw.PayloadS3 != "" {
 		t.Fatalf("a small payload is not in an item of its own")
 	}
-	if got := objects(t, client, bucket); len(got) != 2 {
+	if got := bucketKeys(t, client, bucket); len(got) != 2 {
 		t.Fatalf("bucket holds %v after an inline seal", got)
 	}
 
@@ -119,7 +121,7 @@ func TestEnvelopesUpToTheProtocolLimitRoundTripThroughS3(t *testing.T) {
 	if err != nil || len(swept.Removed) != 1 || swept.Removed[0].ID != g2.ID {
 		t.Fatalf("sweep: %+v %v", swept, err)
 	}
-	if got := objects(t, client, bucket); len(got) != 2 {
+	if got := bucketKeys(t, client, bucket); len(got) != 2 {
 		t.Fatalf("bucket holds %v, want the finished job's two objects until the lifecycle rule", got)
 	}
 	if _, ok, err := s.Job(ctx, "site", "big"); err != nil || ok {
@@ -131,9 +133,9 @@ func TestEnvelopesUpToTheProtocolLimitRoundTripThroughS3(t *testing.T) {
 // is useless to the next, so a requeue deletes its object.
 func TestARequeueDropsTheSealedPayloadObject(t *testing.T) {
 	ctx := context.Background()
-	client, bucket := newBucket(t)
+	objs, client, bucket := newBucket(t)
 	clock := store.NewManualClock(storetest.Start)
-	s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), S3: client, Bucket: bucket, Options: store.Options{Clock: clock}, InlineEnvelopeBytes: 1024})
+	s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), Objects: objs, Options: store.Options{Clock: clock}, InlineEnvelopeBytes: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +150,7 @@ func TestARequeueDropsTheSealedPayloadObject(t *testing.T) {
 	if _, err := s.Seal(ctx, store.SealInput{SiteID: "site", JobID: "a", Envelope: bigEnvelope(t, 4096, "payload")}); err != nil {
 		t.Fatal(err)
 	}
-	if got := objects(t, client, bucket); len(got) != 1 {
+	if got := bucketKeys(t, client, bucket); len(got) != 1 {
 		t.Fatalf("bucket holds %v, want the payload", got)
 	}
 	// Too late: the lease ran out and the sweep requeues it.
@@ -156,8 +158,65 @@ func TestARequeueDropsTheSealedPayloadObject(t *testing.T) {
 	if res, err := s.Sweep(ctx); err != nil || len(res.Requeued) != 1 {
 		t.Fatalf("sweep: %+v %v", res, err)
 	}
-	if got := objects(t, client, bucket); len(got) != 0 {
+	if got := bucketKeys(t, client, bucket); len(got) != 0 {
 		t.Fatalf("bucket still holds %v after the requeue", got)
+	}
+}
+
+// TestAMissingEnvelopeObjectIsAnError: an object gone from under its job
+// (deleted by hand, or by the bucket's lifecycle rule) makes a read of the
+// job and the daemon's fetch of its payload an error that says so, as with
+// the SDK's client before: never a job without its envelope, never a
+// refusal that would send the daemon away.
+func TestAMissingEnvelopeObjectIsAnError(t *testing.T) {
+	ctx := context.Background()
+	objs, client, bucket := newBucket(t)
+	s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), Objects: objs, Options: store.Options{Clock: store.NewManualClock(storetest.Start)}, InlineEnvelopeBytes: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := protocol.JobStub{ID: "a", Kind: "llm.generate", Owner: "alice", Site: "K", Audience: "private", SizeClass: "large", DeadlineAt: 4_102_444_800_000}
+	if _, err := s.Enqueue(ctx, store.EnqueueInput{ID: "a", SiteID: "site", Stub: st}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.Claim(ctx, faultClaim("r1"))
+	if err != nil || len(g) != 1 {
+		t.Fatalf("claim: %v %v", g, err)
+	}
+	if _, err := s.Seal(ctx, store.SealInput{SiteID: "site", JobID: "a", Envelope: bigEnvelope(t, 4096, "payload")}); err != nil {
+		t.Fatal(err)
+	}
+	keys := bucketKeys(t, client, bucket)
+	if len(keys) != 1 {
+		t.Fatalf("bucket holds %v, want the payload", keys)
+	}
+	if _, err := client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &bucket, Key: &keys[0]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.Job(ctx, "site", "a"); !errors.Is(err, objects.ErrNotFound) || ok {
+		t.Fatalf("job with its object gone: ok=%v err=%v, want the object's absence", ok, err)
+	}
+	taken, err := s.TakePayload(ctx, store.HolderInput{JobID: "a", RunnerID: "r1", LeaseID: g[0].Lease.ID})
+	if !errors.Is(err, objects.ErrNotFound) || taken.Envelope != nil || taken.Refused != "" {
+		t.Fatalf("fetch with the object gone: %+v %v, want the object's absence", taken, err)
+	}
+}
+
+// TestAnEnvelopeObjectLongerThanAnyEnvelopeIsNotRead: what a read of an
+// object takes is bounded by the longest envelope the store writes, not by
+// what the bucket holds.
+func TestAnEnvelopeObjectLongerThanAnyEnvelopeIsNotRead(t *testing.T) {
+	ctx := context.Background()
+	objs, _, _ := newBucket(t)
+	s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), Objects: objs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := objs.Put(ctx, "long", make([]byte, maxEnvelopeObject+1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.getEnvelope(ctx, "long"); err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Fatalf("read an object past the bound: %v", err)
 	}
 }
 

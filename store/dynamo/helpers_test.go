@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/byorelay/byorelay/lambdafn/objects"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/store"
 )
@@ -34,15 +35,17 @@ func newTable(t testing.TB) string {
 	return name
 }
 
-// newBucket creates a uniquely named bucket on the moto server.
-func newBucket(t testing.TB) (*s3.Client, string) {
+// newBucket creates a uniquely named bucket on the moto server, and
+// answers it as the store's Objects (the client the functions use) and as
+// the SDK's client (for the test to look inside).
+func newBucket(t testing.TB) (*objects.Bucket, *s3.Client, string) {
 	t.Helper()
 	client := localtest.S3Client(t)
 	name := uniqueName("envelopes")
 	if _, err := client.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
 		t.Fatal(err)
 	}
-	return client, name
+	return objects.New(localtest.AWSConfig(localtest.MotoEndpoint(t)), "", name, true), client, name
 }
 
 // replica is one more store over table, with its own client: a separate

@@ -30,7 +30,7 @@ const (
 var ErrContention = store.ErrContention
 
 // ErrNoBucket is returned when an envelope is too large to inline and no
-// S3 bucket is configured.
+// bucket is configured (Config.Objects).
 var ErrNoBucket = errors.New("dynamo: envelope too large to inline and no S3 bucket configured")
 
 // Config is what New needs.
@@ -39,10 +39,9 @@ type Config struct {
 	DB API
 	// Table is the routing table, created from template.yaml.
 	Table string
-	// S3 and Bucket hold envelopes larger than InlineEnvelopeBytes. Optional
-	// when every envelope is small.
-	S3     S3API
-	Bucket string
+	// Objects holds envelopes larger than InlineEnvelopeBytes, in an S3
+	// bucket. Optional when every envelope is small.
+	Objects Objects
 	// Options are the contract's: clock, churn report, pairing capacity.
 	Options store.Options
 	// InlineEnvelopeBytes overrides DefaultInlineEnvelopeBytes.
@@ -59,11 +58,10 @@ type Config struct {
 // state between calls that another replica could disagree with: every
 // instance over one table is a replica.
 type Store struct {
-	db     API
-	table  string
-	s3     S3API
-	bucket string
-	clock  store.Clock
+	db      API
+	table   string
+	objects Objects
+	clock   store.Clock
 	// server is clock when that is a ServerClock: the sweep asks it whether
 	// expiries may be decided.
 	server  *ServerClock
@@ -97,8 +95,7 @@ func New(cfg Config) (*Store, error) {
 	s := &Store{
 		db:              cfg.DB,
 		table:           cfg.Table,
-		s3:              cfg.S3,
-		bucket:          cfg.Bucket,
+		objects:         cfg.Objects,
 		clock:           cfg.Options.Clock,
 		onChurn:         cfg.Options.OnChurn,
 		pairingCapacity: cfg.Options.PairingCapacity,
