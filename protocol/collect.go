@@ -22,10 +22,20 @@ const MaxCollect = 1000
 // result once the deadline has passed, but one it accepted in the last
 // instant would otherwise be listed to no poll: the site's next poll comes
 // after the deadline, and the reference's listing ends there. So a site
-// polls once more after a job's deadline before it calls the job expired,
-// and that poll has this long to reach the relay. The GET, which a stock
-// @byollm/server uses, keeps the reference's listing.
+// polls once more after a job's deadline (ExpiryMarginMs after it) before
+// it calls the job expired, and that poll has the rest of the grace to
+// reach the relay. The GET, which a stock @byollm/server uses, keeps the
+// reference's listing.
 const ResultGraceMs = 60_000
+
+// ExpiryMarginMs is how long after a job's deadline, by the site's clock, a
+// site's results poll must be sent for its answer to settle the job: a
+// result the relay accepted before the deadline by the relay's clock is in
+// it. The margin covers what separates the two: the relay's clock from the
+// site's (a byorelay replica's is DynamoDB's, known to within a second,
+// and replicas differ by up to twice that), and a result's write landing
+// after the relay decided to accept it (a slow write on a loaded store).
+const ExpiryMarginMs = 10_000
 
 // CollectRequest names the jobs whose fates the site has taken: results it
 // has judged and eviction notices it has read.

@@ -5,9 +5,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
 )
 
 // The seam between a site and the relay at a job's deadline, with the Go
@@ -27,13 +29,24 @@ type seam struct {
 	dl    int64
 }
 
-func newSeam(t *testing.T, f storeFactory) *seam {
+// aheadClock is another host's clock: the relay's plus ahead.
+type aheadClock struct {
+	relay *store.ManualClock
+	ahead time.Duration
+}
+
+func (c aheadClock) Now() time.Time { return c.relay.Now().Add(c.ahead) }
+
+// newSeam is the seam with the site's clock ahead of the relay's by
+// siteAhead (a byorelay replica's clock is DynamoDB's to within a second;
+// the site's is its host's).
+func newSeam(t *testing.T, f storeFactory, siteAhead time.Duration) *seam {
 	t.Helper()
 	w := newWorld(t, f)
 	srv := httptest.NewServer(w.relay.HTTPHandler())
 	t.Cleanup(srv.Close)
-	s, err := site.New(site.Config{RelayURL: srv.URL, SiteID: "site-a", Keys: w.site.Keys, Clock: w.clock,
-		MaxAttempts: 1, HTTPClient: &http.Client{}})
+	s, err := site.New(site.Config{RelayURL: srv.URL, SiteID: "site-a", Keys: w.site.Keys,
+		Clock: aheadClock{relay: w.clock, ahead: siteAhead}, MaxAttempts: 1, HTTPClient: &http.Client{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +113,7 @@ func (s *seam) fate(t *testing.T) site.Fate {
 // deadline. It must still be delivered.
 func TestAResultAcceptedJustBeforeTheDeadlineReachesASiteThatPollsAfterIt(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
-		s := newSeam(t, f)
+		s := newSeam(t, f, 0)
 		s.w.advance(s.dl - s.w.nowMs() - 1)
 		if _, err := s.site.Pump(s.w.ctx); err != nil { // the site's last poll before the deadline
 			t.Fatal(err)
@@ -118,11 +131,31 @@ func TestAResultAcceptedJustBeforeTheDeadlineReachesASiteThatPollsAfterIt(t *tes
 	})
 }
 
+// The same with the site's clock 2 s ahead of the relay's: its poll sent
+// at the deadline by its clock reaches the relay 2 s before it, and the
+// result is accepted after that poll was read.
+func TestAResultAcceptedBeforeTheRelaysDeadlineReachesASiteWhoseClockIsAhead(t *testing.T) {
+	eachStore(t, func(t *testing.T, f storeFactory) {
+		s := newSeam(t, f, 2*time.Second)
+		s.w.advance(s.dl - s.w.nowMs() - 2_000)
+		if rep, err := s.site.Pump(s.w.ctx); err != nil || len(rep.Ended) != 0 { // at the deadline by the site's clock
+			t.Fatalf("pump at the site's deadline = %+v, %v", rep, err)
+		}
+		s.w.advance(1_999)
+		if !s.post(t) {
+			t.Fatal("the relay refused a result 1 ms before its deadline")
+		}
+		if got := s.fate(t); got != site.FateVerified {
+			t.Fatalf("the relay accepted the result before its deadline; the site ended the job %s", got)
+		}
+	})
+}
+
 // A result posted after the deadline, before any sweep has reached the
 // job: the relay must not accept what it will never deliver.
 func TestAResultPostedAfterTheDeadlineIsRefusedNotAcceptedAndLost(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
-		s := newSeam(t, f)
+		s := newSeam(t, f, 0)
 		s.w.advance(s.dl - s.w.nowMs())
 		accepted := s.post(t)
 		got := s.fate(t)

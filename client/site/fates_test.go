@@ -136,11 +136,12 @@ func TestRunSealsWhileCollectingIsStuck(t *testing.T) {
 	}
 }
 
-// A job expires here once a results poll sent at or after its deadline was
-// answered without it: a result the relay accepted in the deadline's last
-// instant, after the site's previous poll, is in that answer. While the
-// relay does not answer, the job waits for protocol.ResultGraceMs past the
-// deadline, after which no relay lists its result, and then expires.
+// A job expires here once a results poll sent protocol.ExpiryMarginMs
+// after its deadline was answered without it: a result the relay accepted
+// in the deadline's last instant (by the relay's clock), after the site's
+// previous poll, is in that answer. While the relay does not answer, the
+// job waits for protocol.ResultGraceMs past the deadline, after which no
+// relay lists its result, and then expires.
 func TestAJobExpiresAfterAPollSentPastItsDeadlineOrAfterTheGrace(t *testing.T) {
 	s := newSetup(t)
 	deadline := start.Add(time.Minute)
@@ -167,15 +168,20 @@ func TestAJobExpiresAfterAPollSentPastItsDeadlineOrAfterTheGrace(t *testing.T) {
 		t.Fatalf("with no answer, at the grace's end: %+v", rep)
 	}
 
-	// An answered poll sent at the deadline ends the job at once.
+	// An answered poll sent the margin after the deadline ends the job at
+	// once; one sent a millisecond sooner does not.
 	late := start.Add(time.Hour)
 	stub := protocol.JobStub{ID: "answered-later", Kind: site.KindGenerate, Owner: "alice", DeadlineAt: late.UnixMilli()}
 	if _, err := s.site.Publish(context.Background(), stub, site.GeneratePayload("x")); err != nil {
 		t.Fatal(err)
 	}
 	s.relay.set(func(f *fakeRelay) { delete(f.refuse, "results") })
-	s.clock.Set(late)
+	s.clock.Set(late.Add(protocol.ExpiryMarginMs*time.Millisecond - time.Millisecond))
+	if rep := s.pump(t); len(rep.Ended) != 0 {
+		t.Fatalf("ended by a poll sent within the margin: %+v", rep.Ended)
+	}
+	s.clock.Advance(time.Millisecond)
 	if got := fates(s.pump(t)); got["answered-later"] != site.FateExpired {
-		t.Fatalf("fates after an answered poll at the deadline: %v", got)
+		t.Fatalf("fates after an answered poll at the deadline plus the margin: %v", got)
 	}
 }

@@ -174,15 +174,16 @@ func (c *Client) finish(ctx context.Context, rep Report, err error) (Report, err
 // expired here. Not the clock: the relay takes a result until the
 // deadline, and one it took in the last instant, after this site's latest
 // poll, would be called expired by a site that ended jobs at their
-// deadline. So a job expires once a results poll sent at or after its
-// deadline was answered without it (a byorelay relay lists such a result
-// protocol.ResultGraceMs past the deadline), or, if no poll gets an
+// deadline. So a job expires once a results poll sent
+// protocol.ExpiryMarginMs or more after its deadline (the relay's clock is
+// not this site's) was answered without it (a byorelay relay lists such a
+// result protocol.ResultGraceMs past the deadline), or, if no poll gets an
 // answer, once that grace has passed by this site's clock, after which no
 // relay lists it.
 func (c *Client) expiryBefore() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return max(c.polledAt, c.now()-protocol.ResultGraceMs)
+	return max(c.polledAt-protocol.ExpiryMarginMs, c.now()-protocol.ResultGraceMs)
 }
 
 // Run pumps both halves until ctx ends, each on its own loop, every

@@ -257,25 +257,36 @@ func (r report) String() string {
 func tally(t *testing.T, dir string, siteIDs, runners []string, siteOfKey map[string]string) report {
 	t.Helper()
 	var rep report
+	// Every line ends with a time (ms, one host's clock): a job's deadline
+	// on pub, when the relay's acceptance was heard on acc, when the site
+	// reported the fate on end. Only a lost job's example reads them.
 	published := map[string]bool{}
+	deadline, acceptedAt, endedAt := map[string]int64{}, map[string]int64{}, map[string]int64{}
+	at := func(f []string) int64 {
+		ms, _ := strconv.ParseInt(f[len(f)-1], 10, 64)
+		return ms
+	}
 	fates := map[string][]string{}
 	for _, s := range siteIDs {
 		readLines(t, filepath.Join(dir, s+".log"), func(f []string) {
 			switch {
-			case len(f) == 2 && f[0] == "pub":
+			case len(f) == 3 && f[0] == "pub":
 				published[f[1]] = true
-			case len(f) == 3 && f[0] == "end":
+				deadline[f[1]] = at(f)
+			case len(f) == 4 && f[0] == "end":
 				fates[f[1]] = append(fates[f[1]], f[2])
+				endedAt[f[1]] = at(f)
 			}
 		})
 	}
 	accepted := map[string]int{}
 	for _, r := range runners {
 		readLines(t, filepath.Join(dir, r+".log"), func(f []string) {
-			if len(f) == 3 && f[0] == "acc" {
+			if len(f) == 4 && f[0] == "acc" {
 				// Job ids carry their site's id, so the key id only checks.
 				if _, ok := siteOfKey[f[1]]; ok {
 					accepted[f[2]]++
+					acceptedAt[f[2]] = at(f)
 					rep.accepted++
 				}
 			}
@@ -320,7 +331,8 @@ func tally(t *testing.T, dir string, siteIDs, runners []string, siteOfKey map[st
 		}
 		if accepted[id] > 0 && f[0] != "verified" && f[0] != "wrong" && f[0] != "cancelled" {
 			rep.lost++
-			example("lost %s: the relay accepted its result, the site ended it %s", id, f[0])
+			example("lost %s: the relay accepted its result (heard at deadline%+dms), the site ended it %s (at deadline%+dms)",
+				id, acceptedAt[id]-deadline[id], f[0], endedAt[id]-deadline[id])
 		}
 	}
 	return rep

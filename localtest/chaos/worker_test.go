@@ -123,7 +123,7 @@ func runDaemon(relayURL, runnerID string, keys *protocol.Keys, client *http.Clie
 		HeartbeatInterval: time.Second, Concurrency: 4, HTTPClient: client,
 		OnEvent: func(e daemon.Event) {
 			if e.Type == daemon.EventReported && !strings.Contains(e.Detail, "already recorded") {
-				log.line("acc %s %s", e.Site, e.JobID)
+				log.line("acc %s %s %d", e.Site, e.JobID, time.Now().UnixMilli())
 			}
 		},
 	})
@@ -175,7 +175,7 @@ func runSite(relayURL, siteID string, keys *protocol.Keys, client *http.Client, 
 				if e.Fate == site.FateVerified && e.Result.Outcome.TextOrEmpty() != want[e.JobID] {
 					fate = "wrong"
 				}
-				log.line("end %s %s", e.JobID, fate)
+				log.line("end %s %s %d", e.JobID, fate, time.Now().UnixMilli())
 				ended++
 			}
 			if ended == jobs {
@@ -199,7 +199,7 @@ func runSite(relayURL, siteID string, keys *protocol.Keys, client *http.Client, 
 		mu.Lock()
 		want[id] = "echo: " + daemon.ComposePrompt(site.KindGenerate, payload)
 		mu.Unlock()
-		log.line("pub %s", id)
+		log.line("pub %s %d", id, stub.DeadlineAt)
 		for {
 			_, err := s.Publish(ctx, stub, payload)
 			if err == nil {

@@ -197,6 +197,15 @@ func (s *Store) sweepJob(ctx context.Context, pk string, now int64) (sweepResult
 			drop   []string
 		)
 		switch {
+		// A finished job is listed to a collect for the grace past its
+		// deadline (store.ResultGraceMs); TTL deletes it after that. A sweep
+		// reaches one only through a due entry read before the result's
+		// write moved it off the due index (a result accepted just before
+		// the deadline, written as the sweep ran): it must not take the
+		// result the relay just accepted.
+		case j.State == string(store.StateDone) && j.Deadline+store.ResultGraceMs > now:
+			return sweepResult{}, nil
+
 		// Past its deadline, in any state: removed, its item overwritten by a
 		// tombstone that keeps no ciphertext (TTL collects it). A daemon
 		// mid-flight learns through RenewLeases, which reports a grant that
