@@ -24,13 +24,10 @@ import (
 // the host name (a bucket host name under localhost does not resolve).
 func TestOpenOffloadsALargeEnvelopeToTheBucket(t *testing.T) {
 	ctx := context.Background()
-	ddb := localtest.DynamoEndpoint(t)
-	moto := strings.Replace(localtest.MotoEndpoint(t), "127.0.0.1", "localhost", 1)
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "local")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
-	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", ddb)
-	t.Setenv("AWS_ENDPOINT_URL_S3", moto)
+	localtest.LambdaEnv(t, map[string]string{
+		"dynamodb": localtest.DynamoEndpoint(t),
+		"s3":       strings.Replace(localtest.MotoEndpoint(t), "127.0.0.1", "localhost", 1),
+	})
 
 	table, bucket := localtest.UniqueName("offload"), localtest.UniqueName("offload")
 	if err := dynamo.CreateTable(ctx, localtest.DynamoClient(t), table); err != nil {

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
@@ -93,13 +94,39 @@ func escape(s string) string {
 // path is the request path of key's object.
 func (b *Bucket) path(key string) string { return b.prefix + "/" + escape(key) }
 
+// attempts is how many times a call is made while S3 answers 500 or 503
+// or the connection fails: S3 asks its callers to retry those, and the
+// SDK's client did, three times. Every call here is idempotent (a PUT
+// writes the same bytes under a key of its own).
+const attempts = 3
+
+// do makes the call, again after a pause while it may succeed next time.
+func (b *Bucket) do(ctx context.Context, method, key string, body []byte, maxReply int64) (awscall.Reply, error) {
+	var reply awscall.Reply
+	var err error
+	for i := range attempts {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return awscall.Reply{}, ctx.Err()
+			case <-time.After(time.Duration(50<<i) * time.Millisecond): // 100 ms, 200 ms
+			}
+		}
+		reply, err = b.call.Do(ctx, method, b.path(key), nil, body, maxReply)
+		if err == nil && reply.StatusCode != http.StatusInternalServerError && reply.StatusCode != http.StatusServiceUnavailable {
+			return reply, nil
+		}
+	}
+	return reply, err
+}
+
 // maxErrorReply bounds what is read of a refusal: S3's error documents are
 // a few hundred bytes.
 const maxErrorReply = 64 << 10
 
 // Put writes body as key's object, replacing any object there.
 func (b *Bucket) Put(ctx context.Context, key string, body []byte) error {
-	reply, err := b.call.Do(ctx, http.MethodPut, b.path(key), nil, body, maxErrorReply)
+	reply, err := b.do(ctx, http.MethodPut, key, body, maxErrorReply)
 	if err != nil {
 		return fmt.Errorf("objects: PUT %s: %w", key, err)
 	}
@@ -115,7 +142,7 @@ func (b *Bucket) Put(ctx context.Context, key string, body []byte) error {
 func (b *Bucket) Get(ctx context.Context, key string, limit int64) ([]byte, error) {
 	// One byte past limit tells a longer object from one just that long; a
 	// refusal is read whole, however small limit is.
-	reply, err := b.call.Do(ctx, http.MethodGet, b.path(key), nil, nil, max(limit, maxErrorReply)+1)
+	reply, err := b.do(ctx, http.MethodGet, key, nil, max(limit, maxErrorReply)+1)
 	if err != nil {
 		return nil, fmt.Errorf("objects: GET %s: %w", key, err)
 	}
@@ -131,7 +158,7 @@ func (b *Bucket) Get(ctx context.Context, key string, limit int64) ([]byte, erro
 // Delete removes key's object. S3 answers a key with no object as it
 // answers a deleted one: that is not an error.
 func (b *Bucket) Delete(ctx context.Context, key string) error {
-	reply, err := b.call.Do(ctx, http.MethodDelete, b.path(key), nil, nil, maxErrorReply)
+	reply, err := b.do(ctx, http.MethodDelete, key, nil, maxErrorReply)
 	if err != nil {
 		return fmt.Errorf("objects: DELETE %s: %w", key, err)
 	}

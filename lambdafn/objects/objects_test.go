@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,6 +112,32 @@ func TestAddressing(t *testing.T) {
 		if base != c.base || prefix != c.prefix {
 			t.Errorf("address(%q, %q, %v) = %q %q, want %q %q", c.endpoint, c.bucket, c.pathStyle, base, prefix, c.base, c.prefix)
 		}
+	}
+}
+
+// A 503 (S3's SlowDown) or a 500 is tried again, as the SDK's client did;
+// three of them are the call's error, with S3's code.
+func TestSlowDownIsTriedAgain(t *testing.T) {
+	var calls, failFirst atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= failFirst.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>")
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	b := New(localtest.AWSConfig(""), srv.URL, "envelopes", true)
+
+	failFirst.Store(2)
+	if err := b.Put(context.Background(), "k", []byte("x")); err != nil || calls.Load() != 3 {
+		t.Fatalf("put after two SlowDowns: %v after %d calls, want success on the third", err, calls.Load())
+	}
+	calls.Store(0)
+	failFirst.Store(3)
+	if err := b.Put(context.Background(), "k", []byte("x")); err == nil || !strings.Contains(err.Error(), "SlowDown") || calls.Load() != 3 {
+		t.Fatalf("put after three SlowDowns: %v after %d calls, want SlowDown after three", err, calls.Load())
 	}
 }
 
