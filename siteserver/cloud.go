@@ -26,8 +26,13 @@ import (
 //   - a result is opened, verified against a device the job was sealed to,
 //     and completed once; a result re-listed for a finished job is only
 //     collected;
-//   - an eviction notice ends the job (error, EndReason); the deadline
-//     expires it through the store's sweep, as any job's.
+//   - an eviction notice ends the job (error, EndReason);
+//   - a job never sealed to a device expires at its deadline through the
+//     store's sweep, as any job's; one sealed to a device may have a result
+//     the relay accepted in the deadline's last instant, so it expires once
+//     client/site says a results poll sent late enough came back without
+//     it (Expire, the store's ExpireDueBefore), or once the relay's grace
+//     has passed (sitestore's expiryCut decides both).
 
 // CloudLane configures the cloud lane: set Config.Cloud and the server
 // publishes to a relay instead of serving daemons itself.
@@ -264,6 +269,9 @@ func (l *storeLedger) Sealing(ctx context.Context, claim protocol.SitePendingJob
 	if j.CancelRequested {
 		return "cancelled here; not sealing it to anybody", nil
 	}
+	if now, err := l.store.Now(ctx); err == nil && sitestore.DeadlineFor(j, now) <= now {
+		return "its deadline has passed here; not sealing it", nil
+	}
 	return "the job is " + j.State + " here; not sealing it", nil
 }
 
@@ -305,8 +313,11 @@ func (l *storeLedger) end(ctx context.Context, jobID string, o site.Outcome, rea
 	return ended, err
 }
 
-func (l *storeLedger) Expire(ctx context.Context, _ int64) ([]site.Ending, error) {
-	changed, err := l.store.ExpireDue(ctx)
+// Expire is the store's sweep with client/site's word on jobs sealed to a
+// device: before is the instant up to which a deadline has passed here,
+// read on the store's clock (storeClock).
+func (l *storeLedger) Expire(ctx context.Context, before int64) ([]site.Ending, error) {
+	changed, err := l.store.ExpireDueBefore(ctx, before)
 	if err != nil {
 		return nil, err
 	}

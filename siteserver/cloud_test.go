@@ -37,13 +37,22 @@ type cloudWorld struct {
 	relay  *relay.Relay
 	url    string
 	keys   *protocol.Keys
-	store  *sitememory.Store
+	store  sitestore.Store
 	daemon *daemon.Daemon
 	// device is the daemon's identity, for a test that claims by hand.
 	device *relaytest.Daemon
 }
 
 func newCloudWorld(t *testing.T) *cloudWorld {
+	t.Helper()
+	return newCloudWorldOn(t, func(clock *store.ManualClock) sitestore.Store {
+		return sitememory.New(sitememory.Options{Clock: clock})
+	})
+}
+
+// newCloudWorldOn is the world with the site store newStore makes on the
+// world's one clock.
+func newCloudWorldOn(t *testing.T, newStore func(*store.ManualClock) sitestore.Store) *cloudWorld {
 	t.Helper()
 	clock := store.NewManualClock(cloudStart)
 	shop := relaytest.NewSite(t, "shop")
@@ -71,7 +80,7 @@ func newCloudWorld(t *testing.T) *cloudWorld {
 		t.Fatal(err)
 	}
 	return &cloudWorld{t: t, ctx: context.Background(), clock: clock, relay: r, url: srv.URL, keys: shop.Keys,
-		store: sitememory.New(sitememory.Options{Clock: clock}), daemon: d, device: device}
+		store: newStore(clock), daemon: d, device: device}
 }
 
 // start starts a site process on the world's store; transport, if set,

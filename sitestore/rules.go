@@ -156,12 +156,18 @@ func MarkPublished(j Job, now int64) (Job, bool) {
 // lapsed holds a new one; the result is still accepted only from a device
 // in SealedTo. Refused for a job that is finished, expired, cancelled
 // (sealing is the irreversible half: once the ciphertext is out a device
-// can run it), or held by one of this site's own runners.
+// can run it), past its deadline, or held by one of this site's own
+// runners.
 func SealTo(j Job, leaseID string, expiresAt int64, device protocol.PublicIdentity, now int64) (Job, bool) {
 	if j.State != StateQueued && j.State != StateClaimed && j.State != StateRunning {
 		return j, false
 	}
 	if j.CancelRequested || (j.Lease != nil && !j.Adopted()) {
+		return j, false
+	}
+	if DeadlineFor(j, now) <= now {
+		// A sealed job waits past its deadline for a result the relay may
+		// have accepted before it (expiryCut); nobody may start it now.
 		return j, false
 	}
 	if j.State == StateQueued {
@@ -293,7 +299,14 @@ func Release(j Job, runnerID, leaseID, reason string, now int64) (Job, bool) {
 //     not this site's to lapse, but the deadline still bounds it);
 //  3. a queued job past its deadline, or past ClaimableAt+TTL, expires. A
 //     blocked job (ClaimableAt 0) never expires by TTL.
-func ExpireJob(j Job, now int64) (Job, bool) {
+//
+// "Past" is now, except for a job sealed to a device (expiryCut).
+func ExpireJob(j Job, now int64) (Job, bool) { return ExpireJobBefore(j, now, 0) }
+
+// ExpireJobBefore is ExpireJob with the cloud pump's word on sealed jobs:
+// a job sealed to a device expires once its deadline is at or before
+// sealedBefore (expiryCut).
+func ExpireJobBefore(j Job, now, sealedBefore int64) (Job, bool) {
 	changed := false
 	held := j.State == StateClaimed || j.State == StateRunning
 	if held && j.Lease != nil && !j.Adopted() && j.Lease.ExpiresAt <= now {
@@ -304,17 +317,36 @@ func ExpireJob(j Job, now int64) (Job, bool) {
 		j.UpdatedAt = now
 		changed = true
 	}
-	if (j.State == StateClaimed || j.State == StateRunning) && j.Adopted() && DeadlineFor(j, now) <= now {
+	cut := expiryCut(j, now, sealedBefore)
+	if (j.State == StateClaimed || j.State == StateRunning) && j.Adopted() && DeadlineFor(j, now) <= cut {
 		return expire(j, now), true
 	}
 	if j.State == StateQueued {
-		pastDeadline := j.DeadlineAt != 0 && j.DeadlineAt <= now
-		pastTTL := j.ClaimableAt != 0 && j.ClaimableAt+j.TTLMs <= now
+		pastDeadline := j.DeadlineAt != 0 && j.DeadlineAt <= cut
+		pastTTL := j.ClaimableAt != 0 && j.ClaimableAt+j.TTLMs <= cut
 		if pastDeadline || pastTTL {
 			return expire(j, now), true
 		}
 	}
 	return j, changed
+}
+
+// expiryCut is the one decision of when a job may expire: the instant its
+// deadline must be at or before. For every job but one sealed to a device
+// that is now. A job sealed to a device (only the cloud lane seals) may
+// have a result the relay accepted in the deadline's last instant, after
+// the site's latest results poll; the relay lists it for
+// protocol.ResultGraceMs past the deadline, and the site hears of it only
+// at its next poll. So such a job expires once the cloud pump says a poll
+// sent late enough was answered without its result (sealedBefore:
+// client/site's expiryBefore, by this store's clock), and, whatever it
+// says, once the grace has passed, after which no relay lists the result.
+// Never before the deadline.
+func expiryCut(j Job, now, sealedBefore int64) int64 {
+	if len(j.SealedTo) == 0 {
+		return now
+	}
+	return min(now, max(sealedBefore, now-protocol.ResultGraceMs))
 }
 
 func expire(j Job, now int64) Job {
@@ -341,7 +373,7 @@ func DueAt(j Job) int64 {
 			if j.DeadlineAt == 0 && j.ClaimableAt == 0 {
 				return 1
 			}
-			return DeadlineFor(j, 0)
+			return DeadlineFor(j, 0) + sealedGrace(j)
 		}
 		return j.Lease.ExpiresAt
 	case StateQueued:
@@ -352,7 +384,21 @@ func DueAt(j Job) int64 {
 		if j.DeadlineAt != 0 && (due == 0 || j.DeadlineAt < due) {
 			due = j.DeadlineAt
 		}
-		return due
+		if due == 0 {
+			return 0
+		}
+		return due + sealedGrace(j)
+	}
+	return 0
+}
+
+// sealedGrace is how long after its deadline a sweep leaves a job
+// (expiryCut): the grace for one sealed to a device, else nothing. A cloud
+// pump that may expire it sooner reads the due work up to its own cut plus
+// this.
+func sealedGrace(j Job) int64 {
+	if len(j.SealedTo) > 0 {
+		return protocol.ResultGraceMs
 	}
 	return 0
 }

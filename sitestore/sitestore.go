@@ -362,6 +362,12 @@ type JobStore interface {
 	// ExpireDue fires everything due (ExpireJob) and returns what changed.
 	// Idempotent; complete (the scheduled sweeper's call).
 	ExpireDue(ctx context.Context) ([]Job, error)
+	// ExpireDueBefore is ExpireDue (ExpireJobBefore) where a job sealed
+	// to a device also expires once its deadline is at or before
+	// sealedBefore: the cloud pump's call, sealedBefore being the instant
+	// up to which client/site judges a deadline passed (its expiryBefore,
+	// read on this store's clock). ExpireDue waits the grace for them.
+	ExpireDueBefore(ctx context.Context, sealedBefore int64) ([]Job, error)
 	// Cancel cancels a queued job, records a cancel request on a held one,
 	// leaves a terminal one alone; false if unknown.
 	Cancel(ctx context.Context, jobID string) (Job, bool, error)

@@ -18,7 +18,8 @@
 //	claimable  qpk = Q#P#<owner> (private) or Q#T (team), qsk = claimableAt
 //	           zero-padded then id: claim order. Only queued, unblocked jobs.
 //	due        dpk = DUE, dsk = sitestore.DueAt (lease expiry, TTL end,
-//	           deadline); or dpk = UNBLOCK, dsk = completion time, on a job
+//	           deadline, plus the relay's grace for a job sealed to a
+//	           device); or dpk = UNBLOCK, dsk = completion time, on a job
 //	           completed ok whose dependents have not all been told yet.
 //	group      gpk = HELD#<runner>, gsk = job id: what a runner holds (its
 //	           cancel requests, ClaimedBy); gpk = RUNNERS, gsk =

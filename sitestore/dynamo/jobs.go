@@ -232,7 +232,7 @@ func (s *Store) Claim(ctx context.Context, in sitestore.ClaimInput) ([]sitestore
 		return []sitestore.Job{}, nil
 	}
 	now := s.now()
-	if _, err := s.sweep(ctx, now, s.inlineLimit); err != nil {
+	if _, err := s.sweep(ctx, now, 0, s.inlineLimit); err != nil {
 		return nil, err
 	}
 	upto := claimKey(now, "~")
@@ -346,7 +346,7 @@ func earliest(ctx context.Context, cs []*cursor) (*stored, error) {
 // RenewLeases renews after a bounded sweep, and judges each lease as a
 // full sweep would have left it: a lapsed lease is lost, not renewed.
 func (s *Store) RenewLeases(ctx context.Context, in sitestore.RenewInput) (sitestore.RenewResult, error) {
-	if _, err := s.sweep(ctx, s.now(), s.inlineLimit); err != nil {
+	if _, err := s.sweep(ctx, s.now(), 0, s.inlineLimit); err != nil {
 		return sitestore.RenewResult{}, err
 	}
 	res := sitestore.RenewResult{Renewed: []sitestore.Renewed{}, Lost: []protocol.GrantRef{}}
@@ -493,22 +493,30 @@ func (s *Store) queryGroup(ctx context.Context, pk, prefix string, each func(map
 
 // ExpireDue fires everything due and finishes every interrupted unblock.
 func (s *Store) ExpireDue(ctx context.Context) ([]sitestore.Job, error) {
-	return s.sweep(ctx, s.now(), 0)
+	return s.sweep(ctx, s.now(), 0, 0)
+}
+
+// ExpireDueBefore fires everything due, and the sealed jobs whose
+// deadline is at or before sealedBefore: those are indexed at their
+// deadline plus the grace (sitestore.DueAt), so the read reaches
+// sealedBefore plus the grace and ExpireJobBefore judges each.
+func (s *Store) ExpireDueBefore(ctx context.Context, sealedBefore int64) ([]sitestore.Job, error) {
+	return s.sweep(ctx, s.now(), sealedBefore, 0)
 }
 
 // sweep fires due jobs, earliest first, at most limit of them (0: all),
 // and spends what is left of the bound on unblock markers.
-func (s *Store) sweep(ctx context.Context, now int64, limit int) ([]sitestore.Job, error) {
+func (s *Store) sweep(ctx context.Context, now, sealedBefore int64, limit int) ([]sitestore.Job, error) {
 	var changed []sitestore.Job
 	budget := limit
-	ids, err := s.dueIDs(ctx, dueKey, now, budget)
+	ids, err := s.dueIDs(ctx, dueKey, max(now, min(sealedBefore, now)+protocol.ResultGraceMs), budget)
 	if err != nil {
 		return nil, err
 	}
 	for _, id := range ids {
 		var fired bool
 		j, _, err := s.apply(ctx, id, nil, func(j sitestore.Job, now int64) (sitestore.Job, bool) {
-			next, ok := sitestore.ExpireJob(j, now)
+			next, ok := sitestore.ExpireJobBefore(j, now, sealedBefore)
 			fired = ok
 			return next, ok
 		}, false)

@@ -134,9 +134,14 @@ func (s *Store) Refresh(_ context.Context, id string) (sitestore.Job, bool, erro
 
 // expireDue is ExpireDue with mu held.
 func (s *Store) expireDue(now int64, changed *[]string) []sitestore.Job {
+	return s.expireDueBefore(now, 0, changed)
+}
+
+// expireDueBefore is ExpireDueBefore with mu held.
+func (s *Store) expireDueBefore(now, sealedBefore int64, changed *[]string) []sitestore.Job {
 	var out []sitestore.Job
 	for _, id := range s.sortedIDs() {
-		if j, ok := sitestore.ExpireJob(s.jobs[id], now); ok {
+		if j, ok := sitestore.ExpireJobBefore(s.jobs[id], now, sealedBefore); ok {
 			s.write(j, changed)
 			out = append(out, sitestore.CopyJob(j))
 		}
@@ -164,6 +169,16 @@ func (s *Store) ExpireDue(context.Context) ([]sitestore.Job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.expireDue(s.now(), &changed), nil
+}
+
+// ExpireDueBefore fires everything due, and the sealed jobs whose
+// deadline is at or before sealedBefore.
+func (s *Store) ExpireDueBefore(_ context.Context, sealedBefore int64) ([]sitestore.Job, error) {
+	var changed []string
+	defer func() { s.notify(changed) }()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.expireDueBefore(s.now(), sealedBefore, &changed), nil
 }
 
 // Claim grants up to Max claimable jobs, oldest claimable first.

@@ -99,17 +99,69 @@ func cloudCases() []testCase {
 			if got := e.get(t, "a"); len(got.SealedTo) != 2 || got.SealedTo[1] != device("d2") || got.Lease.ID != "L3" {
 				t.Fatalf("stored: %+v (returned %+v)", got, j)
 			}
-			// An adopted lease never lapses: only the deadline ends it (B258).
+			// An adopted lease never lapses: only the deadline ends it (B258),
+			// and for a job sealed to a device not before the relay's grace.
 			e.advance(30_000)
 			if _, err := e.Store.ExpireDue(ctx); err != nil {
 				t.Fatal(err)
 			}
 			wantState(t, e, "a", sitestore.StateClaimed)
-			e.advance(30_000)
+			e.advance(30_000 + protocol.ResultGraceMs)
 			if _, err := e.Store.ExpireDue(ctx); err != nil {
 				t.Fatal(err)
 			}
 			wantState(t, e, "a", sitestore.StateExpired)
+		}},
+		{"a job sealed to a device outlives its deadline until the pump's cut or the relay's grace", func(t *testing.T, e Env) {
+			dl := Start.UnixMilli() + 60_000
+			for _, id := range []string{"done", "cut", "grace", "unsealed"} {
+				in := cloudJob(id)
+				if id == "grace" {
+					in.DeadlineAt, in.TTLMs = dl+1_000, 61_000
+				}
+				e.create(t, in)
+				if id != "unsealed" {
+					e.sealTo(t, id, "L1", device("d1"))
+				}
+			}
+			e.advance(60_000) // at the deadline
+			expired := func(before int64) []string {
+				t.Helper()
+				changed, err := e.Store.ExpireDueBefore(ctx, before)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ids(changed)
+			}
+			if got := expired(0); !equal(got, []string{"unsealed"}) {
+				t.Fatalf("expired at the deadline: %v, want only the job never sealed", got)
+			}
+			if j, ok := e.sealTo(t, "done", "L2", device("d2")); ok || j.State != sitestore.StateClaimed {
+				t.Fatalf("sealed past the deadline: %+v", j)
+			}
+			if j, _, err := e.Store.Refresh(ctx, "done"); err != nil || j.State != sitestore.StateClaimed {
+				t.Fatalf("refresh at the deadline: %+v %v", j, err)
+			}
+			// The result the relay accepted in the deadline's last instant.
+			if res := e.completeBy(t, "done", "L1", device("d1")); !res.Accepted || res.Job.State != sitestore.StateOK {
+				t.Fatalf("a result past the deadline, within the grace: %+v", res)
+			}
+			if got := expired(dl - 1); len(got) != 0 {
+				t.Fatalf("expired by a cut before the deadline: %v", got)
+			}
+			// A cut past the clock is the clock: never before the deadline.
+			if got := expired(dl + 30_000); !equal(got, []string{"cut"}) {
+				t.Fatalf("expired by a cut at the deadline: %v, want [cut]", got)
+			}
+			e.advance(1_000 + protocol.ResultGraceMs - 1)
+			if got := expired(0); len(got) != 0 {
+				t.Fatalf("expired within the grace: %v", got)
+			}
+			e.advance(1)
+			if got := expired(0); !equal(got, []string{"grace"}) {
+				t.Fatalf("expired once the grace passed: %v, want [grace]", got)
+			}
+			wantState(t, e, "done", sitestore.StateOK)
 		}},
 		{"nothing is sealed for a finished, expired, cancelled or unknown job", func(t *testing.T, e Env) {
 			e.create(t, cloudJob("done"))
