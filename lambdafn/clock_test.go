@@ -20,26 +20,34 @@ import (
 	"github.com/byorelay/byorelay/store/dynamo"
 )
 
-// The deployed wiring of the store clock: with no injected clock, Open
-// gives the store a dynamo.ServerClock, Calibrate calibrates it against DynamoDB
-// (here DynamoDB Local, whose Date is this machine's clock), the sweeper
-// sweeps with it, and a request publishes its offset as EMF.
-func TestOpenBindsTheStoreClockToDynamoDBAndPublishesItsOffset(t *testing.T) {
-	ctx := context.Background()
-	localtest.LambdaEnv(t, map[string]string{"dynamodb": localtest.DynamoEndpoint(t)})
+// openOnFreshTable opens a Stack as a container does, from the environment,
+// with DynamoDB at endpoint and a fresh table, metrics to metrics.
+func openOnFreshTable(t *testing.T, endpoint string, metrics io.Writer) *Stack {
+	t.Helper()
+	localtest.LambdaEnv(t, map[string]string{"dynamodb": endpoint})
 	table := localtest.UniqueName("clock")
-	if err := dynamo.CreateTable(ctx, localtest.DynamoClient(t), table); err != nil {
+	if err := dynamo.CreateTable(context.Background(), localtest.DynamoClient(t), table); err != nil {
 		t.Fatal(err)
 	}
 	env, err := LoadEnv(envOf(map[string]string{"TABLE_NAME": table}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var metrics bytes.Buffer
-	st, err := Open(ctx, env, Options{Logger: slog.New(slog.DiscardHandler), MetricsOut: &metrics})
+	st, err := Open(context.Background(), env, Options{Logger: slog.New(slog.DiscardHandler), MetricsOut: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return st
+}
+
+// The deployed wiring of the store clock: with no injected clock, Open
+// gives the store a dynamo.ServerClock, Calibrate calibrates it against DynamoDB
+// (here DynamoDB Local, whose Date is this machine's clock), the sweeper
+// sweeps with it, and a request publishes its offset as EMF.
+func TestOpenBindsTheStoreClockToDynamoDBAndPublishesItsOffset(t *testing.T) {
+	ctx := context.Background()
+	var metrics bytes.Buffer
+	st := openOnFreshTable(t, localtest.DynamoEndpoint(t), &metrics)
 	if st.serverClock == nil {
 		t.Fatal("Open gave the store no ServerClock")
 	}
@@ -116,19 +124,7 @@ func TestOpenDoesNotWaitForTheClockButTheFirstRequestDoes(t *testing.T) {
 		}
 	}()
 
-	localtest.LambdaEnv(t, map[string]string{"dynamodb": srv.URL})
-	table := localtest.UniqueName("clock")
-	if err := dynamo.CreateTable(ctx, localtest.DynamoClient(t), table); err != nil {
-		t.Fatal(err)
-	}
-	env, err := LoadEnv(envOf(map[string]string{"TABLE_NAME": table}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := Open(ctx, env, Options{Logger: slog.New(slog.DiscardHandler), MetricsOut: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openOnFreshTable(t, srv.URL, io.Discard)
 	if st.serverClock.Reading().Calibrated {
 		t.Fatal("the store clock is calibrated before DynamoDB answered")
 	}
@@ -164,20 +160,7 @@ func TestOpenDoesNotWaitForTheClockButTheFirstRequestDoes(t *testing.T) {
 // attach function's (a function URL, not an API Gateway handler) too:
 // nothing at Open reads it any more.
 func TestTheAttachFunctionCalibratesTheStoreClockBeforeItServes(t *testing.T) {
-	ctx := context.Background()
-	localtest.LambdaEnv(t, map[string]string{"dynamodb": localtest.DynamoEndpoint(t)})
-	table := localtest.UniqueName("clock")
-	if err := dynamo.CreateTable(ctx, localtest.DynamoClient(t), table); err != nil {
-		t.Fatal(err)
-	}
-	env, err := LoadEnv(envOf(map[string]string{"TABLE_NAME": table}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := Open(ctx, env, Options{Logger: slog.New(slog.DiscardHandler), MetricsOut: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openOnFreshTable(t, localtest.DynamoEndpoint(t), io.Discard)
 	if st.serverClock.Reading().Calibrated {
 		t.Fatal("the store clock is calibrated before anything was served")
 	}

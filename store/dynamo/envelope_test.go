@@ -129,12 +129,12 @@ func TestEnvelopesUpToTheProtocolLimitRoundTripThroughS3(t *testing.T) {
 	}
 }
 
-// TestARequeueDropsTheSealedPayloadObject: a payload sealed to one device
-// is useless to the next, so a requeue deletes its object.
-func TestARequeueDropsTheSealedPayloadObject(t *testing.T) {
+// sealedOffBox is a store whose job "a", claimed by r1 under lease, holds a
+// payload too large to inline: the bucket holds its one object.
+func sealedOffBox(t *testing.T, clock store.Clock) (s *Store, lease string, client *s3.Client, bucket string) {
+	t.Helper()
 	ctx := context.Background()
 	objs, client, bucket := newBucket(t)
-	clock := store.NewManualClock(storetest.Start)
 	s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), Objects: objs, Options: store.Options{Clock: clock}, InlineEnvelopeBytes: 1024})
 	if err != nil {
 		t.Fatal(err)
@@ -153,6 +153,15 @@ func TestARequeueDropsTheSealedPayloadObject(t *testing.T) {
 	if got := bucketKeys(t, client, bucket); len(got) != 1 {
 		t.Fatalf("bucket holds %v, want the payload", got)
 	}
+	return s, g[0].Lease.ID, client, bucket
+}
+
+// TestARequeueDropsTheSealedPayloadObject: a payload sealed to one device
+// is useless to the next, so a requeue deletes its object.
+func TestARequeueDropsTheSealedPayloadObject(t *testing.T) {
+	ctx := context.Background()
+	clock := store.NewManualClock(storetest.Start)
+	s, _, client, bucket := sealedOffBox(t, clock)
 	// Too late: the lease ran out and the sweep requeues it.
 	clock.Advance(61 * time.Second)
 	if res, err := s.Sweep(ctx); err != nil || len(res.Requeued) != 1 {
@@ -170,33 +179,15 @@ func TestARequeueDropsTheSealedPayloadObject(t *testing.T) {
 // refusal that would send the daemon away.
 func TestAMissingEnvelopeObjectIsAnError(t *testing.T) {
 	ctx := context.Background()
-	objs, client, bucket := newBucket(t)
-	s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), Objects: objs, Options: store.Options{Clock: store.NewManualClock(storetest.Start)}, InlineEnvelopeBytes: 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := protocol.JobStub{ID: "a", Kind: "llm.generate", Owner: "alice", Site: "K", Audience: "private", SizeClass: "large", DeadlineAt: 4_102_444_800_000}
-	if _, err := s.Enqueue(ctx, store.EnqueueInput{ID: "a", SiteID: "site", Stub: st}); err != nil {
-		t.Fatal(err)
-	}
-	g, err := s.Claim(ctx, faultClaim("r1"))
-	if err != nil || len(g) != 1 {
-		t.Fatalf("claim: %v %v", g, err)
-	}
-	if _, err := s.Seal(ctx, store.SealInput{SiteID: "site", JobID: "a", Envelope: bigEnvelope(t, 4096, "payload")}); err != nil {
-		t.Fatal(err)
-	}
+	s, lease, client, bucket := sealedOffBox(t, store.NewManualClock(storetest.Start))
 	keys := bucketKeys(t, client, bucket)
-	if len(keys) != 1 {
-		t.Fatalf("bucket holds %v, want the payload", keys)
-	}
 	if _, err := client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &bucket, Key: &keys[0]}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, err := s.Job(ctx, "site", "a"); !errors.Is(err, objects.ErrNotFound) || ok {
 		t.Fatalf("job with its object gone: ok=%v err=%v, want the object's absence", ok, err)
 	}
-	taken, err := s.TakePayload(ctx, store.HolderInput{JobID: "a", RunnerID: "r1", LeaseID: g[0].Lease.ID})
+	taken, err := s.TakePayload(ctx, store.HolderInput{JobID: "a", RunnerID: "r1", LeaseID: lease})
 	if !errors.Is(err, objects.ErrNotFound) || taken.Envelope != nil || taken.Refused != "" {
 		t.Fatalf("fetch with the object gone: %+v %v, want the object's absence", taken, err)
 	}

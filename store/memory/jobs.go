@@ -74,12 +74,7 @@ func (s *Store) Finished(ctx context.Context, siteID string, graceMs int64) ([]s
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var matched []*store.Job
-	for _, j := range s.order {
-		if listed(j) {
-			matched = append(matched, j)
-		}
-	}
+	matched := s.matching(listed)
 	if graceMs > 0 {
 		for _, j := range s.late {
 			if _, heldAgain := s.jobs[jobKey{j.SiteID, j.ID}]; listed(j) && !heldAgain {
@@ -87,11 +82,7 @@ func (s *Store) Finished(ctx context.Context, siteID string, graceMs int64) ([]s
 			}
 		}
 	}
-	out := make([]store.Job, len(matched))
-	for i, j := range matched {
-		out[i] = withoutPayload(j)
-	}
-	return out, nil
+	return copies(matched, withoutPayload), nil
 }
 
 // Evicted lists the site's eviction notices still due to it.
@@ -131,15 +122,24 @@ func (s *Store) Collect(ctx context.Context, siteID string, jobIDs []string) err
 func (s *Store) list(keep func(*store.Job) bool, copyJob func(*store.Job) store.Job) []store.Job {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// Matches first, then one slice of copies: a site's results list
-	// holds hundreds of done jobs on every poll, and growing a slice of
-	// Jobs by appending copied each of them several times over.
+	return copies(s.matching(keep), copyJob)
+}
+
+// matching is the held jobs keep accepts, in order; s.mu must be held.
+func (s *Store) matching(keep func(*store.Job) bool) []*store.Job {
 	var matched []*store.Job
 	for _, job := range s.order {
 		if keep(job) {
 			matched = append(matched, job)
 		}
 	}
+	return matched
+}
+
+// copies copies the matches into one slice: a site's results list holds
+// hundreds of done jobs on every poll, and growing a slice of Jobs by
+// appending copied each of them several times over.
+func copies(matched []*store.Job, copyJob func(*store.Job) store.Job) []store.Job {
 	out := make([]store.Job, len(matched))
 	for i, job := range matched {
 		out[i] = copyJob(job)
