@@ -77,8 +77,9 @@ site-restart: deps
 	BYORELAY_SITERESTART_JOBS=$(JOBS) $(WITH_SERVICES) $(GO) test -count=$(RUNS) -failfast -timeout 2h \
 	  -run '^TestASiteKilledAtAnyMomentAndRestartedLosesNoJob$$' -v ./localtest/siterestart/
 
-## lint: go.mod tidy, gofmt, go vet, staticcheck
+## lint: go.mod tidy, gofmt, go vet, staticcheck, and no built binary or file over 1 MB tracked by git
 lint:
+	@$(GO) run ./localtest/trackedfiles
 	@$(GO) mod tidy -diff || { echo "go.mod: run go mod tidy"; exit 1; }
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1; }
 	$(GO) vet ./...
