@@ -284,11 +284,10 @@ func (l *storeLedger) End(ctx context.Context, e site.Ending) (bool, error) {
 	switch e.Fate {
 	case site.FateVerified:
 		r := e.Result
-		device := r.Device
 		res, err := l.store.Complete(ctx, sitestore.CompleteInput{
 			JobID:    e.JobID,
 			RunnerID: r.RunnerID,
-			Holder:   sitestore.Holder{Device: &device, LeaseID: r.LeaseID},
+			Holder:   sitestore.HolderByDevice(r.Device, r.LeaseID),
 			Outcome:  r.Outcome,
 			// From the job, the relay's routing word and what the device
 			// signed; Untrusted is derived, never taken from the device.

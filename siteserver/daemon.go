@@ -148,7 +148,7 @@ func (s *Server) result(d daemonCall) (reply, error) {
 	res, err := s.store.Complete(d.ctx, sitestore.CompleteInput{
 		JobID:      req.JobID,
 		RunnerID:   runner.ID,
-		Holder:     sitestore.Holder{ByLease: true, LeaseID: req.LeaseID, RunnerID: runner.ID},
+		Holder:     sitestore.HolderByLease(req.LeaseID, runner.ID),
 		Outcome:    sealed.Outcome,
 		Provenance: prov,
 	})

@@ -104,9 +104,40 @@ func Grant(j Job, runnerID, leaseID string, leaseMs, now int64) Job {
 	return j
 }
 
+// HeldBy reports whether the job's current lease is this site's grant to
+// runnerID. An adopted lease names no runner here, so an empty runner id
+// holds nothing: were "" allowed to match, anyone naming no runner would
+// hold every job a relay leased.
+func HeldBy(j Job, runnerID string) bool {
+	return runnerID != "" && j.Lease != nil && j.Lease.RunnerID == runnerID
+}
+
 // holds reports whether the runner holds the job under exactly this lease.
 func holds(j Job, runnerID, leaseID string) bool {
-	return j.Lease != nil && j.Lease.RunnerID == runnerID && j.Lease.ID == leaseID
+	return HeldBy(j, runnerID) && leaseID != "" && j.Lease.ID == leaseID
+}
+
+// heldByHolder is the holder check of CompleteJob, one rule per lane. The
+// zero Holder names no lane and holds nothing.
+func heldByHolder(j Job, h Holder) bool {
+	switch h.lane {
+	case laneLease:
+		// The grant and its runner: the reference checks the lease id
+		// alone, which lets whoever learns a lease id write another
+		// runner's result. A relay's (adopted) lease names no runner, so
+		// it is never held here: the direct lane sent nobody its payload,
+		// and the cloud lane completes it by the device it was sealed to.
+		return holds(j, h.runnerID, h.leaseID)
+	case laneRunner:
+		return HeldBy(j, h.runnerID)
+	case laneDevice:
+		// The cloud lane: the payload post names no lease, so a seal can
+		// land on a newer lease than the one the site read; what proves the
+		// work is this site's is the device it sealed to, whose signature
+		// the caller has checked.
+		return h.device.Identity != "" && slices.Contains(j.SealedTo, h.device)
+	}
+	return false
 }
 
 // Renew extends a lease the runner holds on a claimed or running job; false
@@ -127,6 +158,11 @@ func Renew(j Job, runnerID, leaseID string, leaseMs, now int64) (Job, bool) {
 // can be adopted: a terminal or otherwise-leased job means the relay and
 // this store disagree, and the row is not the place to settle it.
 func Adopt(j Job, leaseID string, expiresAt, now int64) (Job, bool) {
+	// A lease with no id would be held by any release, renewal or result
+	// that names none.
+	if leaseID == "" {
+		return j, false
+	}
 	if j.State != StateQueued && j.State != StateClaimed {
 		return j, false
 	}
@@ -157,8 +193,12 @@ func MarkPublished(j Job, now int64) (Job, bool) {
 // in SealedTo. Refused for a job that is finished, expired, cancelled
 // (sealing is the irreversible half: once the ciphertext is out a device
 // can run it), past its deadline, or held by one of this site's own
-// runners.
+// runners. A lease with no id or a device with no identity is refused: the
+// device would then be one any result naming none matches.
 func SealTo(j Job, leaseID string, expiresAt int64, device protocol.PublicIdentity, now int64) (Job, bool) {
+	if leaseID == "" || device.Identity == "" {
+		return j, false
+	}
 	if j.State != StateQueued && j.State != StateClaimed && j.State != StateRunning {
 		return j, false
 	}
@@ -210,15 +250,18 @@ func EndJob(j Job, outcome site.Outcome, reason string, now int64) (Job, bool) {
 //     refusal they would get for a live job: a job id is not a terminality
 //     probe);
 //  2. expired refuses;
-//  3. the holder must hold the current lease;
+//  3. the holder must hold the job (heldByHolder: its lane's rule; the zero
+//     Holder holds nothing);
 //  4. otherwise the outcome is recorded, the lease dropped, the grant kept
 //     in CompletedByLeaseID and any cancel request dropped.
 //
 // changed is whether the job must be written.
 func CompleteJob(j Job, in CompleteInput, now int64) (out Job, res CompleteResult, changed bool) {
 	if j.Terminal() {
-		sameDevice := j.Provenance != nil && j.Provenance.RunnerID == in.RunnerID
-		sameGrant := in.Holder.ByLease && j.CompletedByLeaseID != "" && j.CompletedByLeaseID == in.Holder.LeaseID
+		// Neither half matches on "": a caller naming no runner and no
+		// lease is nobody's replay.
+		sameDevice := in.RunnerID != "" && j.Provenance != nil && j.Provenance.RunnerID == in.RunnerID
+		sameGrant := in.Holder.lane == laneLease && in.Holder.leaseID != "" && j.CompletedByLeaseID == in.Holder.leaseID
 		jj := j
 		return j, CompleteResult{Duplicate: sameDevice && sameGrant, Job: &jj}, false
 	}
@@ -226,23 +269,7 @@ func CompleteJob(j Job, in CompleteInput, now int64) (out Job, res CompleteResul
 		jj := j
 		return j, CompleteResult{Job: &jj}, false
 	}
-	var held bool
-	if in.Holder.Device != nil {
-		// The cloud lane: the payload post names no lease, so a seal can
-		// land on a newer lease than the one the site read; what proves the
-		// work is this site's is the device it sealed to, whose signature
-		// the caller has checked.
-		held = slices.Contains(j.SealedTo, *in.Holder.Device)
-	} else if in.Holder.ByLease {
-		// The grant, and on this site's own leases its runner too: the
-		// reference checks the lease id alone, which lets whoever learns a
-		// lease id write another runner's result. An adopted lease (a
-		// relay's) names no runner here, so only its id can be checked.
-		held = j.Lease != nil && j.Lease.ID == in.Holder.LeaseID &&
-			(j.Lease.RunnerID == "" || in.Holder.RunnerID == "" || j.Lease.RunnerID == in.Holder.RunnerID)
-	} else {
-		held = j.Lease != nil && j.Lease.RunnerID == in.Holder.RunnerID
-	}
+	held := heldByHolder(j, in.Holder)
 	if !held {
 		jj := j
 		return j, CompleteResult{Job: &jj}, false
@@ -255,10 +282,10 @@ func CompleteJob(j Job, in CompleteInput, now int64) (out Job, res CompleteResul
 	default:
 		j.State = StateError
 	}
-	if in.Holder.ByLease || in.Holder.Device != nil {
-		j.CompletedByLeaseID = in.Holder.LeaseID
-	} else {
+	if in.Holder.lane == laneRunner {
 		j.CompletedByLeaseID = j.Lease.ID
+	} else {
+		j.CompletedByLeaseID = in.Holder.leaseID
 	}
 	j.Lease = nil
 	outcome := in.Outcome
@@ -445,7 +472,7 @@ func Unblock(j Job, depOK func(id string) bool, now int64) (Job, bool) {
 // CancelRequestOf is the grant a cancel request names for runnerID, if the
 // job's current lease is that runner's.
 func CancelRequestOf(j Job, runnerID string) (protocol.GrantRef, bool) {
-	if !j.CancelRequested || j.Lease == nil || j.Lease.RunnerID != runnerID {
+	if !j.CancelRequested || !HeldBy(j, runnerID) {
 		return protocol.GrantRef{}, false
 	}
 	return protocol.GrantRef{JobID: j.ID, LeaseID: j.Lease.ID}, true

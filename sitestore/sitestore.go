@@ -247,17 +247,51 @@ type EndInput struct {
 	Reason  string
 }
 
-// Holder is who may complete a job: the direct lane names the grant
-// (ByLease, with the authenticated RunnerID, which must then also hold
-// it); a "by runner" holder exists for callers with no lease id. The cloud
-// lane names the device whose signature the result carries (Device, with
-// the lease the relay recorded it under in LeaseID): it holds the job if
-// the payload was sealed to it (Job.SealedTo), whatever the lease.
+// Holder is who may complete a job, built by one constructor per lane.
+// Its fields are unexported so that a holder naming nobody cannot be
+// written: the zero Holder names no lane and holds no job, and every rule
+// refuses it as it refuses a stranger. Were it expressible, a holder with
+// no lease, device or runner would match the empty runner id every
+// relay-granted lease carries and write a result into a job it never held.
 type Holder struct {
-	ByLease  bool
-	LeaseID  string
-	RunnerID string
-	Device   *protocol.PublicIdentity
+	lane     holderLane
+	leaseID  string
+	runnerID string
+	device   protocol.PublicIdentity
+}
+
+type holderLane int
+
+const (
+	laneNone holderLane = iota
+	laneLease
+	laneRunner
+	laneDevice
+)
+
+// HolderByLease is the direct lane's holder: the grant the daemon names and
+// the runner whose signature the request carries. It holds a job only
+// while this site granted that job that lease and that runner; both are
+// required, and a relay's (adopted) lease is never held this way.
+func HolderByLease(leaseID, runnerID string) Holder {
+	return Holder{lane: laneLease, leaseID: leaseID, runnerID: runnerID}
+}
+
+// HolderByRunner is a holder for a caller with no lease id: it holds the
+// job while this site's own lease on it is that runner's. The runner id is
+// required, and a relay's (adopted) lease, which names no runner here, is
+// never held this way.
+func HolderByRunner(runnerID string) Holder {
+	return Holder{lane: laneRunner, runnerID: runnerID}
+}
+
+// HolderByDevice is the cloud lane's holder: the device whose signature
+// the result carries (the caller has checked it) and the lease the relay
+// recorded the result under. It holds a job the site sealed to that
+// device (Job.SealedTo), whatever the lease; a device with no identity
+// holds nothing.
+func HolderByDevice(device protocol.PublicIdentity, leaseID string) Holder {
+	return Holder{lane: laneDevice, leaseID: leaseID, device: device}
 }
 
 // CompleteInput is a verified result.
@@ -326,6 +360,8 @@ var (
 //  2. Unblocking is race-free: a job whose dependencies complete
 //     concurrently becomes claimable exactly once and never stays blocked.
 //  3. Every holder-scoped write checks the lease id, not just the runner.
+//  4. Nothing matches on "": an empty runner id, lease id or device
+//     identity, and the zero Holder, hold no job (rules.go decides it).
 type JobStore interface {
 	// Now is the store clock in epoch ms: the one clock every deadline,
 	// lease and signature-freshness check reads.

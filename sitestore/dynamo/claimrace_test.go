@@ -164,7 +164,7 @@ func TestReplicaClaimRaceIsLinearizable(t *testing.T) {
 					continue
 				}
 				res, err := st.Complete(ctx, sitestore.CompleteInput{JobID: g.JobID, RunnerID: runner,
-					Holder: sitestore.Holder{ByLease: true, LeaseID: g.LeaseID}, Outcome: site.OK("x")})
+					Holder: sitestore.HolderByLease(g.LeaseID, runner), Outcome: site.OK("x")})
 				ret := since()
 				if err != nil {
 					t.Error(err)

@@ -436,7 +436,7 @@ func (s *Store) held(ctx context.Context, runnerID string) ([]sitestore.Job, err
 		if err != nil {
 			return err
 		}
-		if st.job.Lease != nil && st.job.Lease.RunnerID == runnerID {
+		if sitestore.HeldBy(st.job, runnerID) {
 			out = append(out, st.job)
 		}
 		return nil

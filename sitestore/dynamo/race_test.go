@@ -44,7 +44,7 @@ func claimOnly(t *testing.T, s *Store, runner string) sitestore.Job {
 
 func completeOK(s *Store, j sitestore.Job, runner string) error {
 	_, err := s.Complete(context.Background(), sitestore.CompleteInput{JobID: j.ID, RunnerID: runner,
-		Holder: sitestore.Holder{ByLease: true, LeaseID: j.Lease.ID}, Outcome: site.OK("done")})
+		Holder: sitestore.HolderByLease(j.Lease.ID, runner), Outcome: site.OK("done")})
 	return err
 }
 

@@ -341,7 +341,7 @@ func (s *Store) ClaimedBy(_ context.Context, runnerID string) ([]sitestore.Job, 
 	defer s.mu.Unlock()
 	var out []sitestore.Job
 	for _, id := range s.sortedIDs() {
-		if j := s.jobs[id]; j.Lease != nil && j.Lease.RunnerID == runnerID {
+		if j := s.jobs[id]; sitestore.HeldBy(j, runnerID) {
 			out = append(out, sitestore.CopyJob(j))
 		}
 	}

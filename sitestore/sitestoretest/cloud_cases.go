@@ -35,7 +35,7 @@ func (e Env) sealTo(t *testing.T, id, lease string, d protocol.PublicIdentity) (
 func (e Env) completeBy(t *testing.T, id, lease string, d protocol.PublicIdentity) sitestore.CompleteResult {
 	t.Helper()
 	res, err := e.Store.Complete(ctx, sitestore.CompleteInput{
-		JobID: id, RunnerID: "relay-runner", Holder: sitestore.Holder{Device: &d, LeaseID: lease},
+		JobID: id, RunnerID: "relay-runner", Holder: sitestore.HolderByDevice(d, lease),
 		Outcome: okOutcome(), Provenance: sitestore.Provenance{Audience: "team", RunnerID: "relay-runner", Untrusted: true},
 	})
 	if err != nil {

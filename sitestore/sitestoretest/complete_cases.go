@@ -68,7 +68,7 @@ func completeCases() []testCase {
 			e.create(t, job("a", "alice"))
 			j := e.claimOne(t, "r1", "alice")
 			res, err := e.Store.Complete(ctx, sitestore.CompleteInput{JobID: "a", RunnerID: "r2",
-				Holder: sitestore.Holder{ByLease: true, LeaseID: j.Lease.ID, RunnerID: "r2"}, Outcome: site.OK("stolen")})
+				Holder: sitestore.HolderByLease(j.Lease.ID, "r2"), Outcome: site.OK("stolen")})
 			if err != nil || res.Accepted {
 				t.Fatalf("a stranger with the lease id: %+v %v", res, err)
 			}
@@ -92,7 +92,7 @@ func completeCases() []testCase {
 			}
 		}},
 		{"an unknown job is answered with no job", func(t *testing.T, e Env) {
-			res, err := e.Store.Complete(ctx, sitestore.CompleteInput{JobID: "nope", RunnerID: "r1", Holder: sitestore.Holder{ByLease: true, LeaseID: "x"}, Outcome: okOutcome()})
+			res, err := e.Store.Complete(ctx, sitestore.CompleteInput{JobID: "nope", RunnerID: "r1", Holder: sitestore.HolderByLease("x", "r1"), Outcome: okOutcome()})
 			if err != nil || res.Accepted || res.Job != nil {
 				t.Fatalf("unknown: %+v %v", res, err)
 			}

@@ -69,7 +69,7 @@ func RaceDependencyUnblock(t *testing.T, e Env) {
 		go func() {
 			defer wg.Done()
 			if _, err := e.Store.Complete(ctx, sitestore.CompleteInput{JobID: h.j.ID, RunnerID: h.runner,
-				Holder: sitestore.Holder{ByLease: true, LeaseID: h.j.Lease.ID}, Outcome: okOutcome()}); err != nil {
+				Holder: sitestore.HolderByLease(h.j.Lease.ID, h.runner), Outcome: okOutcome()}); err != nil {
 				t.Error(err)
 			}
 		}()

@@ -54,6 +54,7 @@ func cases() []testCase {
 	all = append(all, pairingCases()...)
 	all = append(all, concurrencyCases()...)
 	all = append(all, cloudCases()...)
+	all = append(all, holderCases()...)
 	return all
 }
 
@@ -133,7 +134,7 @@ func okOutcome() site.Outcome { return site.OK("done") }
 func (e Env) complete(t *testing.T, j sitestore.Job, runner string, outcome site.Outcome) sitestore.CompleteResult {
 	t.Helper()
 	res, err := e.Store.Complete(ctx, sitestore.CompleteInput{
-		JobID: j.ID, RunnerID: runner, Holder: sitestore.Holder{ByLease: true, LeaseID: j.Lease.ID},
+		JobID: j.ID, RunnerID: runner, Holder: sitestore.HolderByLease(j.Lease.ID, runner),
 		Outcome: outcome, Provenance: sitestore.Provenance{Audience: j.Audience, RunnerID: runner, RunnerOwner: "o",
 			BackendClass: "http", Model: "m", Untrusted: j.Audience != protocol.AudiencePrivate},
 	})
