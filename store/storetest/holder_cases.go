@@ -167,4 +167,35 @@ var holderCases = []testCase{
 		e.check(err)
 		e.same("lost", res.Lost, []protocol.GrantRef{grant(granted)})
 	}},
+
+	{"holds nothing for a caller naming no runner or no lease", func(e *env) {
+		// No identifier is a wildcard: "" is nobody's runner id and nobody's
+		// lease, so it matches no grant, however the call is shaped.
+		e.enqueue(site, stub("a", "alice"))
+		granted := e.claimOne(claimArgs(), "a")
+		e.seal("a")
+		ok, err := e.s.Cancel(e.ctx, site, "a")
+		e.check(err)
+		e.same("cancelled", ok, true)
+		before := e.mustJob(site, "a")
+
+		e.same("fetch, no runner", e.take("a", "", granted.Lease.ID), store.PayloadResult{Refused: store.RefusedNotHolder})
+		e.same("fetch, no lease", e.take("a", "runner_1", ""), store.PayloadResult{Refused: store.RefusedStaleLease})
+		e.same("fetch, neither", e.take("a", "", ""), store.PayloadResult{Refused: store.RefusedNotFound})
+		e.same("result, no runner", e.complete("a", "", granted.Lease.ID, "x", store.DispositionOK), store.CompleteResult{Refused: store.RefusedNotHolder})
+		e.same("result, no lease", e.complete("a", "runner_1", "", "x", store.DispositionOK), store.CompleteResult{Refused: store.RefusedStaleLease})
+		e.same("result, neither", e.complete("a", "", "", "x", store.DispositionOK), store.CompleteResult{Refused: store.RefusedNotFound})
+		e.same("release, no runner", e.release("", store.ReleaseRefused, 0, grant(granted)), []string{})
+		e.same("release, no lease", e.release("runner_1", store.ReleaseRefused, 0, protocol.GrantRef{JobID: "a"}), []string{})
+		renewed, err := e.s.RenewLeases(e.ctx, store.RenewInput{RunnerID: "", Leases: []protocol.GrantRef{grant(granted), {JobID: "a"}}, LeaseMs: 60_000})
+		e.check(err)
+		e.same("renew, no runner", renewed.Renewed, []store.RenewedLease{})
+		renewed, err = e.s.RenewLeases(e.ctx, store.RenewInput{RunnerID: "runner_1", Leases: []protocol.GrantRef{{JobID: "a"}}, LeaseMs: 60_000})
+		e.check(err)
+		e.same("renew, no lease", renewed.Renewed, []store.RenewedLease{})
+		reqs, err := e.s.CancelRequests(e.ctx, "")
+		e.check(err)
+		e.same("cancel requests, no runner", reqs, []protocol.GrantRef{})
+		e.sameJob("the job", e.mustJob(site, "a"), before)
+	}},
 }
