@@ -17,9 +17,10 @@ import (
 // Client calls the admin API. The CLI uses it, and so can tests that drive
 // a running stack.
 type Client struct {
-	base  string
-	http  *http.Client
-	token string
+	base   string
+	http   *http.Client
+	token  string
+	answer func(body []byte)
 }
 
 // NewClient returns a client for the server at endpoint (its base URL; a
@@ -38,6 +39,16 @@ func NewClient(endpoint string, httpClient *http.Client) *Client {
 func (c *Client) WithToken(token string) *Client {
 	copied := *c
 	copied.token = token
+	return &copied
+}
+
+// WithAnswer returns a copy of c that hands each accepted answer's body,
+// exactly as the API sent it, to record before decoding it. The CLI's
+// --json prints those bytes, so a script reads what the API said and not
+// a re-encoding that could drop a field this client does not know.
+func (c *Client) WithAnswer(record func(body []byte)) *Client {
+	copied := *c
+	copied.answer = record
 	return &copied
 }
 
@@ -200,6 +211,9 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte) (*htt
 			return nil, nil, &Error{Status: resp.StatusCode, Code: refusal.Error, Message: refusal.Message}
 		}
 		return nil, nil, &Error{Status: resp.StatusCode, Code: "http-" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(data))}
+	}
+	if c.answer != nil {
+		c.answer(data)
 	}
 	return resp, data, nil
 }

@@ -4,19 +4,21 @@
 package admincli
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/byorelay/byorelay/controlplane"
 	"github.com/byorelay/byorelay/protocol"
 )
+
+// now is the clock an answer without one of its own is told against.
+var now = time.Now
 
 // EnvEndpoint names the environment variable holding the default endpoint.
 const EnvEndpoint = "BYORELAY_ADMIN_URL"
@@ -29,9 +31,10 @@ commands:
   site add ID FILE              register a site; FILE holds its PublicIdentity JSON
   site rotate ID FILE           rotate a site's key; FILE holds {"site":PublicIdentity,"succession":Succession},
                                 the succession signed by the site's current key
-  pairings                      list the pending pairings, newest first (user code, label, platform,
-                                daemon version, key fingerprint, expiry); never a device code
-  pairing USERCODE              show a pending pairing: label, platform, key fingerprint
+  pairings                      list the pending pairings, newest first: code, key id (the fingerprint
+                                the daemon printed), label, platform, daemon version, capabilities,
+                                expiry; never a device code
+  pairing USERCODE              show one pending pairing, the same fields
   approve USERCODE --owner O [--runner R]
                                 approve a pending pairing (runner id minted when not given)
   deny USERCODE                 refuse a pending pairing: its code stops resolving
@@ -48,6 +51,8 @@ flags (before or after the command):
                    else the AWS configuration)
   --token T        the local stack's admin token (default $BYORELAY_ADMIN_TOKEN;
                    'byorelay serve' prints it); deployments use SigV4 instead
+  --json           print the API's answer as JSON, for scripts (default: a table, or a
+                   sentence for a change); export always prints JSON
 `
 
 // Run runs `byorelay admin args...` and returns the exit code: 0 done,
@@ -80,7 +85,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "byorelay admin: %v\n", err)
 		return 1
 	}
-	if err := cmd(ctx, client, stdout); err != nil {
+	p := &printer{w: stdout, json: g.json, now: now}
+	client = client.WithAnswer(func(body []byte) { p.raw = body })
+	if err := cmd(ctx, client, p); err != nil {
 		fmt.Fprintf(stderr, "byorelay admin: %v\n", err)
 		return 1
 	}
@@ -92,8 +99,9 @@ func misuse(stderr io.Writer, err error) int {
 	return 2
 }
 
-// command is one parsed invocation, ready to run against the API.
-type command func(ctx context.Context, c *controlplane.Client, stdout io.Writer) error
+// command is one parsed invocation, ready to run against the API; it
+// prints the answer through p.
+type command func(ctx context.Context, c *controlplane.Client, p *printer) error
 
 // parseCommand turns the words after the global flags into a command.
 func parseCommand(g *globals, args []string) (command, error) {
@@ -228,7 +236,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 func importFixture(path string) command {
-	return func(ctx context.Context, c *controlplane.Client, stdout io.Writer) error {
+	return func(ctx context.Context, c *controlplane.Client, p *printer) error {
 		data, err := readInput(path)
 		if err != nil {
 			return err
@@ -237,26 +245,24 @@ func importFixture(path string) command {
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, res)
+		return p.show(func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "imported %s: the projection is replaced; projection version %d\n", path, res.Version)
+			return err
+		})
 	}
 }
 
-func export(ctx context.Context, c *controlplane.Client, stdout io.Writer) error {
-	data, _, err := c.ExportJSON(ctx)
-	if err != nil {
+// export prints the fixture as JSON either way: it is the file import
+// takes, not a report.
+func export(ctx context.Context, c *controlplane.Client, p *printer) error {
+	if _, _, err := c.ExportJSON(ctx); err != nil {
 		return err
 	}
-	var out bytes.Buffer
-	if err := json.Indent(&out, data, "", "  "); err != nil {
-		return fmt.Errorf("the export is not JSON: %w", err)
-	}
-	out.WriteByte('\n')
-	_, err = stdout.Write(out.Bytes())
-	return err
+	return p.printRaw()
 }
 
 func siteAdd(id, path string) command {
-	return func(ctx context.Context, c *controlplane.Client, stdout io.Writer) error {
+	return func(ctx context.Context, c *controlplane.Client, p *printer) error {
 		var site protocol.PublicIdentity
 		if err := readStrict(path, &site); err != nil {
 			return err
@@ -265,12 +271,12 @@ func siteAdd(id, path string) command {
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, res)
+		return p.show(func(w io.Writer) error { return renderSite(w, "registered", res, p.now()) })
 	}
 }
 
 func siteRotate(id, path string) command {
-	return func(ctx context.Context, c *controlplane.Client, stdout io.Writer) error {
+	return func(ctx context.Context, c *controlplane.Client, p *printer) error {
 		var req controlplane.RotateSiteRequest
 		if err := readStrict(path, &req); err != nil {
 			return err
@@ -279,85 +285,88 @@ func siteRotate(id, path string) command {
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, res)
+		return p.show(func(w io.Writer) error { return renderSite(w, "rotated", res, p.now()) })
 	}
 }
 
-func listPairings(ctx context.Context, c *controlplane.Client, stdout io.Writer) error {
+func listPairings(ctx context.Context, c *controlplane.Client, p *printer) error {
 	res, err := c.PendingPairings(ctx)
 	if err != nil {
 		return err
 	}
-	return printJSON(stdout, res)
+	return p.show(func(w io.Writer) error { return renderPairings(w, res) })
 }
 
 func showPairing(code string) command {
-	return func(ctx context.Context, c *controlplane.Client, stdout io.Writer) error {
+	return func(ctx context.Context, c *controlplane.Client, p *printer) error {
 		res, err := c.Pairing(ctx, code)
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, res)
+		return p.show(func(w io.Writer) error { return renderPairing(w, res, p.now()) })
 	}
 }
 
 func approve(req controlplane.ApproveRequest) command {
-	return func(ctx context.Context, c *controlplane.Client, stdout io.Writer) error {
+	return func(ctx context.Context, c *controlplane.Client, p *printer) error {
 		res, err := c.Approve(ctx, req)
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, res)
+		return p.show(func(w io.Writer) error { return renderDevice(w, "approved", res) })
 	}
 }
 
 func deny(code string) command {
-	return func(ctx context.Context, c *controlplane.Client, stdout io.Writer) error {
+	return func(ctx context.Context, c *controlplane.Client, p *printer) error {
 		res, err := c.Deny(ctx, controlplane.DenyRequest{UserCode: code})
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, res)
+		return p.show(func(w io.Writer) error { return renderDenied(w, res) })
 	}
 }
 
 func revokeDevice(runner string) command {
-	return func(ctx context.Context, c *controlplane.Client, stdout io.Writer) error {
+	return func(ctx context.Context, c *controlplane.Client, p *printer) error {
 		res, err := c.RevokeDevice(ctx, runner)
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, res)
+		return p.show(func(w io.Writer) error { return renderDevice(w, "revoked", res) })
 	}
 }
 
 func consent(action controlplane.ConsentAction, req controlplane.ConsentRequest) command {
-	return func(ctx context.Context, c *controlplane.Client, stdout io.Writer) error {
+	return func(ctx context.Context, c *controlplane.Client, p *printer) error {
 		res, err := c.Consent(ctx, action, req)
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, res)
+		return p.show(func(w io.Writer) error { return renderConsent(w, res) })
 	}
 }
 
 func rosterSet(id string, req controlplane.RosterRequest) command {
-	return func(ctx context.Context, c *controlplane.Client, stdout io.Writer) error {
+	return func(ctx context.Context, c *controlplane.Client, p *printer) error {
 		res, err := c.PutRoster(ctx, id, req)
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, res)
+		return p.show(func(w io.Writer) error { return renderRoster(w, res.Roster, res.Version) })
 	}
 }
 
 func rosterDelete(id string) command {
-	return func(ctx context.Context, c *controlplane.Client, stdout io.Writer) error {
+	return func(ctx context.Context, c *controlplane.Client, p *printer) error {
 		res, err := c.DeleteRoster(ctx, id)
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, res)
+		return p.show(func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "deleted roster %s; projection version %d\n", id, res.Version)
+			return err
+		})
 	}
 }
 
@@ -379,13 +388,4 @@ func readStrict(path string, v protocol.Validator) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
-}
-
-func printJSON(w io.Writer, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(data, '\n'))
-	return err
 }

@@ -103,7 +103,9 @@ func TestTheCLIDrivesTheAdminAPI(t *testing.T) {
 	link, _ := protocol.SignSuccession(k1, k2.Public())
 	s.mustRun(t, "site", "rotate", "site-a", writeJSON(t, controlplane.RotateSiteRequest{Site: k2.Public(), Succession: link}))
 	s.mustRun(t, "consent", "add", "--owner", "alice", "--site", "site-a")
-	s.mustRun(t, "consent", "pause", "--owner=alice", "--site=site-a")
+	if out := s.mustRun(t, "consent", "pause", "--owner=alice", "--site=site-a"); !strings.HasPrefix(out, "consent owner alice, site site-a: paused") {
+		t.Fatalf("consent pause printed %q", out)
+	}
 	if s.projection(t).MayRouteFor("alice", "site-a") {
 		t.Fatal("paused consent still routes")
 	}
@@ -117,7 +119,7 @@ func TestTheCLIDrivesTheAdminAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	var listed controlplane.PendingPairingsResponse
-	if err := json.Unmarshal([]byte(s.mustRun(t, "pairings")), &listed); err != nil || len(listed.Pairings) != 1 ||
+	if err := json.Unmarshal([]byte(s.mustRun(t, "pairings", "--json")), &listed); err != nil || len(listed.Pairings) != 1 ||
 		listed.Pairings[0].UserCode != code || listed.Pairings[0].Fingerprint != device.KeyID() {
 		t.Fatalf("pairings lists %+v (%v), want the one pending", listed, err)
 	}
@@ -128,17 +130,21 @@ func TestTheCLIDrivesTheAdminAPI(t *testing.T) {
 		t.Fatalf("pairing does not show the fingerprint: %s", out)
 	}
 	// Flags after the positional, as a person types them.
-	out := s.mustRun(t, "approve", code, "--owner", "alice", "--runner", "runner_laptop")
+	out := s.mustRun(t, "approve", code, "--owner", "alice", "--runner", "runner_laptop", "--json")
 	var approved controlplane.DeviceResponse
 	if err := json.Unmarshal([]byte(out), &approved); err != nil || approved.Device.RunnerID != "runner_laptop" {
 		t.Fatalf("approve printed %s (%v)", out, err)
 	}
-	s.mustRun(t, "roster", "set", "team", "--owner", "alice", "--members", "bob,carol")
+	if out := s.mustRun(t, "roster", "set", "team", "--owner", "alice", "--members", "bob,carol"); !strings.HasPrefix(out, "roster team: owner alice, members bob, carol;") {
+		t.Fatalf("roster set printed %q", out)
+	}
 	if got := s.projection(t).OwnersRunnableBy("alice"); strings.Join(got, ",") != "alice,bob,carol" {
 		t.Fatalf("owners %v", got)
 	}
 	s.mustRun(t, "roster", "delete", "team")
-	s.mustRun(t, "revoke-device", "runner_laptop")
+	if out := s.mustRun(t, "revoke-device", "runner_laptop"); !strings.HasPrefix(out, "revoked device runner_laptop") || !strings.Contains(out, device.KeyID()) {
+		t.Fatalf("revoke-device printed %q", out)
+	}
 
 	p := s.projection(t)
 	if !p.RevokedDevice("runner_laptop") || !p.MayRouteFor("alice", "site-a") {

@@ -21,6 +21,8 @@ type globals struct {
 	sigv4    bool
 	region   string
 	token    string
+	// json prints the API's answer as it came instead of a table.
+	json bool
 }
 
 // register adds the global flags to fs, defaulting to what is already
@@ -30,6 +32,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.BoolVar(&g.sigv4, "sigv4", g.sigv4, "")
 	fs.StringVar(&g.region, "region", g.region, "")
 	fs.StringVar(&g.token, "token", g.token, "")
+	fs.BoolVar(&g.json, "json", g.json, "")
 }
 
 // client builds the API client. A deployment's admin route is
