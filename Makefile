@@ -11,7 +11,7 @@ DDB_PORT  ?= 8000
 # Tests share one DynamoDB Local and one moto server, started once here.
 WITH_SERVICES := $(GO) run ./localtest/withservices --
 
-.PHONY: all build deps test unit race fuzz lint ddb run site demo demo-stream example validate build-lambdas invoke deploy bench vectors chaos race-long site-restart
+.PHONY: all build deps test unit race fuzz lint ddb run site demo demo-stream example validate build-lambdas invoke deploy bench vectors chaos race-long site-restart bin/byorelay bin/chat
 
 all: build
 
@@ -85,26 +85,34 @@ lint:
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
+# The programs that run until Ctrl-C are built into bin/ and run from there,
+# not under `go run`: go run exits 1 when its program is interrupted,
+# whatever the program returned, so every Ctrl-C would end in a make error.
+# Each of them stops cleanly on SIGINT or SIGTERM and exits 0.
+bin/byorelay:
+	$(GO) build -o $@ ./cmd/byorelay
+bin/chat:
+	$(GO) build -o $@ ./examples/chat
+
 ## run: the local stack: DynamoDB Local + every function on one port (RUN_FLAGS='--port 9000 -v')
-run: deps
-	$(GO) build -o bin/byorelay ./cmd/byorelay
+run: deps bin/byorelay
 	bin/byorelay serve $(RUN_FLAGS)
 
 ## site: a direct-lane site locally: DynamoDB Local and the site functions on 127.0.0.1:8788 (SITE_FLAGS='--port 9000')
-site: deps
-	$(GO) run ./cmd/byorelay site $(SITE_FLAGS)
+site: deps bin/byorelay
+	bin/byorelay site $(SITE_FLAGS)
 
 ## demo: a Go site and a Go daemon complete real jobs against the running `make run` stack
 demo:
 	$(GO) run ./cmd/byorelay demo $(DEMO_FLAGS)
 
 ## demo-stream: a page (http://127.0.0.1:8790) where an answer streams token by token through the running `make run` stack
-demo-stream:
-	$(GO) run ./cmd/byorelay demo-stream $(DEMO_FLAGS)
+demo-stream: bin/byorelay
+	bin/byorelay demo-stream $(DEMO_FLAGS)
 
 ## example: the example site web page (examples/chat) on http://127.0.0.1:8080, direct lane (EXAMPLE_FLAGS='-lane cloud -relay URL -site ID -keys FILE')
-example:
-	$(GO) run ./examples/chat $(EXAMPLE_FLAGS)
+example: bin/chat
+	bin/chat $(EXAMPLE_FLAGS)
 
 LAMBDA_ARCH ?= arm64
 FUNCTIONS   := $(notdir $(wildcard functions/*))

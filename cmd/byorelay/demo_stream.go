@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/byorelay/byorelay/client/daemon"
@@ -79,18 +80,31 @@ func demoStream(ctx context.Context, o demoOptions, addr string, drip time.Durat
 	}); err != nil || approveErr != nil {
 		return fmt.Errorf("pairing the streaming device: %v %v", err, approveErr)
 	}
-	go func() { _ = dev.Run(ctx) }()
-	go func() { _ = shop.Run(ctx, 200*time.Millisecond, func(site.Report) {}) }()
+	// The device and the site stop with ctx; waiting for them before
+	// returning is what makes an interrupt a clean stop (no claim or
+	// heartbeat still in flight when the process exits).
+	ctx, cancel := context.WithCancel(ctx)
+	var loops sync.WaitGroup
+	defer loops.Wait()
+	defer cancel()
+	loops.Go(func() { _ = dev.Run(ctx) })
+	loops.Go(func() { _ = shop.Run(ctx, 200*time.Millisecond, func(site.Report) {}) })
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{Handler: streamdemo.Handler(shop, o.pairAsWho), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
+	loops.Go(func() {
 		<-ctx.Done()
-		_ = srv.Close()
-	}()
+		// An open answer stream would hold Shutdown for ever: it gets a
+		// moment, then the connection is closed.
+		shutdown, stop := context.WithTimeout(context.Background(), 2*time.Second)
+		defer stop()
+		if srv.Shutdown(shutdown) != nil {
+			_ = srv.Close()
+		}
+	})
 	fmt.Fprintf(out, "byorelay demo-stream: open http://%s and ask; the answer streams through %s\n", ln.Addr(), relayURL)
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err

@@ -122,6 +122,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	ls, err := startLocal(ctx, opts, log, stdout)
+	if err != nil && ctx.Err() != nil {
+		// Ctrl-C while starting (DynamoDB Local can take a while): what
+		// was started is stopped, and the person asked for it.
+		fmt.Fprintln(stdout, "\nstopped before the stack was up")
+		return 0
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "byorelay serve: %v\n", err)
 		return 1

@@ -52,7 +52,16 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	fail := func(err error) int { fmt.Fprintf(stderr, "byorelay site: %v\n", err); return 1 }
+	fail := func(err error) int {
+		if ctx.Err() != nil {
+			// Ctrl-C while starting: what was started is stopped by the
+			// deferred stops, and the person asked for it.
+			fmt.Fprintln(stdout, "stopped")
+			return 0
+		}
+		fmt.Fprintf(stderr, "byorelay site: %v\n", err)
+		return 1
+	}
 
 	var world *demo.World
 	var keys *protocol.Keys
