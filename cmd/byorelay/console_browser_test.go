@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/byorelay/byorelay/controlplane"
@@ -319,4 +320,145 @@ func saveScreenshot(t *testing.T, browser context.Context, name string) {
 			t.Logf("screenshot: %s", path)
 		}
 	}
+}
+
+// The console's states, in a real headless Chromium. Opened as a daemon's
+// verification URL (no token: a daemon's output must never carry the
+// admin token), the page says once, above everything, that it needs the
+// token and where to find it, with one input, and shows no table.
+// Opened from the banner's link (#token=), it says "loading…" in every
+// table until the admin API answers (the test holds the page's requests
+// back to see it), then "token accepted" and the data. A token from an
+// earlier run is refused, and the page says so in that one place.
+//
+// Screenshots: console-needs-token.png, console-loading.png,
+// console-ready.png, console-refused.png in .cache/test-artifacts/.
+func TestTheConsoleAsksForTheTokenOnceAndSaysLoading(t *testing.T) {
+	browser := localtest.Browser(t)
+	opts := testServeOptions(t)
+	opts.store = storeMemory
+	ls, err := startLocal(context.Background(), opts, slog.New(slog.DiscardHandler), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ls.close)
+	pageText := `document.body.innerText`
+	visible := func(id string) string {
+		return `(document.getElementById("` + id + `").offsetParent !== null)`
+	}
+
+	// 1. The URL the daemon prints, in a browser that never saw a token.
+	step(t, browser, "open the verification URL", chromedp.Steps(
+		chromedp.Navigate(ls.verificationURL()),
+		pollTrue(`document.body.dataset.state === "needs-token"`),
+	))
+	needs, err := chromedp.Run(browser, chromedp.Evaluate[map[string]any](`({
+		help: document.getElementById("auth-help").innerText,
+		helpShown: `+visible("auth-help")+`,
+		consoleShown: `+visible("console")+`,
+		inputs: Array.from(document.querySelectorAll("input")).filter((i) => i.offsetParent !== null).map((i) => i.id),
+		text: `+pageText+`,
+	})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	help, _ := needs["help"].(string)
+	if needs["helpShown"] != true || needs["consoleShown"] != false {
+		t.Fatalf("without a token the help shows %v and the tables %v; want only the help", needs["helpShown"], needs["consoleShown"])
+	}
+	for _, where := range []string{"make run", "admin console", ".cache/demo/stack.env", "BYORELAY_ADMIN_TOKEN"} {
+		if !strings.Contains(help, where) {
+			t.Errorf("the token help does not say %q: %q", where, help)
+		}
+	}
+	if inputs, _ := needs["inputs"].([]any); len(inputs) != 1 || inputs[0] != "token" {
+		t.Errorf("without a token the page offers the inputs %v, want the token's alone", inputs)
+	}
+	text, _ := needs["text"].(string)
+	// The tables are not shown, so none of them says anything about the
+	// token or claims to be loading.
+	if strings.Contains(text, "enter the admin token") || strings.Contains(text, "loading") {
+		t.Errorf("without a token the page says:\n%s", text)
+	}
+	saveScreenshot(t, browser, "console-needs-token.png")
+
+	// 2. The banner's link, with the page's requests held back until the
+	// test lets them go: the page must say loading, not ask for a token.
+	gate, err := chromedp.Call(browser, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `(() => {
+		const real = window.fetch.bind(window);
+		let open;
+		const held = new Promise((resolve) => { open = resolve; });
+		window.openHeldRequests = open;
+		window.fetch = (...args) => held.then(() => real(...args));
+	})();`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step(t, browser, "open the banner's console link", chromedp.Steps(
+		chromedp.Navigate("about:blank"), // a new document, which the held fetch is installed in
+		chromedp.Navigate(ls.url+controlplane.ConsolePath+"#token="+ls.adminToken),
+		pollTrue(`document.body.dataset.state === "loading"`),
+	))
+	loading, err := chromedp.Run(browser, chromedp.Evaluate[map[string]any](`({
+		tables: ["pending", "devices", "consents"].map((id) => document.getElementById(id).innerText.trim()),
+		helpShown: `+visible("auth-help")+`,
+		consoleShown: `+visible("console")+`,
+		status: document.getElementById("auth-status").textContent,
+		address: location.href,
+		text: `+pageText+`,
+	})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tables, _ := loading["tables"].([]any); len(tables) != 3 || tables[0] != "loading…" || tables[1] != "loading…" || tables[2] != "loading…" {
+		t.Errorf("while the answers are held the tables say %q, want loading… in each", tables)
+	}
+	if loading["helpShown"] != false || loading["consoleShown"] != true {
+		t.Errorf("while loading the help shows %v and the tables %v", loading["helpShown"], loading["consoleShown"])
+	}
+	if text, _ := loading["text"].(string); strings.Contains(text, "enter the admin token") || strings.Contains(text, "refused") {
+		t.Errorf("while loading the page says:\n%s", text)
+	}
+	if address, _ := loading["address"].(string); strings.Contains(address, "token=") {
+		t.Errorf("the token stays in the address bar: %s", address)
+	}
+	saveScreenshot(t, browser, "console-loading.png")
+	step(t, browser, "let the answers through", chromedp.Steps(
+		chromedp.Evaluate[chromedp.Void](`window.openHeldRequests()`),
+		pollTrue(`document.body.dataset.state === "ready" && document.getElementById("auth-status").textContent === "token accepted"`),
+		pollTrue(`document.getElementById("pending").innerText.includes("no device is asking to pair")`),
+		pollTrue(`document.getElementById("devices").innerText.includes(`+jsString(demo.RunnerID)+`)`),
+		pollTrue(`document.getElementById("consents").innerText.includes(`+jsString(demo.SiteID)+`)`),
+	))
+	saveScreenshot(t, browser, "console-ready.png")
+	if _, err := chromedp.Call(browser, page.RemoveScriptToEvaluateOnNewDocument, page.RemoveScriptToEvaluateOnNewDocumentParams{Identifier: gate.Identifier}); err != nil {
+		t.Fatal(err)
+	}
+
+	// 3. The browser keeps a token from an earlier run: refused, said in
+	// the one place, and the tables go away.
+	step(t, browser, "open it with a stale token", chromedp.Steps(
+		chromedp.Evaluate[chromedp.Void](`localStorage.setItem("byorelay-admin-token", "a-token-from-an-earlier-run")`),
+		chromedp.Navigate(ls.verificationURL()),
+		pollTrue(`document.body.dataset.state === "refused"`),
+	))
+	refused, err := chromedp.Run(browser, chromedp.Evaluate[map[string]any](`({
+		status: document.getElementById("auth-status").textContent,
+		helpShown: `+visible("auth-help")+`,
+		consoleShown: `+visible("console")+`,
+	})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _ := refused["status"].(string); !strings.HasPrefix(status, "the token was refused") || refused["helpShown"] != true || refused["consoleShown"] != false {
+		t.Errorf("a stale token: status %q, help shown %v, tables shown %v", refused["status"], refused["helpShown"], refused["consoleShown"])
+	}
+	saveScreenshot(t, browser, "console-refused.png")
+	// The banner's link opened in this same tab changes only the fragment
+	// (no new document): the page takes the token from it and gets in.
+	step(t, browser, "open the banner's link in the same tab", chromedp.Steps(
+		chromedp.Evaluate[chromedp.Void](`location.hash = "token=`+ls.adminToken+`"`),
+		pollTrue(`document.body.dataset.state === "ready" && !location.href.includes("token=")`),
+		pollTrue(`document.getElementById("devices").innerText.includes(`+jsString(demo.RunnerID)+`)`),
+	))
 }

@@ -484,9 +484,10 @@ Watch a Go site and a Go daemon finish jobs: make demo   (in another terminal)
 Point a byollm daemon at it (it pairs as a new device of %[9]s; HOME keeps its
 state apart from your own ~/.byollm):
   HOME=%[11]s/byollm-home localtest/js/node_modules/.bin/byollm connect %[1]s
-open the URL it prints (the admin console): its pending list shows the
-pairing; check the key id is the fingerprint the daemon printed and click
-Approve for %[9]s; or from a terminal:
+open the admin console link above (it carries this run's token; the URL the
+daemon prints is the same page without it, which asks for the token): its
+pending list shows the pairing; check the key id is the fingerprint the
+daemon printed and click Approve for %[9]s; or from a terminal:
   go run ./cmd/byorelay admin pairings                        # who is asking
   go run ./cmd/byorelay admin approve XXXX-XXXX --owner %[9]s
 README.md ("A real byollm daemon") goes on to a model and a job.

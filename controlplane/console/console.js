@@ -19,6 +19,47 @@
     el.className = "status " + (ok ? "ok" : "err");
   }
 
+  // The page's state, kept on <body data-state>:
+  //   needs-token  no token: the token panel says where to find it, and
+  //                nothing else shows (one place, not a line in every table);
+  //   loading      a token, no answer yet: the tables say "loading…";
+  //   ready        the admin API accepted the token;
+  //   refused      it did not: back to the token panel, saying so.
+  // Without this a page with a token would show "enter the token" in its
+  // tables until the first answer, and one without would show empty tables.
+  function setState(state) {
+    document.body.dataset.state = state;
+    const locked = state === "needs-token" || state === "refused";
+    $("needs-token").hidden = !locked;
+    $("console").hidden = locked;
+    if (state === "needs-token") $("auth-status").textContent = "";
+    if (state === "loading") {
+      say($("auth-status"), "checking the token…", true);
+      for (const [id, span] of [["pending", 8], ["devices", 5], ["consents", 4]]) {
+        const body = $(id);
+        body.replaceChildren();
+        const td = cell(body.insertRow(), "loading…");
+        td.colSpan = span;
+        td.className = "muted";
+      }
+    }
+    if (state === "ready") say($("auth-status"), "token accepted", true);
+    if (state === "refused") {
+      say($("auth-status"), "the token was refused: the stack makes a new one every run; open the admin console link of the make run now running, or paste its token", false);
+    }
+  }
+
+  // An answer from the admin API: the token is good.
+  function accepted() {
+    if (document.body.dataset.state !== "ready") setState("ready");
+  }
+
+  // A 401: the token is not this run's. Polling stops until a new one.
+  function refuse() {
+    refused = true;
+    setState("refused");
+  }
+
   async function api(method, path, body) {
     const init = { method, credentials: "omit", cache: "no-store", headers: { Authorization: "Bearer " + token } };
     if (body !== undefined) {
@@ -80,10 +121,11 @@
     try {
       f = await api("GET", "/fixture");
     } catch (e) {
-      say($("auth-status"), e.status === 401 ? "the token was refused" : e.message, false);
+      if (e.status === 401) refuse();
+      else say(status, e.message, false);
       return;
     }
-    say($("auth-status"), "token accepted", true);
+    accepted();
     status.textContent = "";
     const devices = $("devices");
     devices.replaceChildren();
@@ -153,13 +195,17 @@
     try {
       data = await api("GET", "/pairings/pending");
     } catch (e) {
-      refused = e.status === 401;
+      if (e.status === 401) {
+        refuse();
+        return;
+      }
       listFailed = true;
-      say($("pending-status"), refused ? "the token was refused" : e.message, false);
+      say($("pending-status"), e.message, false);
       return;
     } finally {
       listing = false;
     }
+    accepted();
     if (listFailed) {
       listFailed = false;
       $("pending-status").textContent = "";
@@ -283,14 +329,18 @@
     await refresh();
   }
 
-  function start() {
-    // A token in the fragment (the link serve prints) never reaches a
-    // server or a log; keep it, then take it out of the address bar.
+  // A token in the fragment (the link serve prints) never reaches a
+  // server or a log; keep it, then take it out of the address bar.
+  function tokenFromFragment() {
     const m = location.hash.match(/token=([A-Za-z0-9_-]+)/);
-    if (m) {
-      localStorage.setItem(tokenKey, m[1]);
-      history.replaceState(null, "", location.pathname + location.search);
-    }
+    if (!m) return false;
+    localStorage.setItem(tokenKey, m[1]);
+    history.replaceState(null, "", location.pathname + location.search);
+    return true;
+  }
+
+  function start() {
+    tokenFromFragment();
     token = localStorage.getItem(tokenKey) || "";
     $("token").value = token;
     const code = new URLSearchParams(location.search).get("code");
@@ -302,6 +352,24 @@
       localStorage.setItem(tokenKey, token);
       listed = "";
       refused = false;
+      if (token === "") {
+        setState("needs-token");
+        return;
+      }
+      setState("loading");
+      refresh();
+      refreshPending();
+    });
+    // The banner's link opened in the tab that shows this page already
+    // (the daemon's URL, asking for the token) changes only the fragment,
+    // which loads nothing: take the token from it here.
+    window.addEventListener("hashchange", () => {
+      if (!tokenFromFragment()) return;
+      token = localStorage.getItem(tokenKey) || "";
+      $("token").value = token;
+      listed = "";
+      refused = false;
+      setState("loading");
       refresh();
       refreshPending();
     });
@@ -310,7 +378,11 @@
     $("deny").addEventListener("click", () => decide(false));
     $("refresh").addEventListener("click", refresh);
     $("refresh-pending").addEventListener("click", () => { listed = ""; refreshPending(); });
-    if (token !== "") {
+    if (token === "") {
+      setState("needs-token");
+      $("token").focus();
+    } else {
+      setState("loading");
       refresh();
       refreshPending();
       if (code) lookup();
