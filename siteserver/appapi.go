@@ -153,7 +153,7 @@ func (s *Server) HandleApp(ctx context.Context, req Request) Response {
 			return appError(err)
 		}
 		return jsonReply(http.StatusOK, a)
-	case "pairings/pending", "pairings/approve", "pairings/deny":
+	case "pairings/lookup", "pairings/pending", "pairings/approve", "pairings/deny":
 		var in codeRef
 		if err := decodeJSON(req.Body, &in); err != nil {
 			return bad(err)
@@ -162,7 +162,13 @@ func (s *Server) HandleApp(ctx context.Context, req Request) Response {
 			return encode(fail(protocol.CodeBadRequest, "userCode is required"))
 		}
 		switch op {
-		case "pairings/pending":
+		case "pairings/lookup", "pairings/pending":
+			// A lookup by the code a person typed: the machine asking, for
+			// the page to show before Approve. Its key id is the
+			// fingerprint the daemon printed; the person compares the two,
+			// because anybody can start a pairing and the code alone does
+			// not say which machine asked. pairings/pending is the same
+			// call under the name site backends already use.
 			p, found, err := s.PendingPairing(ctx, in.UserCode)
 			if err != nil {
 				return appError(err)
@@ -170,8 +176,12 @@ func (s *Server) HandleApp(ctx context.Context, req Request) Response {
 			if !found {
 				return encode(fail(protocol.CodeNotFound, "no pending pairing with that code"))
 			}
-			return jsonReply(http.StatusOK, map[string]any{"label": p.Label, "platform": p.Platform,
-				"daemonVersion": p.DaemonVersion, "capabilities": nonNil(p.Capabilities), "expiresAt": p.ExpiresAt})
+			answer := map[string]any{"userCode": p.UserCode, "label": p.Label, "platform": p.Platform,
+				"daemonVersion": p.DaemonVersion, "capabilities": nonNil(p.Capabilities), "expiresAt": p.ExpiresAt}
+			if keyID, err := protocol.KeyID(p.Device.Identity); err == nil {
+				answer["fingerprint"] = keyID
+			}
+			return jsonReply(http.StatusOK, answer)
 		case "pairings/approve":
 			r, err := s.ApprovePairing(ctx, in.UserCode, in.Owner)
 			if err != nil {

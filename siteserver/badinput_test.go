@@ -33,6 +33,9 @@ type world struct {
 	carol   device
 	job     sitestore.Job
 	pairing string // a pending pairing's device code
+	// pairingCode and pairingKey are its user code and its device's key.
+	pairingCode string
+	pairingKey  *protocol.Keys
 }
 
 type device struct {
@@ -76,7 +79,7 @@ func newWorld(t *testing.T) *world {
 	if resp.Status != 200 || json.Unmarshal(resp.Body, &start) != nil {
 		t.Fatalf("pair start: %d %s", resp.Status, resp.Body)
 	}
-	w.pairing = start.DeviceCode
+	w.pairing, w.pairingCode, w.pairingKey = start.DeviceCode, start.UserCode, dk
 	return w
 }
 
@@ -362,6 +365,9 @@ func TestTheAppAPIRefusesBadAndCrossTenantInputAndChangesNothing(t *testing.T) {
 		{"bob revoking alice's runner", "runners/revoke", `{"runnerId":"ALICE","owner":"bob"}`, "", 404, protocol.CodeNotFound},
 		{"approving an unknown code", "pairings/approve", `{"userCode":"ZZZZ-ZZZZ","owner":"bob"}`, "", 400, protocol.CodeBadRequest},
 		{"approving without an owner", "pairings/approve", `{"userCode":"ZZZZ-ZZZZ"}`, "", 400, protocol.CodeBadRequest},
+		{"a lookup without a code", "pairings/lookup", `{}`, "", 400, protocol.CodeBadRequest},
+		{"a lookup of an unknown code", "pairings/lookup", `{"userCode":"ZZZZ-ZZZZ"}`, "", 404, protocol.CodeNotFound},
+		{"a lookup with an unknown member", "pairings/lookup", `{"userCode":"ZZZZ-ZZZZ","all":true}`, "", 400, protocol.CodeBadRequest},
 		{"a cancel with no job id", "cancel", `{"owner":"alice"}`, "", 400, protocol.CodeBadRequest},
 		{"an unknown operation", "drop-tables", `{}`, "", 404, protocol.CodeNotFound},
 		{"a GET", "job", ``, http.MethodGet, 405, protocol.CodeBadRequest},
@@ -420,4 +426,40 @@ func TestPairRefusesBadInput(t *testing.T) {
 	assertRefusal(t, nf, 404, protocol.CodeNotFound)
 	get := w.srv.Handle(ctx, siteserver.Request{Method: http.MethodGet, Path: "/byollm/claim", Header: http.Header{}})
 	assertRefusal(t, get, 405, protocol.CodeBadRequest)
+}
+
+// pairings/lookup finds a pending pairing by the code a person typed, and
+// answers the key id the daemon printed beside its code, so the page can
+// show both before Approve; pairings/pending is the same call. Neither
+// changes anything.
+func TestTheAppLooksAPairingUpByItsCode(t *testing.T) {
+	w := newWorld(t)
+	before := w.snapshot()
+	var answers []string
+	for _, op := range []string{"pairings/lookup", "pairings/pending"} {
+		// As a person types it: lower case.
+		body := `{"userCode":"` + strings.ToLower(w.pairingCode) + `"}`
+		resp := w.srv.HandleApp(ctx, siteserver.Request{Method: http.MethodPost, Path: "/app/" + op, Header: http.Header{}, Body: []byte(body)})
+		if resp.Status != http.StatusOK {
+			t.Fatalf("%s: %d %s", op, resp.Status, resp.Body)
+		}
+		var got struct {
+			UserCode, Fingerprint, Label, Platform, DaemonVersion string
+			ExpiresAt                                             int64
+		}
+		if err := json.Unmarshal(resp.Body, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.UserCode != w.pairingCode || got.Fingerprint != w.pairingKey.KeyID() || got.Label != "l" || got.Platform != "linux" ||
+			got.DaemonVersion != "0.1.1" || got.ExpiresAt <= w.now() {
+			t.Fatalf("%s answered %s; want code %s, key id %s", op, resp.Body, w.pairingCode, w.pairingKey.KeyID())
+		}
+		answers = append(answers, string(resp.Body))
+	}
+	if answers[0] != answers[1] {
+		t.Fatalf("pairings/lookup and pairings/pending differ:\n%s\n%s", answers[0], answers[1])
+	}
+	if after := w.snapshot(); after != before {
+		t.Fatalf("a lookup changed state:\nbefore %s\nafter  %s", before, after)
+	}
 }

@@ -150,13 +150,14 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}()
-	fmt.Fprintf(stdout, "site %s serving\n  daemons:  byollm connect %s\n  app API:  POST %s/app/{enqueue,job,result,cancel,availability,pairings/approve,pairings/deny,pairings/pending,runners,runners/revoke,sweep}\n  table:    %s on %s\n",
+	fmt.Fprintf(stdout, "site %s serving\n  daemons:  byollm connect %s\n  app API:  POST %s/app/{enqueue,job,result,cancel,availability,pairings/lookup,pairings/approve,pairings/deny,runners,runners/revoke,sweep}\n  table:    %s on %s\n",
 		keys.KeyID(), origin, origin, *table, endpoint)
 	if ownPairURL {
 		// The daemon prints the verification URL as the place to approve;
 		// nothing serves it here (a site's own page would), so say how.
-		fmt.Fprintf(stdout, "  pairing:  nothing here serves the URL the daemon prints (%s/pair, a real site's page: --verification-url);\n            approve its code with: "+
-			"curl -X POST %s/app/pairings/approve -d '{\"userCode\":\"XXXX-XXXX\",\"owner\":\"alice\"}'\n", origin, origin)
+		fmt.Fprintf(stdout, "  pairing:  nothing here serves the URL the daemon prints (%s/pair, a real site's page: --verification-url);\n"+
+			"            check the code's fingerprint is the one the daemon printed: curl -X POST %s/app/pairings/lookup -d '{\"userCode\":\"XXXX-XXXX\"}'\n"+
+			"            then approve it: curl -X POST %s/app/pairings/approve -d '{\"userCode\":\"XXXX-XXXX\",\"owner\":\"alice\"}'\n", origin, origin, origin)
 	}
 	if world != nil {
 		fmt.Fprintf(stdout, "  demo:     %s paired for %s, %s queued; one function against this stack:\n            TABLE_NAME=%s AWS_ENDPOINT_URL_DYNAMODB=%s make invoke FN=siteclaim\n",
