@@ -431,7 +431,7 @@ func TestTheConsoleAsksForTheTokenOnceAndSaysLoading(t *testing.T) {
 		pollTrue(`document.getElementById("consents").innerText.includes(`+jsString(demo.SiteID)+`)`),
 	))
 	saveScreenshot(t, browser, "console-ready.png")
-	if _, err := chromedp.Call(browser, page.RemoveScriptToEvaluateOnNewDocument, page.RemoveScriptToEvaluateOnNewDocumentParams{Identifier: gate.Identifier}); err != nil {
+	if _, err := chromedp.Call(browser, page.RemoveScriptToEvaluateOnNewDocument, page.RemoveScriptToEvaluateOnNewDocumentParams(gate)); err != nil {
 		t.Fatal(err)
 	}
 
