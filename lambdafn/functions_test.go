@@ -107,12 +107,5 @@ func TestFunctionsLinkNoSDKClientTheyCallRarely(t *testing.T) {
 		if strings.HasPrefix(pkg, "github.com/aws/aws-sdk-go-v2/config") {
 			t.Errorf("a function links %s (the SDK's config loader: lambdafn/container reads Lambda's environment)", pkg)
 		}
-		// service/dynamodb v1.69.0 added a schema package whose package
-		// initialisation builds ~590 KB at every cold start (0.55-0.83 ms,
-		// a sixth of a function's init): go.mod holds v1.68.0 for that.
-		// An upgrade that brings it back is a choice to make knowingly.
-		if pkg == "github.com/aws/aws-sdk-go-v2/service/dynamodb/schemas" {
-			t.Errorf("a function links %s: see go.mod's note on service/dynamodb", pkg)
-		}
 	}
 }
