@@ -25,8 +25,8 @@ import (
 )
 
 // GRANT_KEY_PARAMETER through the deployed wiring. A container starts
-// without reading it; its first request reads the seed from moto's SSM by
-// the signed call, and a device approved after that is handed that seed's
+// without reading it; its first request reads the seed from moto's SSM
+// (lambdafn/paramstore), and a device approved after that is handed that seed's
 // key. While the key cannot be read (the parameter is missing, or is a
 // plain String: a seed in the clear), every request is answered 503 and
 // none reaches the relay, and a request after the parameter is fixed reads

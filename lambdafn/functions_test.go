@@ -1,9 +1,11 @@
 package lambdafn
 
 import (
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,34 +80,53 @@ func TestNoFunctionLinksDeveloperTooling(t *testing.T) {
 	}
 }
 
-// TestFunctionsLinkNoSDKClientTheyCallRarely: an SDK service package's
-// initialisation (its schemas and endpoint table) runs at every cold start
-// of every function that links it, called or not. So the services a
-// function calls once in a while (SSM at start, SNS for a churn report,
-// EventBridge Scheduler for a wake-up, S3 for an envelope too large to
-// inline) are called through awscall, and the SDK's config loader (shared
-// files, SSO, STS, IMDS) is not linked at all: the only service client a
-// deployed function links is DynamoDB's (the store, and dynamodbstreams for
-// attributevalue), with the two shared packages it uses.
-func TestFunctionsLinkNoSDKClientTheyCallRarely(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "../functions/...").Output()
+// TestFunctionsLinkTheSDKClientsOfTheServicesTheyCall: every AWS call a
+// function makes goes through the SDK's own client for that service, which
+// keeps addressing, signing, error decoding and retries right as the
+// services change; a hand-written request would have to be kept right by
+// hand. A client's package initialisation runs at every cold start of a
+// function that links it, so a function links the clients of the services
+// its stack calls and no others: a relay function (lambdafn.Stack)
+// DynamoDB (the store), S3 (envelopes too large to inline), SNS (churn
+// reports), SSM (the grant key and the origin secret) and EventBridge
+// Scheduler (the claim's sweeper wake-ups); a site function (sitefn, which
+// imports none of lambdafn's clients) DynamoDB and SSM (its keys).
+// dynamodbstreams comes with attributevalue, and the service/internal
+// packages with the clients that use them. No function links the SDK's
+// config loader (shared files, SSO, STS, IMDS, process credentials):
+// lambdafn/container reads the configuration Lambda's environment gives.
+func TestFunctionsLinkTheSDKClientsOfTheServicesTheyCall(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}", "../functions/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	allowed := map[string]bool{"dynamodb": true, "dynamodbstreams": true, "internal/accept-encoding": true, "internal/endpoint-discovery": true}
-	for _, pkg := range strings.Fields(string(out)) {
-		if rest, ok := strings.CutPrefix(pkg, "github.com/aws/aws-sdk-go-v2/service/"); ok {
-			service, sub, _ := strings.Cut(rest, "/")
-			if service == "internal" { // shared by clients: named by its own package
-				shared, _, _ := strings.Cut(sub, "/")
-				service += "/" + shared
+	relay := "dynamodb dynamodbstreams s3 scheduler sns ssm"
+	site := "dynamodb dynamodbstreams ssm"
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != len(Functions())+8 {
+		t.Fatalf("go list named %d functions, want the registry's %d and the site stack's 8", len(lines), len(Functions()))
+	}
+	for _, line := range lines {
+		fn, deps, _ := strings.Cut(line, " ")
+		fn = strings.TrimPrefix(fn, "github.com/byorelay/byorelay/functions/")
+		linked := map[string]bool{}
+		for _, pkg := range strings.Fields(deps) {
+			if rest, ok := strings.CutPrefix(pkg, "github.com/aws/aws-sdk-go-v2/service/"); ok {
+				if service, _, _ := strings.Cut(rest, "/"); service != "internal" {
+					linked[service] = true
+				}
 			}
-			if !allowed[service] {
-				t.Errorf("a function links %s", pkg)
+			if strings.HasPrefix(pkg, "github.com/aws/aws-sdk-go-v2/config") {
+				t.Errorf("%s links %s (the SDK's config loader: lambdafn/container reads Lambda's environment)", fn, pkg)
 			}
 		}
-		if strings.HasPrefix(pkg, "github.com/aws/aws-sdk-go-v2/config") {
-			t.Errorf("a function links %s (the SDK's config loader: lambdafn/container reads Lambda's environment)", pkg)
+		clients := slices.Sorted(maps.Keys(linked))
+		want := relay
+		if strings.HasPrefix(fn, "site") {
+			want = site
+		}
+		if got := strings.Join(clients, " "); got != want {
+			t.Errorf("%s links the clients of %s, want %s", fn, got, want)
 		}
 	}
 }

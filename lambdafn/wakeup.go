@@ -3,15 +3,15 @@ package lambdafn
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 
-	"github.com/byorelay/byorelay/lambdafn/awscall"
 	"github.com/byorelay/byorelay/store"
 )
 
@@ -30,13 +30,11 @@ import (
 // ConflictException, which means it is already set. Each schedule deletes
 // itself after it fires.
 //
-// It creates a schedule with one signed call to Scheduler's REST API
-// (awscall), not the SDK's scheduler client: only the claim and catch-all
-// functions set wake-ups, and that client's package initialisation (its
-// endpoint table alone about 0.1-0.2 ms and 80 KB) ran at every cold start
-// of every relay function.
+// The scheduler client is built by the first wake-up, not by NewWaker:
+// only a claim that grants a job sets one, and a function's init builds no
+// client it may not call.
 type Waker struct {
-	api     *awscall.Client
+	api     func() *scheduler.Client
 	group   string
 	target  string
 	role    string
@@ -51,7 +49,14 @@ type Waker struct {
 // (a local stand-in); "" takes cfg.BaseEndpoint, and without that the
 // region's.
 func NewWaker(cfg aws.Config, endpoint, group, targetARN, roleARN string, clock store.Clock) *Waker {
-	return &Waker{api: awscall.New(cfg, "scheduler", endpoint), group: group, target: targetARN, role: roleARN, clock: clock, created: map[string]time.Time{}}
+	api := sync.OnceValue(func() *scheduler.Client {
+		return scheduler.NewFromConfig(cfg, func(o *scheduler.Options) {
+			if endpoint != "" {
+				o.BaseEndpoint = aws.String(endpoint)
+			}
+		})
+	})
+	return &Waker{api: api, group: group, target: targetARN, role: roleARN, clock: clock, created: map[string]time.Time{}}
 }
 
 // WakeupInput is the sweeper's event payload when a wake-up fires.
@@ -91,57 +96,26 @@ func (w *Waker) Wake(ctx context.Context, at time.Time) error {
 	return nil
 }
 
-// schedule is CreateSchedule's request body (the fields it sets; the
-// schedule's name is in the path).
-type schedule struct {
-	ActionAfterCompletion      string
-	Description                string
-	FlexibleTimeWindow         struct{ Mode string }
-	GroupName                  string
-	ScheduleExpression         string
-	ScheduleExpressionTimezone string
-	Target                     struct{ Arn, RoleArn, Input string }
-}
-
 // create sets the one-time schedule name for bucket. A ConflictException
 // is success: another replica, or this one, set it already.
 func (w *Waker) create(ctx context.Context, name string, bucket time.Time) error {
-	var in schedule
-	in.ActionAfterCompletion = "DELETE"
-	in.Description = "byorelay sweeper wake-up for a claim deadline"
-	in.FlexibleTimeWindow.Mode = "OFF"
-	in.GroupName = w.group
-	in.ScheduleExpression = "at(" + bucket.Format("2006-01-02T15:04:05") + ")"
-	in.ScheduleExpressionTimezone = "UTC"
-	in.Target.Arn, in.Target.RoleArn, in.Target.Input = w.target, w.role, WakeupInput
-	body, err := json.Marshal(in)
-	if err != nil {
-		return err
+	_, err := w.api().CreateSchedule(ctx, &scheduler.CreateScheduleInput{
+		Name:                       aws.String(name),
+		GroupName:                  aws.String(w.group),
+		ActionAfterCompletion:      types.ActionAfterCompletionDelete,
+		Description:                aws.String("byorelay sweeper wake-up for a claim deadline"),
+		FlexibleTimeWindow:         &types.FlexibleTimeWindow{Mode: types.FlexibleTimeWindowModeOff},
+		ScheduleExpression:         aws.String("at(" + bucket.Format("2006-01-02T15:04:05") + ")"),
+		ScheduleExpressionTimezone: aws.String("UTC"),
+		Target:                     &types.Target{Arn: aws.String(w.target), RoleArn: aws.String(w.role), Input: aws.String(WakeupInput)},
+	})
+	if _, ok := errors.AsType[*types.ConflictException](err); ok {
+		return nil
 	}
-	// The name is wake-<digits>T<digits>: nothing in it needs escaping.
-	reply, err := w.api.PostPath(ctx, "/schedules/"+name, http.Header{"Content-Type": {"application/json"}}, body, 64<<10)
 	if err != nil {
 		return fmt.Errorf("create wake-up %s: %w", name, err)
 	}
-	if reply.StatusCode == http.StatusOK {
-		return nil
-	}
-	// REST-JSON errors: {"Message": ...}, the type in the body's __type
-	// or only in the X-Amzn-ErrorType header, which awscall does not keep;
-	// the service says ConflictException with 409, a stand-in (moto) with
-	// 400 and the type in the body. Either is "already set".
-	var e struct {
-		Type    string `json:"__type"`
-		Message string `json:"Message"`
-	}
-	_ = json.Unmarshal(reply.Body, &e)
-	if i := strings.LastIndexByte(e.Type, '#'); i >= 0 {
-		e.Type = e.Type[i+1:]
-	}
-	if reply.StatusCode == http.StatusConflict || e.Type == "ConflictException" {
-		return nil
-	}
-	return fmt.Errorf("create wake-up %s: %s %s: %s", name, reply.Status, e.Type, e.Message)
+	return nil
 }
 
 // earliestClaimDeadline is the first awaiting-payload deadline a claim

@@ -156,10 +156,10 @@ func Open(ctx context.Context, env Env, o Options) (*Stack, error) {
 	var params *paramstore.Client
 	if o.DB == nil || o.Keys == nil {
 		// As lambdafn builds the relay's: the configuration Lambda's
-		// environment gives, with AWS_ENDPOINT_URL_<SERVICE> overrides, and
-		// the keys by one signed SSM call (lambdafn/paramstore), not the SDK's
-		// config loader and ssm client, which cost every site function about
-		// a megabyte and their package initialisation at every cold start.
+		// environment gives, with AWS_ENDPOINT_URL_<SERVICE> overrides (not
+		// the SDK's config loader, which links every other source of
+		// credentials into every function), and the keys read by
+		// lambdafn/paramstore's ssm client, built by the first read.
 		cfg, err := container.AWSFromEnv(os.Getenv)
 		if err != nil {
 			return nil, fmt.Errorf("sitefn: AWS config: %w", err)

@@ -59,7 +59,7 @@ func TestEnvNeedsATableAndPositiveDurations(t *testing.T) {
 
 // SITE_KEYS_PARAMETER through the deployed wiring, with the AWS
 // configuration from the environment Lambda sets: the keys come back from
-// moto's SSM by the signed call, as written. A function starts without
+// moto's SSM through lambdafn/paramstore, as written. A function starts without
 // reading them; its first request does. While they cannot be read (a
 // missing parameter, or a plain String one: the site's private keys in the
 // clear) every request is answered 503 and none reaches the server.

@@ -16,9 +16,9 @@ import (
 
 func TestMain(m *testing.M) { localtest.Main(m) }
 
-// The signed call against moto's SSM, written with the SDK's own client:
-// a SecureString comes back decrypted with its type, a String as it is,
-// and a name that does not exist is simply absent.
+// Parameters written to moto's SSM read back through Get: a SecureString
+// decrypted with its type, a String as it is, and a name that does not
+// exist simply absent.
 func TestGetReadsParametersWrittenByTheSDK(t *testing.T) {
 	ctx := context.Background()
 	cfg := localtest.AWSConfig(localtest.MotoEndpoint(t))

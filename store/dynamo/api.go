@@ -23,9 +23,11 @@ type API interface {
 }
 
 // Objects is the envelope bucket: where the store keeps envelopes too
-// large to inline, one object per key. It names no SDK type, so a function
-// links no S3 client for an envelope it rarely offloads (lambdafn/objects
-// implements it with one signed call each).
+// large to inline, one object per key. It names no SDK type, so this
+// package links no S3 client: the relay's functions get theirs from
+// lambdafn/objects, which implements it with the SDK's s3 client, and a
+// program that never offloads (the site stack, the memory-backed tests)
+// links none.
 type Objects interface {
 	// Put writes body as key's object.
 	Put(ctx context.Context, key string, body []byte) error
