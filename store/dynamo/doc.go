@@ -10,9 +10,12 @@
 //	                      refusals, the result (inline JSON or an S3 key),
 //	                      where its payload is, ver, wid; once removed, its
 //	                      tombstone (gone, no ciphertext) until TTL; a
-//	                      finished job expires by TTL at its deadline
+//	                      finished job is deleted by the sweep at its end
+//	                      (below, "When a job ends")
 //	                      sk EP#<id>: a payload, in an item of its own,
 //	                      written once per seal (above 32 KiB: in S3)
+//	                      sk END: the end item: the S3 keys of every
+//	                      object the job wrote, written before each one
 //	T#<tag>               the site a lease tag stands for (lease.go)
 //	H#<runner>\0<jobId>   sk H#<site>: a hint that this runner held a job
 //	                      with this bare id on that site
@@ -49,10 +52,12 @@
 //	          tombstone carries no index key.
 //	          dk = F#<site>, du = deadlineAt: the site's finished list, the
 //	          done jobs whose result it has not collected. No sweep reads
-//	          it: a finished job expires by TTL (its S3 objects, if any,
-//	          are left to the bucket's lifecycle rule), every read treats
-//	          it as gone from its deadline, it is not reported Removed, and
-//	          Finished reads only du > now, however late TTL is.
+//	          it: every read treats a finished job as gone from its
+//	          deadline, it is not reported Removed, and Finished reads only
+//	          du > now (du > now - grace for a collect).
+//	          dk = D#<shard>, du = deadlineAt + ResultGraceMs on a job's
+//	          payload items and its end item: its end hooks, which bring
+//	          the sweep back to delete its ciphertext (below).
 //
 // # How a transition is written
 //
@@ -66,9 +71,10 @@
 // (timeout, connection reset, throttling after the fact), the job is read
 // back: it carries the wid exactly when the write committed, so the caller
 // gets the right answer instead of a guess. Transactions also carry the wid
-// as their ClientRequestToken. There is no delete: a sweep removes a job by
-// writing its tombstone, so a removal too is known to be this replica's own
-// and is reported once.
+// as their ClientRequestToken. A sweep removes an unfinished job by writing
+// its tombstone, not by deleting it, so a removal too is known to be this
+// replica's own and is reported once. (A finished job, which is never
+// reported, is deleted at its end: below.)
 //
 // # The unsealed cap without a transaction
 //
@@ -140,12 +146,52 @@
 //
 // A payload is written to an item of its own before the seal that names it,
 // so the later writes of the job (fetch, renewals, result, removal) are not
-// billed for it; a requeue deletes it, and a removed job's is left to TTL
-// (nothing can reach it). A result stays inline: nothing but the removal
-// writes the job after it. Envelopes whose JSON is larger than
-// Config.InlineEnvelopeBytes (32 KiB by default) are written to S3
-// (Config.Objects) before the job write that points at them and deleted after the write that drops
-// them; the bucket's lifecycle rule collects what a crash leaves behind.
+// billed for it; a requeue deletes it. A result stays inline: nothing but
+// the job's end writes the job after it. Envelopes whose JSON is larger
+// than Config.InlineEnvelopeBytes (32 KiB by default) are written to S3
+// (Config.Objects) before the job write that points at them and deleted
+// after the write that drops them; each is first named in the job's end
+// item, so none is left behind by a crash or a failed delete.
+//
+// # When a job ends
+//
+// Nothing of a job's ciphertext outlives the job, as in the reference,
+// whose sweep drops the job with its payload and result at the deadline:
+// TTL deletes within days, not at the time it names, and the bucket's
+// lifecycle rule at best a day later, so neither may be what removes
+// sealed envelopes. An unfinished job ends at its deadline: the sweep that
+// writes its tombstone deletes its payload item, its objects and its end
+// item in the same pass. A finished job ends at its deadline plus the
+// result grace (store.ResultGraceMs: a collect may list its result until
+// then), payload included: no read returns the payload of a done job, and
+// its result must stay. A cancel ends nothing (the reference keeps the job
+// for its holder to report), so a cancelled job ends on one of these two
+// paths.
+//
+// A done job is on its site's finished list, not on the sweep's shards, so
+// something else brings the sweep back at its end: its payload item, which
+// carries a due entry at the job's end (one index write at the seal), or,
+// for a job finished without one, its end item (written by Complete, or
+// already there for an S3 object). The sweep (endJob) deletes the finished
+// job's item, conditioned on its version, then every payload item and end
+// item of the partition whose own deadline is over (a job published again
+// under the same id has a later one), the end item's objects first. A
+// delete that fails stops nothing else the sweep does: what it could not
+// delete stays on the due index and falls due again a minute later
+// (endRetryMs), so a later sweep retries it; if the job item itself could
+// not be deleted, no hook is deleted either. TTL and the lifecycle rule
+// (1 day) remain only as backstops.
+//
+// We chose deleting at the end over the cheaper alternative, an item TTL
+// at the deadline with every read refusing what is past it: that leaves
+// ciphertext in the table for as long as TTL takes (days) and in the
+// bucket for a day, which is what the reference's drop at the deadline
+// rules out, and a TTL cannot delete an S3 object at all. The price, on a
+// small job: one index write at the seal (the payload item's due entry),
+// and at the end the deletes of the job item (2 WCU with its inline
+// result, 1 for its finished-list entry) and of the payload item (2 WCU
+// and 1 for its due entry), about 7 WCU, where TTL deleted for nothing;
+// plus a consistent read of the job and a Query of its partition.
 //
 // Every write is billed per started KB of the whole item, so the job item
 // keeps its bytes few (compact.go): an envelope's ciphertext and the

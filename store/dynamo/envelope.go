@@ -5,12 +5,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
 )
 
 // storedEnvelope is an envelope ready to go into a job item: inline JSON,
@@ -42,9 +45,10 @@ const (
 
 // putEnvelope encodes e and, when it is larger than the inline limit,
 // writes it to S3 first, so the item never points at an object that does
-// not exist. If the job write that follows loses its condition, the caller
-// deletes the object again (dropObject); the bucket's lifecycle rule
-// collects anything a crash leaves behind.
+// not exist, and names it in the job's end hook before that (noteEnd). If
+// the job write that follows loses its condition, the caller deletes the
+// object again (dropObjects); what a crash leaves behind the end sweep
+// deletes through the hook, at the job's end.
 //
 // A small payload goes to an item of its own rather than inline: every
 // write of the job after the seal (the fetch, each lease renewal, the
@@ -70,7 +74,11 @@ func (s *Store) putEnvelope(ctx context.Context, j *jobItem, direction string, e
 		sk := skPayloadPrefix + newWID()
 		item := map[string]types.AttributeValue{
 			"pk": str(pk), "sk": str(sk), envelopeAttr: str(packed),
-			// Collected with its job's item, at the latest.
+			// The item is its job's end hook (endJob): due when the job's
+			// deadline and the result grace are over, when the sweep
+			// deletes it with the job's other ciphertext. TTL is only the
+			// backstop: it deletes days late.
+			"dl": num(j.Deadline), "dk": str(dueKey(pk, s.shards)), "du": num(endAt(j.Deadline)),
 			"ttl": num(j.Deadline/1000 + ttlGraceSeconds),
 		}
 		if raw != nil {
@@ -86,6 +94,11 @@ func (s *Store) putEnvelope(ctx context.Context, j *jobItem, direction string, e
 	}
 	sum := sha256.Sum256([]byte(pk))
 	k := "env/" + hex.EncodeToString(sum[:12]) + "/" + leaseID + "/" + direction + "-" + newWID()
+	// Named by the job's end hook before it exists, so no object is ever
+	// written that the end sweep would not delete.
+	if err := s.noteEnd(ctx, j, k); err != nil {
+		return storedEnvelope{}, err
+	}
 	if err := s.objects.Put(ctx, k, body); err != nil {
 		return storedEnvelope{}, fmt.Errorf("put envelope object: %w", err)
 	}
@@ -161,25 +174,83 @@ func (s *Store) getEnvelope(ctx context.Context, k string) (*protocol.SealedEnve
 
 // dropObjects deletes envelope objects a job no longer refers to. Called
 // only after the write that dropped the reference committed. A failure is
-// not reported: the lifecycle rule is the backstop, and the routing
-// decision already stands.
+// not reported to the caller, whose routing decision already stands: the
+// job's end hook names every object (noteEnd), so the end sweep deletes it
+// again, and the bucket's lifecycle rule is the last backstop.
 func (s *Store) dropObjects(ctx context.Context, keys ...string) {
+	_ = s.deleteObjects(ctx, keys...)
+}
+
+// deleteObjects deletes envelope objects, every one even when one fails,
+// and says whether any failed. A missing object is not a failure.
+func (s *Store) deleteObjects(ctx context.Context, keys ...string) error {
+	var errs []error
 	for _, k := range keys {
 		if k == "" || s.objects == nil {
 			continue
 		}
-		_ = s.objects.Delete(ctx, k)
+		if err := s.objects.Delete(ctx, k); err != nil {
+			errs = append(errs, fmt.Errorf("delete envelope object: %w", err))
+		}
 	}
+	return errors.Join(errs...)
 }
 
-// dropPayloadItem deletes the payload item of a grant that was requeued: it
-// was sealed to a device that no longer holds the job. Called only after the
-// write that dropped the reference committed; a failure is not reported,
-// TTL collects the item with its job. A removed job's payload item is left
-// to TTL too: nothing can reach it once the job is gone.
+// dropPayloadItem deletes the payload item of a grant that was requeued (it
+// was sealed to a device that no longer holds the job) or of a job a sweep
+// removed. Called only after the write that dropped the reference
+// committed; a failure is not reported: the item is its own end hook on
+// the due index, so the end sweep deletes it at the job's end (endJob).
 func (s *Store) dropPayloadItem(ctx context.Context, j *jobItem) {
 	if j.PayloadItem == "" {
 		return
 	}
 	_, _ = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.table, Key: key(j.PK, j.PayloadItem)})
+}
+
+// endAt is when a job's ciphertext must be gone: its deadline, plus the
+// grace a collect lists a result for (store.ResultGraceMs). Past it no read
+// can return anything of the job.
+func endAt(deadline int64) int64 { return deadline + store.ResultGraceMs }
+
+// noteEnd writes or extends the job's end hook (skEnd): on the due index at
+// endAt of the job's deadline, naming s3Key (if any) among the objects the
+// end sweep deletes. It is written before whatever it is for (the object,
+// or the job write that holds a result with no payload item to be its
+// hook), so nothing outlives the job unnamed. A hook is only ever moved
+// later: a stale writer (a replica's write for an older job with this key)
+// cannot bring it forward onto a newer job's objects.
+func (s *Store) noteEnd(ctx context.Context, j *jobItem, s3Key string) error {
+	values := map[string]types.AttributeValue{
+		":dk": str(dueKey(j.PK, s.shards)), ":du": num(endAt(j.Deadline)), ":dl": num(j.Deadline),
+		":ttl": num(j.Deadline/1000 + ttlGraceSeconds),
+	}
+	update := "SET dk = :dk, du = :du, dl = :dl, #ttl = :ttl"
+	if s3Key != "" {
+		update += " ADD s3 :k"
+		values[":k"] = strSet(s3Key)
+	}
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.table, Key: key(j.PK, skEnd),
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       aws.String("attribute_not_exists(du) OR du <= :du"),
+		ExpressionAttributeNames:  map[string]string{"#ttl": "ttl"},
+		ExpressionAttributeValues: values,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		// The hook is already due later: only add the object to it.
+		if s3Key == "" {
+			return nil
+		}
+		_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: &s.table, Key: key(j.PK, skEnd),
+			UpdateExpression:          aws.String("ADD s3 :k"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":k": strSet(s3Key)},
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("write end hook: %w", err)
+	}
+	return nil
 }

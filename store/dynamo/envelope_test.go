@@ -49,7 +49,7 @@ func bucketKeys(t *testing.T, client *s3.Client, bucket string) []string {
 // job with 6 MiB envelopes (the protocol's limit; a DynamoDB item holds 400
 // KB), against moto's S3: the job item holds pointers, the daemon and the
 // site get the envelopes back byte for byte, and the objects go with the
-// job when its deadline sweeps it. A small envelope stays inline.
+// job when the sweep ends it. A small envelope stays inline.
 func TestEnvelopesUpToTheProtocolLimitRoundTripThroughS3(t *testing.T) {
 	ctx := context.Background()
 	objs, client, bucket := newBucket(t)
@@ -114,18 +114,26 @@ func TestEnvelopesUpToTheProtocolLimitRoundTripThroughS3(t *testing.T) {
 	}
 
 	// The deadline takes both jobs; only the unfinished one is reported
-	// removed. The finished one expires, its objects left to the bucket's
-	// lifecycle rule.
+	// removed. The finished one expires, its objects kept for the grace a
+	// collect may still list its result in, and deleted by the sweep after
+	// it.
 	clock.Advance(61 * time.Second)
 	swept, err := s.Sweep(ctx)
 	if err != nil || len(swept.Removed) != 1 || swept.Removed[0].ID != g2.ID {
 		t.Fatalf("sweep: %+v %v", swept, err)
 	}
 	if got := bucketKeys(t, client, bucket); len(got) != 2 {
-		t.Fatalf("bucket holds %v, want the finished job's two objects until the lifecycle rule", got)
+		t.Fatalf("bucket holds %v, want the finished job's two objects for the result grace", got)
 	}
 	if _, ok, err := s.Job(ctx, "site", "big"); err != nil || ok {
 		t.Fatalf("the finished job outlived its deadline: %v %v", ok, err)
+	}
+	clock.Advance(time.Duration(store.ResultGraceMs) * time.Millisecond)
+	if swept, err := s.Sweep(ctx); err != nil || len(swept.Removed) != 0 {
+		t.Fatalf("sweep after the grace: %+v %v", swept, err)
+	}
+	if got := bucketKeys(t, client, bucket); len(got) != 0 {
+		t.Fatalf("bucket holds %v after the finished job's end", got)
 	}
 }
 

@@ -178,6 +178,16 @@ func (s *Store) Complete(ctx context.Context, in store.CompleteInput) (store.Com
 			if env, err = s.putEnvelope(ctx, j, "result", in.Envelope); err != nil {
 				return store.CompleteResult{}, err
 			}
+			// A done job leaves the due index, so something that stays on
+			// it must bring the sweep back at its end to delete the result:
+			// its payload item, or the end hook that any S3 object already
+			// wrote. Without either, the hook is written now, before the
+			// result lands.
+			if j.PayloadItem == "" && j.PayloadS3 == "" && env.s3Key == "" {
+				if err := s.noteEnd(ctx, j, ""); err != nil {
+					return store.CompleteResult{}, err
+				}
+			}
 		}
 		next := *j
 		next.Result, next.ResultC, next.ResultS3 = env.inline, env.inlineC, env.s3Key

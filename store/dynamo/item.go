@@ -89,10 +89,10 @@ type jobItem struct {
 
 // ttlGraceSeconds keeps TTL from collecting an unfinished job before the
 // sweep does: TTL deletes without telling anyone, so a job it takes first
-// would leave its unsealed slot and its S3 objects behind, and nobody would
-// hear that it was lost. A finished job has nothing to tell and expires at
-// its deadline (index). The sweep's
-// repair of the unsealed set and the bucket lifecycle rule cover that case.
+// would leave its unsealed slot behind, and nobody would hear that it was
+// lost. A finished job has nothing to tell; the sweep deletes it at its end
+// (doc.go, "When a job ends"), and its TTL is only the backstop. The
+// sweep's repair of the unsealed set covers a job TTL took first anyway.
 const ttlGraceSeconds = 24 * 60 * 60
 
 // claimed reports whether the job has a holder.
@@ -130,12 +130,12 @@ func (j *jobItem) index(shards int) {
 		}
 	case store.StateDone:
 		// A finished job expires: from its deadline every read treats it
-		// as gone (but a collect's, for store.ResultGraceMs), and TTL
-		// deletes it without a write after that (its S3 objects, if any,
-		// are left to the bucket's lifecycle rule). Until then it is on its
-		// site's finished list, a partition of the due index sorted by
-		// deadline, so a listing reads only the jobs still before theirs
-		// (or its grace), however late TTL is.
+		// as gone (but a collect's, for store.ResultGraceMs), and after
+		// that the sweep deletes it, brought back by its end hook (its
+		// payload item or its end item), not by this item. Until then it
+		// is on its site's finished list, a partition of the due index
+		// sorted by deadline, so a listing reads only the jobs still
+		// before theirs (or its grace).
 		j.TTL = (j.Deadline+store.ResultGraceMs)/1000 + 1
 		if (j.Result != "" || j.ResultS3 != "") && !j.Collected {
 			j.DK, j.DU = finishedKey(j.Site), j.Deadline

@@ -17,6 +17,10 @@ const (
 	skPairing  = "C"
 	skCancels  = "K"
 	skEvicted  = "E"
+	// skEnd, under a job's partition key, is the job's end hook: on the
+	// due index at its deadline plus the result grace, and naming the
+	// envelope objects its job wrote to S3 (envelope.go, endJob).
+	skEnd = "END"
 )
 
 // jobPK is a job, keyed by (site, id): job ids are each site's to choose.
