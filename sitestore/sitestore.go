@@ -124,6 +124,12 @@ func (j Job) Terminal() bool {
 	return j.State == StateOK || j.State == StateError || j.State == StateCanceled
 }
 
+// Ended reports whether the job is over for good: terminal or expired.
+// A store drops the job's at-rest envelope in the write that ends it: the
+// envelope is read only to hand the payload to a device, which no ended
+// job may do again, and ciphertext kept past its use is only exposure.
+func (j Job) Ended() bool { return j.Terminal() || j.State == StateExpired }
+
 // Provenance is a ResultProvenance: built by the server from the job and
 // the authenticated runner plus the sealed run metadata, never from what a
 // daemon asserted in the clear.

@@ -6,8 +6,10 @@
 //	JOB#<id>    JOB           the job: its record as JSON (doc) without the
 //	                          envelope, a version (ver) and the id of the
 //	                          write that made it (wid), plus index keys
-//	JOB#<id>    ENV           the at-rest envelope, written once at create
-//	                          and read only by Get (fetch)
+//	JOB#<id>    ENV           the at-rest envelope, written once at create,
+//	                          read only by Get (fetch), deleted once the
+//	                          job has ended (Store.ended; TTL, a day past
+//	                          the envelope's deadline, is the backstop)
 //	DEP#<dep>   JOB#<id>      an edge: job <id> depends on <dep>
 //	RUNNER#<id> RUNNER        a runner
 //	PAIR#<hash> PAIR          a pairing, by the hash of its device code

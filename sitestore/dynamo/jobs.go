@@ -17,11 +17,23 @@ import (
 	"github.com/byorelay/byorelay/sitestore"
 )
 
-// envItem is the at-rest envelope of a job.
+// envItem is the at-rest envelope of a job. It is deleted once the job has
+// ended (Store.ended); TTL, a day past the envelope's own deadline (no
+// device accepts it later), is the backstop for a delete that failed.
 type envItem struct {
 	PK       string                  `dynamodbav:"pk"`
 	SK       string                  `dynamodbav:"sk"`
 	Envelope protocol.SealedEnvelope `dynamodbav:"envelope"`
+	TTL      int64                   `dynamodbav:"ttl,omitempty"`
+}
+
+// envelopeTTL is the TTL of an envelope item: a day past the envelope's
+// deadline, or none for an envelope that names none.
+func envelopeTTL(e protocol.SealedEnvelope) int64 {
+	if e.DeadlineAt <= 0 {
+		return 0
+	}
+	return e.DeadlineAt/1000 + 24*60*60
 }
 
 // Create writes the job, its envelope and its dependency edges in one
@@ -45,7 +57,7 @@ func (s *Store) Create(ctx context.Context, in sitestore.CreateInput) (sitestore
 	if err != nil {
 		return sitestore.Job{}, err
 	}
-	env, err := attributevalue.MarshalMap(envItem{PK: jobPK(j.ID), SK: skEnv, Envelope: in.Envelope})
+	env, err := attributevalue.MarshalMap(envItem{PK: jobPK(j.ID), SK: skEnv, Envelope: in.Envelope, TTL: envelopeTTL(in.Envelope)})
 	if err != nil {
 		return sitestore.Job{}, err
 	}

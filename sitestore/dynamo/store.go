@@ -24,14 +24,26 @@ func CreateTable(ctx context.Context, api storedynamo.TableCreator, name string)
 	if _, err := api.CreateTable(ctx, tableInput(name)); err != nil {
 		return fmt.Errorf("create table %s: %w", name, err)
 	}
+	// TTL is only a backstop (Store.ended), so a local service that
+	// refuses the call is not an error.
+	_, _ = api.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName: aws.String(name),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: aws.String(ttlAttribute), Enabled: aws.Bool(true),
+		},
+	})
 	return nil
 }
+
+// ttlAttribute is the site table's TTL attribute. Only envelope items
+// carry it: the backstop for an ended job's envelope whose delete failed.
+const ttlAttribute = "ttl"
 
 // tableInput is the CreateTable input for a site table named name: the
 // SiteTable resource of site-template.yaml, written out as Go values so that
 // the site functions link neither a YAML parser nor the template.
-// TestTheTableIsSiteTemplateYAMLs holds the two equal. The template turns
-// no TTL on for it, so neither does CreateTable.
+// TestTheTableIsSiteTemplateYAMLs holds the two equal, TTL included
+// (ttlAttribute).
 func tableInput(name string) *dynamodb.CreateTableInput {
 	s := func(name string) types.AttributeDefinition {
 		return types.AttributeDefinition{AttributeName: aws.String(name), AttributeType: types.ScalarAttributeTypeS}
@@ -316,7 +328,9 @@ func (s *Store) apply(ctx context.Context, id string, first *stored, r rule, unb
 		}
 		wid := store.NewLeaseID()
 		err := s.putJob(ctx, next, cur.ver, wid, unblockPending)
+		ending := next.Ended() && !cur.job.Ended()
 		if err == nil {
+			s.ended(ctx, id, ending)
 			s.watchers.Notify(id)
 			return next, true, nil
 		}
@@ -324,6 +338,7 @@ func (s *Store) apply(ctx context.Context, id string, first *stored, r rule, unb
 			// The write may have landed with its answer lost: if the item
 			// now carries our write id, it did.
 			if st, found, rerr := s.readJob(ctx, id); rerr == nil && found && st.wid == wid {
+				s.ended(ctx, id, ending)
 				s.watchers.Notify(id)
 				return next, true, nil
 			}
@@ -333,6 +348,21 @@ func (s *Store) apply(ctx context.Context, id string, first *stored, r rule, unb
 		backoff(ctx, attempt)
 	}
 	return sitestore.Job{}, false, fmt.Errorf("job %s: %w", id, sitestore.ErrContention)
+}
+
+// ended drops the at-rest envelope of a job whose ending write (ending:
+// it made the job sitestore.Job.Ended) committed. After that write, never
+// before: an ended job stays ended, so nothing can need the envelope
+// again, whereas a job whose ending write lost its race may still be
+// live. Not in the write's transaction, which would bill the job's write
+// and the delete twice over: a delete that fails leaves the item to the
+// table's TTL, set at the envelope's own deadline plus a day (Create),
+// past which no device accepts the payload anyway.
+func (s *Store) ended(ctx context.Context, id string, ending bool) {
+	if !ending {
+		return
+	}
+	_, _ = s.db.DeleteItem(context.WithoutCancel(ctx), &dynamodb.DeleteItemInput{TableName: &s.table, Key: key(jobPK(id), skEnv)})
 }
 
 // backoff waits a little, more each time, before re-reading a contended

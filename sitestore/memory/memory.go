@@ -78,6 +78,10 @@ func (s *Store) Now(context.Context) (int64, error) { return s.now(), nil }
 // write is the single write path for a job, so that no mutation can forget
 // to notify. Called with mu held; watchers run after it is released.
 func (s *Store) write(j sitestore.Job, changed *[]string) {
+	if j.Ended() {
+		// Dropped with the job's end (sitestore.Job.Ended).
+		j.Envelope = protocol.SealedEnvelope{}
+	}
 	s.jobs[j.ID] = sitestore.CopyJob(j)
 	*changed = append(*changed, j.ID)
 }

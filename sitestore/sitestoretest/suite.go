@@ -55,6 +55,7 @@ func cases() []testCase {
 	all = append(all, concurrencyCases()...)
 	all = append(all, cloudCases()...)
 	all = append(all, holderCases()...)
+	all = append(all, envelopeCases()...)
 	return all
 }
 
