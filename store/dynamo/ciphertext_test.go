@@ -116,6 +116,19 @@ func (e *cipherEnv) complete(g protocol.ClaimedStub, size int, d store.Dispositi
 	}
 }
 
+// stream appends three frames of sealed text to g's live stream.
+func (e *cipherEnv) stream(g protocol.ClaimedStub) {
+	e.t.Helper()
+	for n := int64(0); n < 3; n++ {
+		ct := e.envelope("result", 200).Ciphertext
+		res, err := e.s.AppendFrame(e.ctx, store.AppendFrameInput{JobID: g.ID, RunnerID: "r1", LeaseID: g.Lease.ID,
+			Frame: store.StreamFrame{N: n, From: n * 5, Seq: n*5 + 5, Kind: store.FrameChunk, CT: ct}})
+		if err != nil || res.Refused != "" {
+			e.t.Fatalf("append frame %d: %+v %v", n, res, err)
+		}
+	}
+}
+
 // sweep sweeps at the clock's time and answers the ids reported removed.
 func (e *cipherEnv) sweep() []string {
 	e.t.Helper()
@@ -221,8 +234,9 @@ func (e *cipherEnv) objectsLeft(keys []string) []string {
 }
 
 // TestNoCiphertextOutlivesItsJob ends a job by every path there is, with
-// envelopes in items and in S3, and then reads the table (every item, by
-// a Scan) and the bucket (a GET of every key the job wrote) directly: once
+// envelopes in items and in S3 and with or without a live stream's sealed
+// frames, and then reads the table (every item, by a Scan) and the bucket
+// (a GET of every key the job wrote) directly: once
 // the sweep that ends the job has run, no item holds its ciphertext and no
 // object can be read back. A job that did not finish ends at its deadline,
 // in the pass that removes it; a finished one at its deadline plus the
@@ -258,6 +272,15 @@ func TestNoCiphertextOutlivesItsJob(t *testing.T) {
 		}, false},
 		{"expired while running", func(e *cipherEnv, g protocol.ClaimedStub, size int) {
 			e.seal(g, size)
+		}, false},
+		{"streamed and completed", func(e *cipherEnv, g protocol.ClaimedStub, size int) {
+			e.seal(g, size)
+			e.stream(g)
+			e.complete(g, size, store.DispositionOK)
+		}, true},
+		{"streamed and expired while running", func(e *cipherEnv, g protocol.ClaimedStub, size int) {
+			e.seal(g, size)
+			e.stream(g)
 		}, false},
 	}
 	sizes := []struct {

@@ -15,7 +15,9 @@
 //	                      sk EP#<id>: a payload, in an item of its own,
 //	                      written once per seal (above 32 KiB: in S3)
 //	                      sk END: the end item: the S3 keys of every
-//	                      object the job wrote, written before each one
+//	                      object the job wrote and the partitions of
+//	                      every frame log its grants streamed (stream.go),
+//	                      each named before it is first written
 //	T#<tag>               the site a lease tag stands for (lease.go)
 //	H#<runner>\0<jobId>   sk H#<site>: a hint that this runner held a job
 //	                      with this bare id on that site
@@ -160,8 +162,8 @@
 // TTL deletes within days, not at the time it names, and the bucket's
 // lifecycle rule at best a day later, so neither may be what removes
 // sealed envelopes. An unfinished job ends at its deadline: the sweep that
-// writes its tombstone deletes its payload item, its objects and its end
-// item in the same pass. A finished job ends at its deadline plus the
+// writes its tombstone deletes its payload item, its objects, its streams'
+// frames and its end item in the same pass. A finished job ends at its deadline plus the
 // result grace (store.ResultGraceMs: a collect may list its result until
 // then), payload included: no read returns the payload of a done job, and
 // its result must stay. A cancel ends nothing (the reference keeps the job
@@ -175,7 +177,8 @@
 // already there for an S3 object). The sweep (endJob) deletes the finished
 // job's item, conditioned on its version, then every payload item and end
 // item of the partition whose own deadline is over (a job published again
-// under the same id has a later one), the end item's objects first. A
+// under the same id has a later one), the end item's objects and stream
+// partitions first. A
 // delete that fails stops nothing else the sweep does: what it could not
 // delete stays on the due index and falls due again a minute later
 // (endRetryMs), so a later sweep retries it; if the job item itself could

@@ -96,7 +96,7 @@ func (s *Store) putEnvelope(ctx context.Context, j *jobItem, direction string, e
 	k := "env/" + hex.EncodeToString(sum[:12]) + "/" + leaseID + "/" + direction + "-" + newWID()
 	// Named by the job's end hook before it exists, so no object is ever
 	// written that the end sweep would not delete.
-	if err := s.noteEnd(ctx, j, k); err != nil {
+	if err := s.noteEnd(ctx, j, endObjects, k); err != nil {
 		return storedEnvelope{}, err
 	}
 	if err := s.objects.Put(ctx, k, body); err != nil {
@@ -213,22 +213,30 @@ func (s *Store) dropPayloadItem(ctx context.Context, j *jobItem) {
 // can return anything of the job.
 func endAt(deadline int64) int64 { return deadline + store.ResultGraceMs }
 
+// The sets of an end item: the S3 objects the job wrote (endObjects) and
+// the partitions of the frame logs its grants streamed (endStreams).
+const (
+	endObjects = "s3"
+	endStreams = "st"
+)
+
 // noteEnd writes or extends the job's end hook (skEnd): on the due index at
-// endAt of the job's deadline, naming s3Key (if any) among the objects the
-// end sweep deletes. It is written before whatever it is for (the object,
-// or the job write that holds a result with no payload item to be its
-// hook), so nothing outlives the job unnamed. A hook is only ever moved
-// later: a stale writer (a replica's write for an older job with this key)
-// cannot bring it forward onto a newer job's objects.
-func (s *Store) noteEnd(ctx context.Context, j *jobItem, s3Key string) error {
+// endAt of the job's deadline, naming member (if any) in set, the objects
+// or the streams the end sweep deletes. It is written before whatever it
+// is for (the object, the stream's first frame, or the job write that
+// holds a result with no payload item to be its hook), so nothing outlives
+// the job unnamed. A hook is only ever moved later: a stale writer (a
+// replica's write for an older job with this key) cannot bring it forward
+// onto a newer job's objects.
+func (s *Store) noteEnd(ctx context.Context, j *jobItem, set, member string) error {
 	values := map[string]types.AttributeValue{
 		":dk": str(dueKey(j.PK, s.shards)), ":du": num(endAt(j.Deadline)), ":dl": num(j.Deadline),
 		":ttl": num(j.Deadline/1000 + ttlGraceSeconds),
 	}
 	update := "SET dk = :dk, du = :du, dl = :dl, #ttl = :ttl"
-	if s3Key != "" {
-		update += " ADD s3 :k"
-		values[":k"] = strSet(s3Key)
+	if member != "" {
+		update += " ADD " + set + " :k"
+		values[":k"] = strSet(member)
 	}
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &s.table, Key: key(j.PK, skEnd),
@@ -239,14 +247,14 @@ func (s *Store) noteEnd(ctx context.Context, j *jobItem, s3Key string) error {
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		// The hook is already due later: only add the object to it.
-		if s3Key == "" {
+		// The hook is already due later: only add the member to it.
+		if member == "" {
 			return nil
 		}
 		_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: &s.table, Key: key(j.PK, skEnd),
-			UpdateExpression:          aws.String("ADD s3 :k"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":k": strSet(s3Key)},
+			UpdateExpression:          aws.String("ADD " + set + " :k"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":k": strSet(member)},
 		})
 	}
 	if err != nil {

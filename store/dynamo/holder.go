@@ -184,7 +184,7 @@ func (s *Store) Complete(ctx context.Context, in store.CompleteInput) (store.Com
 			// wrote. Without either, the hook is written now, before the
 			// result lands.
 			if j.PayloadItem == "" && j.PayloadS3 == "" && env.s3Key == "" {
-				if err := s.noteEnd(ctx, j, ""); err != nil {
+				if err := s.noteEnd(ctx, j, "", ""); err != nil {
 					return store.CompleteResult{}, err
 				}
 			}

@@ -40,6 +40,12 @@ import (
 // a request whose answer was lost is idempotent; any other retry reads the
 // header and the frame back and is answered Duplicate.
 //
+// The frames are sealed text, so they go with their job: the stream's
+// partition is named in the job's end item before its first frame is
+// written, and the sweep that ends the job deletes the partition (header
+// and frames) with the job's other ciphertext (sweep.go, dropHooks). TTL
+// is only the backstop.
+//
 // A streaming header sits in the due index under dk = SD#<shard> (the
 // routing sweep reads D#<shard> only and never sees it) with du = the
 // lease expiry as of the last append; SweepStreams reads what is due and
@@ -131,6 +137,14 @@ func (s *Store) AppendFrame(ctx context.Context, in store.AppendFrameInput) (sto
 		}
 		if f.N != next || f.From != seq {
 			return answer(store.RefusedOutOfOrder, false), nil
+		}
+		if h == nil {
+			// The stream's frames are ciphertext: named in the job's end
+			// item before the first is written, so the end sweep deletes
+			// them with the job.
+			if err := s.noteEnd(ctx, j, endStreams, pk); err != nil {
+				return store.AppendFrameResult{}, fmt.Errorf("append frame: %w", err)
+			}
 		}
 		err = s.appendTx(ctx, j, pk, f, now)
 		if err == nil {
@@ -273,6 +287,36 @@ func max64(a, b int64) int64 {
 		return a
 	}
 	return b
+}
+
+// dropStream deletes every item of a stream's partition (its header and
+// frames), all of them even when one fails, and says whether any failed.
+func (s *Store) dropStream(ctx context.Context, pk string) error {
+	in := &dynamodb.QueryInput{
+		TableName:                 &s.table,
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk)},
+		ProjectionExpression:      aws.String("sk"),
+		ConsistentRead:            aws.Bool(true),
+	}
+	var errs []error
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return fmt.Errorf("read stream items: %w", err)
+		}
+		errs = append(errs, each(len(out.Items), func(i int) error {
+			_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.table, Key: key(pk, getS(out.Items[i], "sk"))})
+			if err != nil {
+				return fmt.Errorf("delete stream item: %w", err)
+			}
+			return nil
+		}))
+		if len(out.LastEvaluatedKey) == 0 {
+			return errors.Join(errs...)
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
 }
 
 // SweepStreams implements store.StreamLog from the due index.

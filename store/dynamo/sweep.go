@@ -313,9 +313,12 @@ func (s *Store) sweepJob(ctx context.Context, pk string, now int64) (sweepResult
 		// (its payload item, its end item), which the end sweep retries.
 		s.dropObjects(context.WithoutCancel(ctx), drop...)
 		s.dropPayloadItem(context.WithoutCancel(ctx), j)
-		if did != didRequeue && (j.PayloadS3 != "" || j.ResultS3 != "") {
-			// The end item that names them goes too, with any object a
-			// failed delete or a seal that lost its race left to it.
+		if did != didRequeue && j.claimed() {
+			// The end item goes too, with what it names: the objects (any
+			// a failed delete or a seal that lost its race left to it
+			// included) and the frames of every stream the job's grants
+			// wrote. A job removed unclaimed holds none of them; what an
+			// earlier grant left waits for its hooks' due time.
 			s.dropHooks(context.WithoutCancel(ctx), pk, j.Deadline, now, false)
 		}
 		job, err := left.job()
@@ -429,7 +432,11 @@ func (s *Store) dropHooks(ctx context.Context, pk string, upTo, now int64, keep 
 		var cond *string
 		values := map[string]types.AttributeValue(nil)
 		if sk == skEnd {
-			if err := s.deleteObjects(ctx, getSS(h, "s3")...); err != nil {
+			err := s.deleteObjects(ctx, getSS(h, endObjects)...)
+			for _, pk := range getSS(h, endStreams) {
+				err = errors.Join(err, s.dropStream(ctx, pk))
+			}
+			if err != nil {
 				left = append(left, h)
 				continue
 			}
