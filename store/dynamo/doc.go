@@ -161,24 +161,24 @@
 // whose sweep drops the job with its payload and result at the deadline:
 // TTL deletes within days, not at the time it names, and the bucket's
 // lifecycle rule at best a day later, so neither may be what removes
-// sealed envelopes. An unfinished job ends at its deadline: the sweep that
-// writes its tombstone deletes its payload item, its objects, its streams'
-// frames and its end item in the same pass. A finished job ends at its deadline plus the
-// result grace (store.ResultGraceMs: a collect may list its result until
-// then), payload included: no read returns the payload of a done job, and
-// its result must stay. A cancel ends nothing (the reference keeps the job
-// for its holder to report), so a cancelled job ends on one of these two
-// paths.
+// sealed envelopes. An unfinished job ends at its deadline: the sweep
+// that writes its tombstone deletes its payload item, its objects, its
+// streams' frames and its end item in the same pass. A finished job ends
+// at its deadline plus the result grace (store.ResultGraceMs: a collect
+// may list its result until then), payload included: no read returns the
+// payload of a done job, and its result must stay. A cancel ends nothing
+// (the reference keeps the job for its holder to report), so a cancelled
+// job ends on one of these two paths.
 //
-// A done job is on its site's finished list, not on the sweep's shards, so
-// something else brings the sweep back at its end: its payload item, which
-// carries a due entry at the job's end (one index write at the seal), or,
-// for a job finished without one, its end item (written by Complete, or
-// already there for an S3 object). The sweep (endJob) deletes the finished
-// job's item, conditioned on its version, then every payload item and end
-// item of the partition whose own deadline is over (a job published again
-// under the same id has a later one), the end item's objects and stream
-// partitions first. A
+// A done job is on its site's finished list, not on the sweep's shards,
+// so something else brings the sweep back at its end: its payload item,
+// which carries a due entry at the job's end (one index write at the
+// seal), or, for a job finished without one, its end item (written by
+// Complete, or already there for an S3 object or a stream). The sweep
+// (endJob) deletes the finished job's item, conditioned on its version,
+// then the partition's payload items and last its end item, after the
+// objects and stream partitions that names; only items whose own deadline
+// is over (a job published again under the same id has a later one). A
 // delete that fails stops nothing else the sweep does: what it could not
 // delete stays on the due index and falls due again a minute later
 // (endRetryMs), so a later sweep retries it; if the job item itself could
@@ -191,10 +191,10 @@
 // bucket for a day, which is what the reference's drop at the deadline
 // rules out, and a TTL cannot delete an S3 object at all. The price, on a
 // small job: one index write at the seal (the payload item's due entry),
-// and at the end the deletes of the job item (2 WCU with its inline
-// result, 1 for its finished-list entry) and of the payload item (2 WCU
-// and 1 for its due entry), about 7 WCU, where TTL deleted for nothing;
-// plus a consistent read of the job and a Query of its partition.
+// and at the end a consistent read of the job, a Query of its partition
+// and the deletes of the job item with its inline result and of the
+// payload item, each with its index entry, where TTL deleted for nothing:
+// 5 WCU and 2.4 RCU more a job, measured (docs/cost.md).
 //
 // Every write is billed per started KB of the whole item, so the job item
 // keeps its bytes few (compact.go): an envelope's ciphertext and the
