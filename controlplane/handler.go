@@ -179,7 +179,12 @@ func (h *handler) deleteRoster(w http.ResponseWriter, r *http.Request) {
 func (h *handler) decode(w http.ResponseWriter, r *http.Request, v protocol.Validator) bool {
 	body, err := readBody(w, r)
 	if err == nil {
-		if derr := protocol.DecodeStrict(body, v); derr != nil {
+		// The body's shape first, so a refusal names what is wrong with
+		// the bytes (a trailing value, a byte-order mark, an array) rather
+		// than only that they are not JSON.
+		if problem := protocol.CheckBody(body); problem != nil {
+			err = invalid("%s", problem.Problem)
+		} else if derr := protocol.DecodeStrict(body, v); derr != nil {
 			err = invalid("%v", derr)
 		}
 	}

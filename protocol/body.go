@@ -20,6 +20,8 @@ import "net/url"
 type Body struct {
 	root node
 	err  error // the parse's; a body that is not JSON still has a version (the query's)
+	// problem is CheckBody's answer for the raw bytes (Check).
+	problem *BodyError
 }
 
 // ParseBody reads raw as the reference relay does (BodyText, then
@@ -27,7 +29,13 @@ type Body struct {
 // Decode.
 func ParseBody(raw []byte) *Body {
 	root, err := parseJSON(raw)
-	return &Body{root: root, err: err}
+	problem := textProblem(raw)
+	if problem == nil {
+		// Valid UTF-8 without a BOM is its own text, so the parse above
+		// was of raw itself and its offsets are raw's.
+		problem = shapeProblem(root, err)
+	}
+	return &Body{root: root, err: err, problem: problem}
 }
 
 // CheckVersion is CheckVersion(raw, query).

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
+	"strconv"
 )
 
 // parseJSON parses exactly one JSON value of the body's text (BodyText),
@@ -22,7 +22,27 @@ func parseJSON(data []byte) (node, error) {
 	return p.parse()
 }
 
-var errNotJSON = errors.New("not valid JSON")
+// syntaxError is where a body stops being one JSON value. at is a byte
+// offset into the text parsed; trailing says a whole value ended before
+// it and more than whitespace follows. The offset is what a refusal names:
+// a sender can find the byte, and nothing of the body is quoted back.
+type syntaxError struct {
+	at       int
+	trailing bool
+	ended    bool // at is the end of the text: the value was cut short
+}
+
+func (e *syntaxError) Error() string {
+	if e.trailing {
+		return "data after the JSON value at offset " + strconv.Itoa(e.at)
+	}
+	return "not valid JSON at offset " + strconv.Itoa(e.at)
+}
+
+// fail is a syntax error at the current position.
+func (p *jsonParser) fail() error {
+	return &syntaxError{at: p.pos, ended: p.pos >= len(p.data)}
+}
 
 // jsonParser walks one body. With shallow set it builds only what the
 // version handshake reads, the root's kind and its top-level
@@ -76,7 +96,7 @@ func (p *jsonParser) parse() (node, error) {
 		// A value starts here.
 		p.skipSpace()
 		if p.pos >= len(p.data) {
-			return node{}, errNotJSON
+			return node{}, p.fail()
 		}
 		var v node
 		switch c := p.data[p.pos]; c {
@@ -123,23 +143,23 @@ func (p *jsonParser) parse() (node, error) {
 			v = node{kind: kindString, text: text}
 		case 't':
 			if !p.literal("true") {
-				return node{}, errNotJSON
+				return node{}, p.fail()
 			}
 			v = node{kind: kindBool, boolean: true}
 		case 'f':
 			if !p.literal("false") {
-				return node{}, errNotJSON
+				return node{}, p.fail()
 			}
 			v = node{kind: kindBool}
 		case 'n':
 			if !p.literal("null") {
-				return node{}, errNotJSON
+				return node{}, p.fail()
 			}
 			v = node{kind: kindNull}
 		default:
 			text, ok := p.number()
 			if !ok {
-				return node{}, errNotJSON
+				return node{}, p.fail()
 			}
 			v = node{kind: kindNumber, text: text}
 		}
@@ -149,7 +169,7 @@ func (p *jsonParser) parse() (node, error) {
 			if len(stack) == 0 {
 				p.skipSpace()
 				if p.pos != len(p.data) {
-					return node{}, errors.New("data after the JSON value")
+					return node{}, &syntaxError{at: p.pos, trailing: true}
 				}
 				return v, nil
 			}
@@ -157,7 +177,7 @@ func (p *jsonParser) parse() (node, error) {
 			top.add(v)
 			p.skipSpace()
 			if p.pos >= len(p.data) {
-				return node{}, errNotJSON
+				return node{}, p.fail()
 			}
 			c := p.data[p.pos]
 			p.pos++
@@ -177,7 +197,7 @@ func (p *jsonParser) parse() (node, error) {
 				stack = stack[:len(stack)-1]
 				continue
 			}
-			return node{}, errNotJSON
+			return node{}, &syntaxError{at: p.pos - 1}
 		}
 	}
 }
@@ -190,7 +210,7 @@ func (p *jsonParser) skip() error {
 	for {
 		p.skipSpace()
 		if p.pos >= len(p.data) {
-			return errNotJSON
+			return p.fail()
 		}
 		switch c := p.data[p.pos]; c {
 		case '{', '[':
@@ -217,19 +237,19 @@ func (p *jsonParser) skip() error {
 			}
 		case 't':
 			if !p.literal("true") {
-				return errNotJSON
+				return p.fail()
 			}
 		case 'f':
 			if !p.literal("false") {
-				return errNotJSON
+				return p.fail()
 			}
 		case 'n':
 			if !p.literal("null") {
-				return errNotJSON
+				return p.fail()
 			}
 		default:
 			if _, ok := p.number(); !ok {
-				return errNotJSON
+				return p.fail()
 			}
 		}
 		for {
@@ -238,7 +258,7 @@ func (p *jsonParser) skip() error {
 			}
 			p.skipSpace()
 			if p.pos >= len(p.data) {
-				return errNotJSON
+				return p.fail()
 			}
 			c := p.data[p.pos]
 			p.pos++
@@ -256,7 +276,7 @@ func (p *jsonParser) skip() error {
 				closers = closers[:len(closers)-1]
 				continue
 			}
-			return errNotJSON
+			return &syntaxError{at: p.pos - 1}
 		}
 	}
 }
@@ -276,7 +296,7 @@ func (p *jsonParser) skipSpace() {
 // one will look at it.
 func (p *jsonParser) key(discard bool) (string, error) {
 	if p.pos >= len(p.data) || p.data[p.pos] != '"' {
-		return "", errNotJSON
+		return "", p.fail()
 	}
 	key, err := p.string(!discard)
 	if err != nil {
@@ -284,7 +304,7 @@ func (p *jsonParser) key(discard bool) (string, error) {
 	}
 	p.skipSpace()
 	if p.pos >= len(p.data) || p.data[p.pos] != ':' {
-		return "", errNotJSON
+		return "", p.fail()
 	}
 	p.pos++
 	return key, nil
@@ -302,7 +322,8 @@ func (p *jsonParser) string(keep bool) (string, error) {
 	for {
 		j := bytes.IndexByte(p.data[i:], '"')
 		if j < 0 {
-			return "", errNotJSON
+			// Unterminated: the body ends inside the string.
+			return "", &syntaxError{at: len(p.data), ended: true}
 		}
 		k := bytes.IndexByte(p.data[i:i+j], '\\')
 		if k < 0 {
@@ -314,13 +335,13 @@ func (p *jsonParser) string(keep bool) (string, error) {
 		escaped = true
 		i += k + 2
 		if i > len(p.data) {
-			return "", errNotJSON
+			return "", &syntaxError{at: len(p.data), ended: true}
 		}
 	}
 	p.pos = i + 1
 	body := p.data[start+1 : i]
 	if hasControl(body) {
-		return "", errNotJSON
+		return "", &syntaxError{at: start + 1 + firstControl(body)}
 	}
 	if !escaped {
 		if !keep {
@@ -330,7 +351,8 @@ func (p *jsonParser) string(keep bool) (string, error) {
 	}
 	var s string
 	if err := json.Unmarshal(p.data[start:p.pos], &s); err != nil {
-		return "", errNotJSON
+		// A bad escape; the string's opening quote is where to look.
+		return "", &syntaxError{at: start}
 	}
 	return s, nil
 }
@@ -355,6 +377,16 @@ func hasControl(b []byte) bool {
 		}
 	}
 	return false
+}
+
+// firstControl is the index of hasControl's byte, on the failure path only.
+func firstControl(b []byte) int {
+	for i, c := range b {
+		if c < 0x20 {
+			return i
+		}
+	}
+	return len(b)
 }
 
 func (p *jsonParser) literal(word string) bool {

@@ -302,13 +302,13 @@ func TestAWholeJobLifeWithEveryIdentifierAtItsBound(t *testing.T) {
 }
 
 // A body that is not UTF-8 is a bad request on every protocol path, before
-// authentication: the reference would read U+FFFD where the sender wrote
-// something else, and store it or compare it (a runnerId that no longer
-// matches its signer reads as somebody else's, a 403).
+// authentication, that names the first bad byte: the reference would read
+// U+FFFD where the sender wrote something else, and store it or compare it
+// (a runnerId that no longer matches its signer reads as somebody else's,
+// a 403).
 func TestABodyThatIsNotUTF8IsABadRequest(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		w := newWorld(t, f)
-		notUTF8 := errBody(protocol.CodeBadRequest, "the request body is not valid UTF-8")
 		// The encoder would write invalid UTF-8 as U+FFFD; the bytes go in
 		// after it, where a non-JS client would have put them.
 		const mark = "INVALID"
@@ -329,7 +329,9 @@ func TestABodyThatIsNotUTF8IsABadRequest(t *testing.T) {
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				expect(t, w.do(tc.req), http.StatusBadRequest, notUTF8)
+				at := bytes.IndexByte(tc.req.Body, 0xff)
+				expect(t, w.do(tc.req), http.StatusBadRequest,
+					errBody(protocol.CodeBadRequest, "body is not valid UTF-8 at offset "+strconv.Itoa(at)))
 				if n := jobCount(t, w); n != 0 {
 					t.Fatalf("%d jobs stored", n)
 				}

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/byorelay/byorelay/projection"
 	"github.com/byorelay/byorelay/protocol"
@@ -69,8 +68,6 @@ func contended(endpoint string) reply {
 	}
 	return fail(http.StatusServiceUnavailable, protocol.CodeServerError, what+"; try again shortly")
 }
-
-var notUTF8 = fail(http.StatusBadRequest, protocol.CodeBadRequest, "the request body is not valid UTF-8")
 
 // call is one request in flight: what the logs name it by. Handlers fill
 // in site, runner and job as they learn them.
@@ -183,29 +180,22 @@ func (r *Relay) dispatch(c *call, req Request, header http.Header) (reply, error
 		raw = req.Body
 	}
 
-	// The handshake first, before auth and schema, and only on protocol
-	// paths: a version mismatch must arrive as an answer that names the
-	// disagreement and the fix, not as a bare bad-request from a schema;
-	// and an unknown path such as /healthz is a 404, not a description of
-	// what this relay speaks to somebody who was only knocking. The literal
-	// /byollm/ is the reference's, whatever the base path.
+	// The body and the handshake first, before auth and schema, and only
+	// on protocol paths: a version mismatch must arrive as an answer that
+	// names the disagreement and the fix, not as a bare bad-request from a
+	// schema; a body that is not one JSON object in UTF-8 is refused for
+	// what is wrong with it, never for a version it only seems to lack
+	// (protocol.Handshake); and an unknown path such as /healthz is a 404,
+	// not a description of what this relay speaks to somebody who was only
+	// knocking. The literal /byollm/ is the reference's, whatever the base
+	// path.
 	if strings.HasPrefix(path, "/byollm/") || strings.HasPrefix(path, "/relay/") {
 		if len(raw) > MaxBodyBytes {
 			return fail(http.StatusBadRequest, protocol.CodeBadRequest,
 				protocol.TooLargeMessage(int64(len(raw)), protocol.MaxEnvelopeBytes)+" Every plan has the same ceiling."), nil
 		}
-		if refusal := protocol.CheckVersion(raw, query); refusal != nil {
-			return reply{status: http.StatusBadRequest, code: refusal.Error, body: *refusal}, nil
-		}
-		// The reference reads a body as text, turning each invalid
-		// sequence into U+FFFD, so a string the sender never wrote could
-		// be stored, signed-over or compared (a runnerId that no longer
-		// matches its signer reads as somebody else's). No conforming
-		// peer sends anything but UTF-8; refusing it outright, before
-		// authentication, is an intended difference (the reference
-		// answers 401 when the signer hashed the bytes it sent).
-		if !utf8.Valid(raw) {
-			return notUTF8, nil
+		if refusal := protocol.Handshake(raw, query); refusal != nil {
+			return handshakeRefusal(*refusal), nil
 		}
 	}
 

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,21 @@ func constant(v any) func(*refSide) any { return func(*refSide) any { return v }
 func (w *refWorld) grant(d *relaytest.Daemon, jobID string) func(s *refSide) protocol.GrantRef {
 	return func(s *refSide) protocol.GrantRef { return protocol.GrantRef{JobID: jobID, LeaseID: s.leases[jobID]} }
 }
+
+// differs is a fixed step where this relay deliberately answers status
+// and body, and the reference refStatus with refCode.
+func differs(name string, req func() relay.Request, body string, refStatus int, refCode string) refStep {
+	step := fixed(name, req)
+	step.differs = &refDifference{status: http.StatusBadRequest, body: body, refStatus: refStatus, refCode: refCode}
+	return step
+}
+
+// badBody is this relay's bad-request answer with message.
+func badBody(message string) string {
+	return `{"error":"bad-request","message":` + strconv.Quote(message) + `}`
+}
+
+const bomMessage = "body starts with a byte-order mark; send the JSON object without one"
 
 func unsigned(method, path, query, body string) func() relay.Request {
 	return func() relay.Request {
@@ -122,7 +138,14 @@ func TestDifferentialAgainstTheReference(t *testing.T) {
 		fixed("an old version", unsigned("POST", "/byollm/claim", "", `{"protocolVersion":"1"}`)),
 		fixed("a newer version in the query", unsigned("GET", "/relay/site/pending", "protocolVersion=99", "")),
 		fixed("a numeric version", unsigned("POST", "/relay/site/enqueue", "", `{"protocolVersion":2}`)),
-		fixed("malformed JSON", unsigned("POST", "/byollm/heartbeat", "", `{"protocolVersion":"2"`)),
+		differs("malformed JSON", unsigned("POST", "/byollm/heartbeat", "", `{"protocolVersion":"2"`),
+			badBody("body is not valid JSON: it ends at offset 22 inside its value"), 400, "unsupported-protocol-version"),
+		differs("bytes after a versioned body", unsigned("POST", "/byollm/claim", "", `{"protocolVersion":"2"} {}`),
+			badBody("body has bytes after its JSON value at offset 24"), 400, "unsupported-protocol-version"),
+		differs("an array body", unsigned("POST", "/relay/site/enqueue", "", `[{"protocolVersion":"2"}]`),
+			badBody("body must be a JSON object, got an array"), 400, "unsupported-protocol-version"),
+		differs("null, with the version in the query", unsigned("POST", "/byollm/pair", "protocolVersion=2", `null`),
+			badBody("body must be a JSON object, got null"), 400, "bad-request"),
 		fixed("an unknown versioned path", unsigned("POST", "/byollm/nope", "", `{"protocolVersion":"2"}`)),
 		fixed("a nested claim path, unsigned", unsigned("POST", "/byollm/x/claim", "", `{"protocolVersion":"2"}`)),
 		fixed("debug without a site", unsigned("GET", "/debug", "", "")),
@@ -133,24 +156,33 @@ func TestDifferentialAgainstTheReference(t *testing.T) {
 		fixed("pair: unapproved device", pairFix("alice", w.stranger.Public())),
 		fixed("pair: fixture", pairFix("alice", w.alice.Public())),
 		// A leading BOM: the reference reads the body as text, which drops
-		// it, and checks the signature over that text.
-		fixed("pair: fixture behind a BOM", func() relay.Request {
+		// it, and checks the signature over that text; this relay refuses
+		// it before anything else, signed or not.
+		differs("pair: fixture behind a BOM", func() relay.Request {
 			r := pairFix("alice", w.alice.Public())()
 			r.Body = append([]byte("\xef\xbb\xbf"), r.Body...)
 			return r
-		}),
-		fixed("a BOM the signer hashed", func() relay.Request {
+		}, badBody(bomMessage), 200, ""),
+		differs("a BOM the signer hashed", func() relay.Request {
 			return w.alice.Request(t, "heartbeat", w.now(), append([]byte("\xef\xbb\xbf"), relaytest.Body(t, heartbeatBody(w.alice))...))
-		}),
-		fixed("a BOM the signer did not hash", func() relay.Request {
+		}, badBody(bomMessage), 401, "unauthorized"),
+		differs("a BOM the signer did not hash", func() relay.Request {
 			r := w.alice.Request(t, "heartbeat", w.now(), heartbeatBody(w.alice))
 			r.Body = append([]byte("\xef\xbb\xbf"), r.Body...)
 			return r
-		}),
-		fixed("a site body with a BOM the signer hashed", func() relay.Request {
+		}, badBody(bomMessage), 200, ""),
+		differs("a site body with a BOM the signer hashed", func() relay.Request {
 			return w.site.Request(t, "cancel", w.now(), append([]byte("\xef\xbb\xbf"),
 				relaytest.Body(t, protocol.CancelRequest{ProtocolVersion: "2", SiteID: "site-a", JobID: "job-none"})...))
-		}),
+		}, badBody(bomMessage), 401, "unauthorized"),
+		// Bytes after the value, signed over exactly what was sent and with
+		// the version in the query: the reference authenticates it and
+		// refuses it as a schema failure, the same 400 bad-request.
+		differs("a signed body with bytes after it", func() relay.Request {
+			r := w.alice.Request(t, "heartbeat", w.now(), append(relaytest.Body(t, heartbeatBody(w.alice)), " x"...))
+			r.RawQuery = "protocolVersion=2"
+			return r
+		}, badBody("body has bytes after its JSON value at offset "+strconv.Itoa(len(relaytest.Body(t, heartbeatBody(w.alice)))+1)), 400, "bad-request"),
 		fixed("pair: start", unsigned("POST", "/byollm/pair", "", string(relaytest.Body(t, startBody(w.bob))))),
 		{name: "pair: poll pending", req: poll},
 		fixed("pair: poll unknown", unsigned("POST", "/byollm/pair", "", string(relaytest.Body(t, pollBody("a-code-nobody-ever-minted-here"))))),

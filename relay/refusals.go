@@ -44,6 +44,13 @@ func refusalReply(refused store.Refusal, was store.State) reply {
 	return serverError
 }
 
+// handshakeRefusal serves protocol.Handshake's refusal, a bad-request for
+// a body that is not one JSON object or an unsupported-protocol-version,
+// with the status the wire's table gives its code (400 for both).
+func handshakeRefusal(refusal protocol.WireError) reply {
+	return reply{status: protocol.StatusOf(refusal.Error), code: refusal.Error, body: refusal}
+}
+
 // clockSkew is the refusal for a signature outside the freshness window,
 // with the relay's time so the far side can say how far off it is. Its own
 // code because it is the one refusal a retry never fixes and setting the

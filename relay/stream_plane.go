@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/stream/seal"
@@ -20,7 +19,7 @@ import (
 // maxStreamBody bounds a stream-lane body: one sealed frame and a few ids.
 const maxStreamBody = 64 * 1024
 
-// streamPlane checks what every protocol path checks (size, version, UTF-8)
+// streamPlane checks what every protocol path checks (size, body, version)
 // and dispatches on the exact path.
 func (r *Relay) streamPlane(c *call, raw []byte, header http.Header, query url.Values) (reply, error) {
 	if rep := streamPrecheck(raw, query); rep != nil {
@@ -44,11 +43,9 @@ func streamPrecheck(raw []byte, query url.Values) *reply {
 		rep := fail(http.StatusBadRequest, protocol.CodeBadRequest, "a stream request is at most 64 KiB")
 		return &rep
 	}
-	if refusal := protocol.CheckVersion(raw, query); refusal != nil {
-		return &reply{status: http.StatusBadRequest, code: refusal.Error, body: *refusal}
-	}
-	if !utf8.Valid(raw) {
-		return &notUTF8
+	if refusal := protocol.Handshake(raw, query); refusal != nil {
+		rep := handshakeRefusal(*refusal)
+		return &rep
 	}
 	return nil
 }

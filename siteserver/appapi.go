@@ -2,6 +2,7 @@ package siteserver
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -99,6 +100,10 @@ func (s *Server) HandleApp(ctx context.Context, req Request) Response {
 		return encode(fail(protocol.CodeBadRequest, protocol.TooLargeMessage(int64(len(req.Body)), MaxBodyBytes)))
 	}
 	bad := func(err error) Response {
+		var problem *protocol.BodyError
+		if errors.As(err, &problem) {
+			return encode(wireReply(problem.WireError()))
+		}
 		return encode(fail(protocol.CodeBadRequest, "request body failed schema validation: "+err.Error()))
 	}
 	switch op {

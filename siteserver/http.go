@@ -43,8 +43,15 @@ func write(w http.ResponseWriter, resp Response) {
 }
 
 // decodeJSON is the strict decode of the app and admin APIs: one JSON
-// value, no unknown members.
+// object in UTF-8 (protocol.CheckBody, whose *protocol.BodyError says what
+// is wrong and is returned as it is), no unknown members. The check comes
+// first because encoding/json alone decodes null into a struct as nothing
+// at all, reads a value followed by a stray closing bracket as one value,
+// and turns invalid UTF-8 into U+FFFD in an owner or a job id.
 func decodeJSON(raw []byte, v any) error {
+	if problem := protocol.CheckBody(raw); problem != nil {
+		return problem
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

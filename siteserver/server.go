@@ -11,7 +11,6 @@ package siteserver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -157,7 +156,12 @@ type reply struct {
 func ok(body any) reply { return reply{status: http.StatusOK, body: body} }
 
 func fail(code, message string) reply {
-	return reply{status: protocol.StatusOf(code), body: protocol.NewWireError(code, message)}
+	return wireReply(protocol.NewWireError(code, message))
+}
+
+// wireReply serves a wire error body with the status of its code.
+func wireReply(body protocol.WireError) reply {
+	return reply{status: protocol.StatusOf(body.Error), body: body}
 }
 
 var serverError = fail(protocol.CodeServerError, "the site could not answer this request; try again shortly")
@@ -216,12 +220,17 @@ func (s *Server) dispatch(ctx context.Context, req Request) (reply, string, erro
 	if len(req.Body) > MaxBodyBytes {
 		return fail(protocol.CodeBadRequest, protocol.TooLargeMessage(int64(len(req.Body)), MaxBodyBytes)), endpoint, nil
 	}
+	// The body before the version, as the reference server orders it: a
+	// body that is not one JSON object in UTF-8 is a bad-request that says
+	// what is wrong (protocol.CheckBody), never a version it only seems to
+	// lack. Everything after this reads bytes that are their own text, so
+	// a signature is checked over exactly what the daemon hashed.
 	body := protocol.ParseBody(req.Body)
-	if !isJSON(req.Body) {
-		return fail(protocol.CodeBadRequest, "request body is not valid JSON"), endpoint, nil
+	if problem := body.Check(); problem != nil {
+		return wireReply(problem.WireError()), endpoint, nil
 	}
 	if refusal := body.CheckVersion(nil); refusal != nil {
-		return reply{status: http.StatusBadRequest, body: *refusal}, endpoint, nil
+		return wireReply(*refusal), endpoint, nil
 	}
 	d := daemonCall{ctx: ctx, endpoint: endpoint, raw: req.Body, body: body, header: canonicalHeader(req.Header)}
 	var rep reply
@@ -269,6 +278,3 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
-
-// isJSON is JSON.parse's verdict on the body as text.
-func isJSON(raw []byte) bool { return json.Valid(protocol.BodyText(raw)) }
