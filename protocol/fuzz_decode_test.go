@@ -83,7 +83,8 @@ func FuzzDecodeCancelRequest(f *testing.F) {
 // The handshake reads any bytes; it must never panic and must answer a
 // valid WireError whenever it refuses.
 func FuzzCheckVersion(f *testing.F) {
-	for _, s := range []string{`{"protocolVersion":"2"}`, `{}`, `{"protocolVersion":"0"}`, `[1]`, `null`, `{"protocolVersion":{"a":1}}`} {
+	for _, s := range []string{`{"protocolVersion":"2"}`, `{}`, `{"protocolVersion":"0"}`, `[1]`, `null`, `{"protocolVersion":{"a":1}}`,
+		`{"protocolVersion":"2"} x`, "\xef\xbb\xbf{\"protocolVersion\":\"2\"}", "{\"protocolVersion\":\"2\xff\"}", `"2"`, `2`} {
 		f.Add([]byte(s), "protocolVersion=2")
 	}
 	f.Fuzz(func(t *testing.T, body []byte, rawQuery string) {
