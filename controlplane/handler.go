@@ -84,7 +84,7 @@ func (h *handler) export(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) importFixture(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(w, r)
+	body, err := readObject(w, r)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -177,14 +177,9 @@ func (h *handler) deleteRoster(w http.ResponseWriter, r *http.Request) {
 // decode reads a strict JSON body into v, answering 400 itself when it
 // cannot.
 func (h *handler) decode(w http.ResponseWriter, r *http.Request, v protocol.Validator) bool {
-	body, err := readBody(w, r)
+	body, err := readObject(w, r)
 	if err == nil {
-		// The body's shape first, so a refusal names what is wrong with
-		// the bytes (a trailing value, a byte-order mark, an array) rather
-		// than only that they are not JSON.
-		if problem := protocol.CheckBody(body); problem != nil {
-			err = invalid("%s", problem.Problem)
-		} else if derr := protocol.DecodeStrict(body, v); derr != nil {
+		if derr := protocol.DecodeStrict(body, v); derr != nil {
 			err = invalid("%v", derr)
 		}
 	}
@@ -193,6 +188,21 @@ func (h *handler) decode(w http.ResponseWriter, r *http.Request, v protocol.Vali
 		return false
 	}
 	return true
+}
+
+// readObject is readBody of a body that must be one JSON object in UTF-8
+// (protocol.CheckBody): a refusal names what is wrong with the bytes (a
+// trailing value, a byte-order mark, an array, where the JSON breaks)
+// rather than only that they are not what a schema wanted.
+func readObject(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	if problem := protocol.CheckBody(body); problem != nil {
+		return nil, invalid("%s", problem.Problem)
+	}
+	return body, nil
 }
 
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {

@@ -229,3 +229,51 @@ func TestTheClientReportsARefusalAsAnError(t *testing.T) {
 		t.Fatalf("got %#v", err)
 	}
 }
+
+// Every admin route that reads a JSON body refuses each body that is not
+// one JSON object in UTF-8 with a 400 bad-request naming what is wrong,
+// and nothing changes.
+func TestTheAdminAPISaysWhatIsWrongWithABody(t *testing.T) {
+	r := newRig(t)
+	srv, _ := serve(t, r)
+	r.site(t, "site-a")
+	before := r.version(t)
+	routes := []struct{ method, path string }{
+		{"PUT", "/admin/fixture"}, {"POST", "/admin/sites"}, {"POST", "/admin/sites/site-a/rotate"},
+		{"POST", "/admin/pairings/approve"}, {"POST", "/admin/pairings/deny"},
+		{"POST", "/admin/consents"}, {"POST", "/admin/consents/pause"}, {"POST", "/admin/consents/resume"},
+		{"POST", "/admin/consents/revoke"}, {"PUT", "/admin/rosters/r1"},
+	}
+	bodies := []struct{ name, raw, message string }{
+		{"trailing bytes", `{"owner":"a","siteId":"site-a"} x`, "body has bytes after its JSON value at offset 32"},
+		{"BOM", "\xef\xbb\xbf{}", "body starts with a byte-order mark; send the JSON object without one"},
+		{"array", `[]`, "body must be a JSON object, got an array"},
+		{"string", `"a"`, "body must be a JSON object, got a string"},
+		{"number", `1`, "body must be a JSON object, got a number"},
+		{"null", `null`, "body must be a JSON object, got null"},
+		{"invalid UTF-8", "{\"owner\":\"\xff\"}", "body is not valid UTF-8 at offset 10"},
+		{"not JSON", `{"owner":`, "body is not valid JSON: it ends at offset 9 inside its value"},
+		{"empty", ``, "body is empty; it must be a JSON object"},
+		{"deeply nested", strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000), "body must be a JSON object, got an array"},
+	}
+	for _, route := range routes {
+		for _, b := range bodies {
+			t.Run(route.method+" "+route.path+" "+b.name, func(t *testing.T) {
+				req, _ := http.NewRequestWithContext(t.Context(), route.method, srv.URL+route.path, strings.NewReader(b.raw))
+				resp, err := srv.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				data, _ := io.ReadAll(resp.Body)
+				var body controlplane.ErrorResponse
+				if err := json.Unmarshal(data, &body); err != nil || resp.StatusCode != 400 || body.Error != "bad-request" || body.Message != b.message {
+					t.Fatalf("got %d %s, want 400 bad-request %q", resp.StatusCode, data, b.message)
+				}
+			})
+		}
+	}
+	if r.version(t) != before {
+		t.Fatal("a refused request changed the projection")
+	}
+}

@@ -25,7 +25,7 @@ var ctx = context.Background()
 type world struct {
 	t       *testing.T
 	clock   *store.ManualClock
-	store   *memory.Store
+	store   sitestore.Store
 	srv     *siteserver.Server
 	site    *protocol.Keys
 	alice   device
@@ -46,8 +46,14 @@ type device struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newWorldOn(t, func(clock *store.ManualClock) sitestore.Store { return memory.New(memory.Options{Clock: clock}) })
+}
+
+// newWorldOn is newWorld over the store newStore builds on the world's clock.
+func newWorldOn(t *testing.T, newStore func(clock *store.ManualClock) sitestore.Store) *world {
+	t.Helper()
 	clock := store.NewManualClock(time.UnixMilli(1_800_000_000_000))
-	st := memory.New(memory.Options{Clock: clock})
+	st := newStore(clock)
 	siteKeys, err := protocol.GenerateKeys()
 	if err != nil {
 		t.Fatal(err)
