@@ -26,7 +26,7 @@ type Body struct {
 
 // ParseBody reads raw as the reference relay does (BodyText, then
 // JSON.parse) and keeps the result, or the failure, for CheckVersion and
-// Decode.
+// Decode, and CheckBody's answer on raw for Check.
 func ParseBody(raw []byte) *Body {
 	root, err := parseJSON(raw)
 	problem := textProblem(raw)

@@ -80,6 +80,11 @@ func FuzzHandle(f *testing.F) {
 	seed(1, 2, strings.Repeat("r", 3000), "", claimBody(daemon, 1))
 	seed(6, 2, strings.Repeat("s", 3000), "", protocol.EnqueueRequest{ProtocolVersion: "2", SiteID: "site-a", Stub: stub})
 	seed(4, 0, "\xff\xfe", "", "\xef\xbb\xbf{}")
+	// Bodies that are not one JSON object, signed over the bytes sent.
+	seed(1, 1, "", "protocolVersion=2", string(relaytest.Body(f, claimBody(daemon, 1)))+" x")
+	seed(6, 1, "", "", `[{"protocolVersion":"2"}]`)
+	seed(8, 1, "", "protocolVersion=2", `null`)
+	seed(4, 1, "", "", "{\"protocolVersion\":\"2\",\"runnerId\":\"runner-1\xff\"}")
 
 	f.Fuzz(func(t *testing.T, path uint8, mode uint8, caller, query string, body []byte) {
 		p := fuzzPaths[int(path)%len(fuzzPaths)]
