@@ -53,7 +53,10 @@ func (r *Relay) authDaemon(c *call, d daemonRequest, body protocol.Validator) (c
 		rebuilt = true
 	}
 
-	if err := protocol.VerifyRequest(known.Device.Identity, c.endpoint, protocol.BodyText(d.raw), sig, r.now()); err != nil {
+	// Over the bytes as sent: the handshake refused every body that is not
+	// its own text (a BOM, invalid UTF-8), so these are what the daemon
+	// hashed, and the reference's text reading would hash the same bytes.
+	if err := protocol.VerifyRequest(known.Device.Identity, c.endpoint, d.raw, sig, r.now()); err != nil {
 		if errors.Is(err, protocol.ErrStale) {
 			r.decide(c, "refuse-clock-skew")
 			rep := clockSkew(r.now())

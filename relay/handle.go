@@ -189,10 +189,10 @@ func (r *Relay) dispatch(c *call, req Request, header http.Header) (reply, error
 	// not a description of what this relay speaks to somebody who was only
 	// knocking. The literal /byollm/ is the reference's, whatever the base
 	// path.
-	if strings.HasPrefix(path, "/byollm/") || strings.HasPrefix(path, "/relay/") {
+	versioned := strings.HasPrefix(path, "/byollm/") || strings.HasPrefix(path, "/relay/")
+	if versioned {
 		if len(raw) > MaxBodyBytes {
-			return fail(http.StatusBadRequest, protocol.CodeBadRequest,
-				protocol.TooLargeMessage(int64(len(raw)), protocol.MaxEnvelopeBytes)+" Every plan has the same ceiling."), nil
+			return tooLargeBody(len(raw)), nil
 		}
 		if refusal := protocol.Handshake(raw, query); refusal != nil {
 			return handshakeRefusal(*refusal), nil
@@ -239,6 +239,18 @@ func (r *Relay) dispatch(c *call, req Request, header http.Header) (reply, error
 	case "pair", "claim", "fetch", "result", "heartbeat", "release":
 	default:
 		return bare(http.StatusNotFound, protocol.CodeNotFound), nil
+	}
+	// A base path other than /byollm/ has no handshake, as in the
+	// reference; its bodies are held to the same size and the same rule
+	// all the same, so a signature is only ever checked over bytes that
+	// are their own text.
+	if !versioned && len(raw) > 0 {
+		if len(raw) > MaxBodyBytes {
+			return tooLargeBody(len(raw)), nil
+		}
+		if problem := protocol.CheckBody(raw); problem != nil {
+			return handshakeRefusal(problem.WireError()), nil
+		}
 	}
 	p, err := r.cfg.Projection.Projection(c.ctx)
 	if err != nil {

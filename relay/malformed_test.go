@@ -227,3 +227,30 @@ func (w *streamWorld) malformedSnapshot() malformedState {
 	}
 	return malformedState{snapshot: w.world.snapshot(), Pairings: pairings, Stream: page}
 }
+
+// Under a base path other than /byollm/ there is no version handshake, as
+// in the reference, and the body is held to the same rule all the same.
+func TestMalformedBodiesUnderACustomBasePath(t *testing.T) {
+	eachStore(t, func(t *testing.T, f storeFactory) {
+		w := newWorld(t, f, func(c *relay.Config) { c.BasePath = "/hub/v2" })
+		w.enqueue(w.site, "queued", "alice")
+		// Paired, so an authenticated call has no presence to rebuild.
+		expectStatus(t, w.do(get("POST", "/hub/v2/pair", "", relaytest.Body(t,
+			protocol.PairFixtureRequest{ProtocolVersion: "2", Owner: "alice", Device: w.daemon.Public()}))), 200)
+		before := w.snapshot()
+		for _, mb := range malformedBodies() {
+			if len(mb.raw) == 0 {
+				// No body and no handshake: the schema refuses it.
+				mb.code, mb.message = protocol.CodeBadRequest, "request failed schema validation"
+			}
+			t.Run(mb.name, func(t *testing.T) {
+				req := w.daemon.Request(t, "claim", w.now(), mb.raw)
+				req.Path = "/hub/v2/claim"
+				expectRefusal(t, w.do(req), mb)
+				if after := w.snapshot(); !reflect.DeepEqual(after, before) {
+					t.Fatal("a refused request changed state")
+				}
+			})
+		}
+	})
+}

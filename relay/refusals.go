@@ -44,6 +44,13 @@ func refusalReply(refused store.Refusal, was store.State) reply {
 	return serverError
 }
 
+// tooLargeBody refuses a request body over MaxBodyBytes before it is
+// parsed.
+func tooLargeBody(n int) reply {
+	return fail(http.StatusBadRequest, protocol.CodeBadRequest,
+		protocol.TooLargeMessage(int64(n), protocol.MaxEnvelopeBytes)+" Every plan has the same ceiling.")
+}
+
 // handshakeRefusal serves protocol.Handshake's refusal, a bad-request for
 // a body that is not one JSON object or an unsupported-protocol-version,
 // with the status the wire's table gives its code (400 for both).

@@ -53,7 +53,8 @@ func (r *Relay) authSite(c *call, s siteRequest, decode func() error, siteIDOf f
 	// authenticated request.
 	failure := protocol.ErrBadSignature
 	for i, key := range acceptable {
-		failure = protocol.VerifySiteRequest(key, c.endpoint, protocol.BodyText(s.raw), sig, now)
+		// Over the bytes as sent, as for a daemon (authDaemon).
+		failure = protocol.VerifySiteRequest(key, c.endpoint, s.raw, sig, now)
 		if failure == nil {
 			if i > 0 {
 				r.decide(c, "accept-retiring-key")
