@@ -6,9 +6,12 @@ import "unicode/utf8"
 // `await request.text()`, which is WHATWG "UTF-8 decode", so a leading BOM
 // is dropped and each maximal invalid UTF-8 subpart becomes one U+FFFD.
 // Everything the reference does with a body (the signature's body hash,
-// the version check, the schema) sees that text, not the raw bytes; a relay
-// that hashed the raw bytes would refuse a signature the reference accepts.
-// Valid UTF-8 without a BOM is returned as is.
+// the version check, the schema) sees that text, not the raw bytes.
+// byorelay's endpoints refuse every body that differs from its text
+// (CheckBody) before they hash or parse it, so for them this is the
+// identity; DecodeStrict and CheckVersion read through it to stay the
+// reference's reading on any bytes. Valid UTF-8 without a BOM is returned
+// as is.
 func BodyText(raw []byte) []byte {
 	if len(raw) >= 3 && raw[0] == 0xEF && raw[1] == 0xBB && raw[2] == 0xBF {
 		raw = raw[3:]
