@@ -14,9 +14,10 @@ import (
 // never the body's own bytes, so nothing a caller sent is echoed into a
 // response or a log an operator reads in a terminal.
 //
-// It is served as bad-request with status 400, the reference's code and
-// status for a body its schema refuses; only the words differ from the
-// reference's "request failed schema validation".
+// It is served as bad-request with status 400, the code and status the
+// reference answers a body its schema refuses with; the words are ours
+// (the reference says "request failed schema validation"). CheckBody says
+// where the reference's answer differs more than in words.
 type BodyError struct {
 	Problem string
 }
@@ -53,11 +54,12 @@ var (
 //     costs nothing and means everything after this check reads the exact
 //     bytes that were signed: BodyText(raw) is raw.
 //
-// Whatever else the reference refuses here (not JSON, bytes after the
-// value, an array, a string, a number, null) it refuses too, with a 400,
-// but as whichever later check trips first: the handshake's "this request
-// declared no protocol version" when the version is unreadable, or the
-// schema's "request failed schema validation".
+// Everything else this refuses (not JSON, bytes after the value, an
+// array, a string, a number, null) the reference refuses too, with a 400,
+// but as whichever of its later checks trips first: the handshake's
+// unsupported-protocol-version "this request declared no protocol
+// version" when the query declares none, else the schema's bad-request
+// "request failed schema validation".
 func CheckBody(raw []byte) *BodyError {
 	_, problem := checkShallow(raw)
 	return problem
@@ -153,7 +155,7 @@ func invalidUTF8(raw []byte) *BodyError {
 // a body refuses the empty one as its schema does.
 func Handshake(raw []byte, query url.Values) *WireError {
 	if len(raw) == 0 {
-		return versionDecision(declaredIn(node{}, errBodyEmpty, query))
+		return CheckVersion(nil, query)
 	}
 	root, problem := checkShallow(raw)
 	if problem != nil {
