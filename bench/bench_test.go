@@ -111,6 +111,10 @@ func TestTheDynamoDBTargetRunsInAProcessOfItsOwn(t *testing.T) {
 		t.Fatal("the DynamoDB target runs in the driver's process")
 	}
 	before := pt.capacity()
+	cpuBefore, ok := pt.cpuSeconds()
+	if !ok {
+		t.Fatal("no CPU reading for the running target")
+	}
 	if err := pt.preload(t.Context(), w, 0, 3, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -118,25 +122,44 @@ func TestTheDynamoDBTargetRunsInAProcessOfItsOwn(t *testing.T) {
 	if after == nil || after[notFunction].WriteUnits < before[notFunction].WriteUnits+3 {
 		t.Fatalf("three enqueues metered as %+v (before %+v)", after[notFunction], before[notFunction])
 	}
-	// After the enqueues (signed, sealed, stored: tens of ms of CPU), not
-	// at start, which can take less than the kernel's 10 ms tick.
-	if cpu, ok := pt.cpuSeconds(); !ok || cpu <= 0 {
-		t.Fatalf("cpuSeconds = %v, %v; want the target's own (it created a table and enqueued three jobs)", cpu, ok)
-	}
+	assertOwnCPU(t, pt, cpuBefore, "three enqueues")
 }
 
 // Server CPU comes from the kernel's accounting of the target's process:
 // a process that has burnt CPU reports it.
 func TestAProcessTargetReportsItsOwnCPU(t *testing.T) {
-	cmd := exec.Command("sh", "-c", `i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo '{"event":"listening","origin":"http://127.0.0.1:1"}'; cat`)
+	cmd := exec.Command("sh", "-c", `i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; echo '{"event":"listening","origin":"http://127.0.0.1:1"}'; cat`)
 	pt, err := startProcess(context.Background(), cmd, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pt.close()
-	cpu, ok := pt.cpuSeconds()
-	if !ok || cpu <= 0 {
-		t.Fatalf("cpuSeconds = %v, %v; want the loop's CPU", cpu, ok)
+	assertOwnCPU(t, pt, 0, "a shell loop")
+}
+
+// assertOwnCPU checks that the running target's CPU has grown past
+// before by the work it was just given, and that the reading is the
+// target's own process: it never exceeds what the kernel charges the
+// process when it is reaped (rusage, in microseconds, hence the 2 µs
+// the truncation of its user and system parts can lose). Accounting in
+// nanoseconds makes any work at all count, however fast the machine; a
+// reading in 10 ms ticks would see none for work shorter than a tick.
+func assertOwnCPU(t *testing.T, pt *processTarget, before float64, work string) {
+	t.Helper()
+	running, ok := pt.cpuSeconds()
+	if !ok || running <= before {
+		t.Fatalf("cpuSeconds = %v, %v after %s; want more than %v", running, ok, work, before)
+	}
+	pt.close()
+	if pt.cmd.ProcessState == nil {
+		t.Fatal("the target was not reaped")
+	}
+	exited := (pt.cmd.ProcessState.UserTime() + pt.cmd.ProcessState.SystemTime()).Seconds()
+	if running > exited+2e-6 {
+		t.Fatalf("cpuSeconds read %v while running, more than the %v the process was charged in all", running, exited)
+	}
+	if final, ok := pt.cpuSeconds(); !ok || final != exited {
+		t.Fatalf("cpuSeconds = %v, %v once reaped; want its rusage %v", final, ok, exited)
 	}
 }
 

@@ -15,8 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -34,6 +32,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"golang.org/x/sys/unix"
 )
 
 // TargetEnv set to 1 in a process's environment marks it as a bench target
@@ -56,7 +55,7 @@ const ProfileEnv = "BYORELAY_BENCH_PROFILE"
 // localtest/refrelay/relay.mjs announces the reference, so the driver
 // treats every process target alike. A target in its own process keeps
 // the driver's goroutines, allocations and GC off the server's CPU, and
-// its CPU time is its own (/proc/<pid>/stat).
+// its CPU time is its own (cpuSeconds).
 func TargetMain(args []string, in io.Reader, out io.Writer) int {
 	fs := flag.NewFlagSet("byorelay bench-target", flag.ContinueOnError)
 	kind := fs.String("kind", TargetMemory, "memory (relay on plain net/http, as `serve --store memory` would), memory-apigw (behind the local API server) or dynamodb (the local stack, as `serve` runs it)")
@@ -305,26 +304,41 @@ func (t *processTarget) capacity() map[string]Capacity {
 	return c
 }
 
-// cpuSeconds is the process's user and system CPU so far, from the
-// kernel's accounting of it (utime and stime in /proc/<pid>/stat).
+// cpuSeconds is the process's CPU so far, every thread of it, including
+// threads that have exited: the kernel's scheduler accounting of the
+// process, in nanoseconds, read through the process's CPU-time clock. The
+// utime and stime of /proc/<pid>/stat count whole 10 ms ticks instead, so
+// a phase shorter than a tick reads as no CPU at all and every phase is
+// off by up to a tick at each end. Once the process has been reaped, the
+// clock is gone and its pid may be another process's: its rusage, exact
+// for the whole process, is the answer then.
 func (t *processTarget) cpuSeconds() (float64, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(t.cmd.Process.Pid) + "/stat")
+	select {
+	case <-t.done:
+		st := t.cmd.ProcessState
+		return (st.UserTime() + st.SystemTime()).Seconds(), true
+	default:
+	}
+	d, err := processCPU(t.cmd.Process.Pid)
 	if err != nil {
 		return 0, false
 	}
-	// The command name may hold spaces; the fields after its ')' are fixed.
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fields) < 13 {
-		return 0, false
+	return d.Seconds(), true
+}
+
+// processCPU reads another process's CPU-time clock, the clock id
+// clock_getcpuclockid(3) gives for pid on Linux: the pid's complement
+// shifted by three bits, with CPUCLOCK_SCHED (2) for the scheduler's
+// nanosecond runtime, summed over the process's threads, living and
+// exited. Any process may read it; it fails for a pid that is not a
+// running process's leader.
+func processCPU(pid int) (time.Duration, error) {
+	const cpuClockSched = 2
+	var ts unix.Timespec
+	if err := unix.ClockGettime(int32(^pid)<<3|cpuClockSched, &ts); err != nil {
+		return 0, err
 	}
-	utime, err1 := strconv.ParseFloat(fields[11], 64)
-	stime, err2 := strconv.ParseFloat(fields[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	const clockTicks = 100 // USER_HZ on Linux
-	return (utime + stime) / clockTicks, true
+	return time.Duration(ts.Nano()), nil
 }
 
 // ownCPUSeconds is this process's user and system CPU so far: the
