@@ -221,11 +221,16 @@ func (r *recorder) find(typ daemon.EventType, jobID string) (daemon.Event, bool)
 	return daemon.Event{}, false
 }
 
+// waitLimit bounds a wait for goroutines to finish: a correct run ends it
+// in milliseconds, so only a failing one ever reaches it, and it is long
+// enough that a loaded machine (or -race) never does.
+const waitLimit = time.Minute
+
 // waitFor waits (in real time: this is goroutines finishing, not a timer
 // under test) until the daemon reports typ for jobID.
 func (r *recorder) waitFor(t *testing.T, typ daemon.EventType, jobID string) daemon.Event {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for time.Now().Before(deadline) {
 		if e, ok := r.find(typ, jobID); ok {
 			return e

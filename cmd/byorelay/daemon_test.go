@@ -32,9 +32,13 @@ func (l *lines) String() string {
 	return l.buf.String()
 }
 
+// waitFor waits for the daemon to print re. A correct daemon prints it
+// within a few of its heartbeats; the limit is only for one that never
+// does, and is long enough that a loaded machine's slow start does not
+// reach it.
 func (l *lines) waitFor(t *testing.T, re *regexp.Regexp) []string {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if m := re.FindStringSubmatch(l.String()); m != nil {
 			return m
 		}

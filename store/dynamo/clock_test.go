@@ -134,9 +134,9 @@ func TestReplicasWithSkewedHostClocksDecideExpiriesAlikeOnDynamoDBLocal(t *testi
 	ctx := context.Background()
 	table := newTable(t)
 	// Long enough that a loaded machine's slow DynamoDB Local round trips
-	// (hundreds of ms each under load 20) between the claim and the
-	// halfway checks cannot reach the window's end: it failed once at 3 s.
-	// Still far short of the 15 s skew, so the naive replica shows it.
+	// (hundreds of ms each under load) inside the halfway checks cannot
+	// reach the window's end; still far short of the 15 s skew, so the
+	// naive replica shows it.
 	const window = 6 * time.Second
 	open := func(clock store.Clock) *Store {
 		s := replica(t, table, store.Options{Clock: clock, AwaitingPayloadMs: window.Milliseconds()}, nil)
@@ -183,7 +183,11 @@ func TestReplicasWithSkewedHostClocksDecideExpiriesAlikeOnDynamoDBLocal(t *testi
 	}
 
 	until := claim("job-skew-1")
-	time.Sleep(window / 2)
+	// Halfway by the store clock that set the window, however long the
+	// claim and the awaiting read took: slept as a fixed half window after
+	// them, a slow machine's round trips would move the checks toward the
+	// window's end, where they would read past it and fail.
+	time.Sleep(time.Duration(until-window.Milliseconds()/2-fair.now()) * time.Millisecond)
 	for name, s := range replicas {
 		if got := sweep(name, s); len(got) != 0 {
 			t.Errorf("halfway through the window the %s replica requeued %v", name, got)
