@@ -29,7 +29,12 @@ type streamWorld struct {
 
 func newStreamWorld(t *testing.T, f storeFactory) *streamWorld {
 	w := newWorld(t, f, func(c *relay.Config) {
-		c.Streams = relay.StreamOptions{LongPollWait: 300 * time.Millisecond, PollEvery: 20 * time.Millisecond, LivenessEvery: 50 * time.Millisecond}
+		// The long-poll's window bounds its store reads too (the stream's
+		// head, its frames, the result that releases the seal), so it is
+		// long beside a loaded machine's DynamoDB Local round trips: a
+		// short one would end a poll with the frames or the seal unread.
+		// Only a poll with nothing to say waits it out.
+		c.Streams = relay.StreamOptions{LongPollWait: 5 * time.Second, PollEvery: 20 * time.Millisecond, LivenessEvery: 50 * time.Millisecond}
 	})
 	w.enqueue(w.site, "job-1", "alice")
 	job := w.claim(w.daemon, 1)[0]
