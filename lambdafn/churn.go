@@ -30,6 +30,10 @@ type ChurnPublisher struct {
 	sns   func() *sns.Client
 	topic string
 	log   *slog.Logger
+	// timeout bounds one report: churnPublishTimeout, except in tests,
+	// whose stand-in SNS on a loaded machine can take longer than a real
+	// one ever should, and would then drop the report they look for.
+	timeout time.Duration
 }
 
 // NewChurnPublisher publishes to topicARN with cfg's region and
@@ -46,7 +50,7 @@ func NewChurnPublisher(cfg aws.Config, endpoint, topicARN string, log *slog.Logg
 			}
 		})
 	})
-	return &ChurnPublisher{sns: api, topic: topicARN, log: log}
+	return &ChurnPublisher{sns: api, topic: topicARN, log: log, timeout: churnPublishTimeout}
 }
 
 // ChurnMessage is the JSON body of a churn report on the topic.
@@ -66,7 +70,7 @@ const ChurnMessageType = "byorelay.unsealed-churn"
 // already recorded the churn and the log line carries it, and the store's
 // callback has no error to return.
 func (p *ChurnPublisher) Publish(c store.UnsealedChurn) {
-	ctx, cancel := context.WithTimeout(context.Background(), churnPublishTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
 	defer cancel()
 	if err := p.publish(ctx, c); err != nil {
 		p.log.Error("churn report not published",

@@ -19,13 +19,23 @@ import (
 	"github.com/byorelay/byorelay/store"
 )
 
+// motoTimeout bounds a report to moto's SNS in tests. moto posts to an
+// HTTP subscriber inside the Publish call, in Python, so on a loaded
+// machine the call can outlast churnPublishTimeout, and the publisher
+// would drop the very report the test waits for (or log a timeout, not
+// the refusal).
+const motoTimeout = time.Minute
+
 // The report reaches a subscriber of the topic: moto's SNS delivers to an
 // HTTP subscription, which this test serves.
 func TestChurnPublisherDeliversAReportToTheTopicsSubscribers(t *testing.T) {
 	ctx := context.Background()
 	cfg := localtest.AWSConfig(localtest.MotoEndpoint(t))
 	api := sns.NewFromConfig(cfg)
-	topic, err := api.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String("churn-test")})
+	// A topic of its own: moto stops delivering a publish at the first
+	// subscriber it cannot reach, and an earlier run's (-count, one moto
+	// for the whole run) is gone.
+	topic, err := api.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(localtest.UniqueName("churn-test"))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +52,9 @@ func TestChurnPublisherDeliversAReportToTheTopicsSubscribers(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	NewChurnPublisher(cfg, "", aws.ToString(topic.TopicArn), nil).Publish(store.UnsealedChurn{
+	p := NewChurnPublisher(cfg, "", aws.ToString(topic.TopicArn), nil)
+	p.timeout = motoTimeout
+	p.Publish(store.UnsealedChurn{
 		SiteID: "site\nwith a newline", Owner: "alice", Expiries: 6, WindowMs: store.ChurnWindowMs,
 	})
 
@@ -70,6 +82,7 @@ func TestChurnPublisherReportsTheServicesRefusal(t *testing.T) {
 	cfg := localtest.AWSConfig(localtest.MotoEndpoint(t))
 	var logged bytes.Buffer
 	p := NewChurnPublisher(cfg, "", "arn:aws:sns:us-east-1:123456789012:no-such-topic", slog.New(slog.NewJSONHandler(&logged, nil)))
+	p.timeout = motoTimeout
 	c := store.UnsealedChurn{SiteID: "s", Owner: "o", Expiries: 6, WindowMs: store.ChurnWindowMs}
 	err := p.publish(context.Background(), c)
 	if err == nil || !strings.Contains(err.Error(), "NotFound") {

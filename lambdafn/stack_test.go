@@ -75,7 +75,9 @@ func TestUnsealedClaimsWakeTheSweeperAndReportChurnToTheTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	snsAPI := sns.NewFromConfig(localtest.AWSConfig(moto))
-	topic, err := snsAPI.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String("stack-churn")})
+	// Topic and schedule group of their own, as in the churn publisher's
+	// test: an earlier run's subscriber is gone.
+	topic, err := snsAPI.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(localtest.UniqueName("stack-churn"))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +94,7 @@ func TestUnsealedClaimsWakeTheSweeperAndReportChurnToTheTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	sched := scheduler.NewFromConfig(localtest.AWSConfig(moto))
-	group := "stack-wakeups"
+	group := localtest.UniqueName("stack-wakeups")
 	if _, err := sched.CreateScheduleGroup(ctx, &scheduler.CreateScheduleGroupInput{Name: aws.String(group)}); err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +113,7 @@ func TestUnsealedClaimsWakeTheSweeperAndReportChurnToTheTopic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	st.churn.timeout = motoTimeout
 	enqueue, _ := st.Handler(Enqueue)
 	claim, _ := st.Handler(Claim)
 	sweep := st.SweepHandler()
