@@ -31,7 +31,12 @@ import (
 func TestTwoSitesOneRelayOneRealDaemon(t *testing.T) {
 	t.Parallel()
 	const jobs = 3
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	// The whole run: a byorelay, a real site, a model and a real daemon
+	// each start (on a loaded machine Node alone takes seconds to load),
+	// and each of those steps may take up to peers.StepTimeout, so the
+	// run's bound is several of them; it stops the Go site's pump, which
+	// must outlast the daemon's work.
+	ctx, cancel := context.WithTimeout(context.Background(), 6*peers.StepTimeout)
 	defer cancel()
 	w := peers.NewWorld(t, peers.StartByorelay(t).Origin)
 	const goSiteID = "site-go"
