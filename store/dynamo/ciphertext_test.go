@@ -418,3 +418,28 @@ func TestAFailedDeleteIsRetriedBySweep(t *testing.T) {
 		}
 	}
 }
+
+// TestAnInlineSweepLeavesAJobsEndToTheScheduledSweep: a finished job's
+// end (reading it, querying its partition, deleting its ciphertext) is the
+// scheduled sweep's work, never a request's: past the job's end an in-line
+// sweep leaves every item of it in place, and the scheduled sweep then
+// deletes them.
+func TestAnInlineSweepLeavesAJobsEndToTheScheduledSweep(t *testing.T) {
+	e := newCipherEnv(t)
+	deadline := e.now() + 60_000
+	g := e.claimed("done", deadline)
+	e.seal(g, 100)
+	e.complete(g, 100, store.DispositionOK)
+	e.clock.Advance(time.Duration(deadline-e.now()+store.ResultGraceMs+1) * time.Millisecond)
+
+	if _, err := e.s.SweepInline(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, withSecret := e.ciphertextItems("done"); len(withSecret) == 0 {
+		t.Fatal("an in-line sweep deleted a finished job's ciphertext: a request paid for its end")
+	}
+	e.sweep()
+	if ofJob, withSecret := e.ciphertextItems("done"); len(ofJob) != 0 || len(withSecret) != 0 {
+		t.Fatalf("after the scheduled sweep: items %q, with ciphertext %q", ofJob, withSecret)
+	}
+}

@@ -57,9 +57,12 @@
 //	          it: every read treats a finished job as gone from its
 //	          deadline, it is not reported Removed, and Finished reads only
 //	          du > now (du > now - grace for a collect).
-//	          dk = D#<shard>, du = deadlineAt + ResultGraceMs on a job's
+//	          dk = ED#<shard>, du = deadlineAt + ResultGraceMs on a job's
 //	          payload items and its end item: its end hooks, which bring
-//	          the sweep back to delete its ciphertext (below).
+//	          the scheduled sweep back to delete its ciphertext (below).
+//	          In-line sweeps never read these shards, so a request never
+//	          pays for a job's end, and a backlog of ends cannot fill the
+//	          in-line bound ahead of a lease it must enforce.
 //
 // # How a transition is written
 //
@@ -171,7 +174,7 @@
 // job ends on one of these two paths.
 //
 // A done job is on its site's finished list, not on the sweep's shards,
-// so something else brings the sweep back at its end: its payload item,
+// so something else brings the scheduled sweep back at its end: its payload item,
 // which carries a due entry at the job's end (one index write at the
 // seal), or, for a job finished without one, its end item (written by
 // Complete, or already there for an S3 object or a stream). The sweep

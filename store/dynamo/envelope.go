@@ -78,7 +78,7 @@ func (s *Store) putEnvelope(ctx context.Context, j *jobItem, direction string, e
 			// deadline and the result grace are over, when the sweep
 			// deletes it with the job's other ciphertext. TTL is only the
 			// backstop: it deletes days late.
-			"dl": num(j.Deadline), "dk": str(dueKey(pk, s.shards)), "du": num(endAt(j.Deadline)),
+			"dl": num(j.Deadline), "dk": str(endDueKey(pk, s.shards)), "du": num(endAt(j.Deadline)),
 			"ttl": num(j.Deadline/1000 + ttlGraceSeconds),
 		}
 		if raw != nil {
@@ -230,7 +230,7 @@ const (
 // onto a newer job's objects.
 func (s *Store) noteEnd(ctx context.Context, j *jobItem, set, member string) error {
 	values := map[string]types.AttributeValue{
-		":dk": str(dueKey(j.PK, s.shards)), ":du": num(endAt(j.Deadline)), ":dl": num(j.Deadline),
+		":dk": str(endDueKey(j.PK, s.shards)), ":du": num(endAt(j.Deadline)), ":dl": num(j.Deadline),
 		":ttl": num(j.Deadline/1000 + ttlGraceSeconds),
 	}
 	update := "SET dk = :dk, du = :du, dl = :dl, #ttl = :ttl"

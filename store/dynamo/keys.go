@@ -101,6 +101,17 @@ func dueKey(key string, shards int) string {
 
 func dueShardKey(shard int) string { return "D#" + strconv.Itoa(shard) }
 
+// endDueKey is where a job's end hooks (its payload items and its end
+// item) sit on the due index: shards of their own, which only the
+// scheduled sweep reads. Deleting a finished job's ciphertext is not a
+// request's business; on a request's shards the hooks would put that work
+// (a read, a query and a few deletes a job) inside claims and heartbeats,
+// and a backlog of them at the head of a shard would fill the in-line
+// sweep's bound before any lease it must enforce.
+func endDueKey(pk string, shards int) string { return "E" + dueKey(pk, shards) }
+
+func endDueShardKey(shard int) string { return "E" + dueShardKey(shard) }
+
 // finishedKey is a site's finished list: a partition of the due index
 // (sort key: the deadline) that no sweep reads.
 func finishedKey(siteID string) string { return "F#" + siteID }

@@ -77,14 +77,24 @@ func (s *Store) sweep(ctx context.Context, limit int) (store.SweepResult, error)
 	var requeued, removed []swept
 	var reports []store.UnsealedChurn
 	// The shards are read at once, then what they name is handled in turn.
-	due := make([][]dueEntry, s.shards)
-	err = each(s.shards, func(shard int) error {
+	// The end hooks' shards only by the scheduled sweep (endDueKey).
+	shardKeys := make([]string, 0, 2*s.shards)
+	for shard := range s.shards {
+		shardKeys = append(shardKeys, dueShardKey(shard))
+	}
+	if limit == 0 {
+		for shard := range s.shards {
+			shardKeys = append(shardKeys, endDueShardKey(shard))
+		}
+	}
+	due := make([][]dueEntry, len(shardKeys))
+	err = each(len(shardKeys), func(shard int) error {
 		in := &dynamodb.QueryInput{
 			TableName:              &s.table,
 			IndexName:              aws.String("due"),
 			KeyConditionExpression: aws.String("dk = :dk AND du <= :now"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":dk": str(dueShardKey(shard)), ":now": num(now),
+				":dk": str(shardKeys[shard]), ":now": num(now),
 			},
 		}
 		if limit > 0 {
