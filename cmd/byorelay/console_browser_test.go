@@ -292,8 +292,28 @@ func step(t *testing.T, browser context.Context, what string, a chromedp.Action[
 	}
 }
 
+// pollTrue waits until expression is true in the page. A poll begun just
+// as a navigation replaces the document fails with Chromium's "Cannot
+// find context with specified id" (the context it evaluated in is gone);
+// that says nothing about the page, so the poll starts again in the new
+// document, within the same overall limit.
 func pollTrue(expression string) chromedp.Action[chromedp.Void] {
-	return chromedp.Poll[chromedp.Void](expression, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(25*time.Second))
+	const limit = 25 * time.Second
+	return func(ctx context.Context, target *chromedp.Target) (chromedp.Void, error) {
+		deadline := time.Now().Add(limit)
+		for {
+			poll := chromedp.Poll[chromedp.Void](expression, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(time.Until(deadline)))
+			v, err := poll(ctx, target)
+			if err == nil || !strings.Contains(err.Error(), "Cannot find context with specified id") || time.Until(deadline) < time.Second {
+				return v, err
+			}
+			select {
+			case <-ctx.Done():
+				return v, ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
 }
 
 func jsString(s string) string { return fmt.Sprintf("%q", s) }
