@@ -39,24 +39,63 @@ func certify(t *testing.T, name, origin, admin string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(modules, "@byollm/conformance/dist/cli.js"), target)
-	cmd.Dir = t.TempDir()
-	cmd.Env = append(os.Environ(),
-		"BYORELAY_SITE_ORIGIN="+origin,
-		"BYORELAY_SITE_ADMIN="+admin,
-		"BYORELAY_SITE_NAME="+name,
-		"BYORELAY_SITE_LEASE_MS="+strconv.Itoa(leaseMs),
-		"BYORELAY_SITE_TTL_MS="+strconv.Itoa(ttlMs),
-	)
-	out, err := cmd.CombinedOutput()
-	report := string(out)
+	run := func() (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, node, filepath.Join(modules, "@byollm/conformance/dist/cli.js"), target)
+		cmd.Dir = t.TempDir()
+		cmd.Env = append(os.Environ(),
+			"BYORELAY_SITE_ORIGIN="+origin,
+			"BYORELAY_SITE_ADMIN="+admin,
+			"BYORELAY_SITE_NAME="+name,
+			"BYORELAY_SITE_LEASE_MS="+strconv.Itoa(leaseMs),
+			"BYORELAY_SITE_TTL_MS="+strconv.Itoa(ttlMs),
+		)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	report, err := run()
+	if err != nil && onlyKitTimingFailed(report) {
+		t.Logf("byollm-certify against %s failed only the kit's own fixed pause; run again:\n%s", name, report)
+		report, err = run()
+	}
 	if err != nil || !strings.Contains(report, "32 checks passed") {
 		t.Fatalf("byollm-certify against %s: %v\n%s", name, err, report)
 	}
 	t.Logf("byollm-certify against %s:\n%s", name, report)
 	return report
+}
+
+// kitTimingFailures are the kit's failures that rest on a fixed pause of
+// its own rather than on anything the server decides: C003 sleeps 50 ms
+// between its daemon's claim tick and looking for the backend call, which
+// its daemon makes only after fetching and opening the payload, and a
+// machine under heavy load can take longer. A run whose every failure is
+// one of these, in these words, is run once more (both reports are
+// logged); any other failure fails the test at once.
+var kitTimingFailures = map[string]string{
+	"C003_UNKNOWN_KIND_REFUSED": "the advertised kind never reached the backend",
+}
+
+// onlyKitTimingFailed reports whether the kit's report names at least one
+// failed check and every failed check is in kitTimingFailures with its
+// words.
+func onlyKitTimingFailed(report string) bool {
+	lines := strings.Split(report, "\n")
+	failed := 0
+	for i, line := range lines {
+		id, ok := strings.CutPrefix(strings.TrimSpace(line), "✗ ")
+		if !ok {
+			continue
+		}
+		id, _, _ = strings.Cut(id, " ")
+		words, known := kitTimingFailures[id]
+		if !known || i+1 >= len(lines) || strings.TrimSpace(lines[i+1]) != words {
+			return false
+		}
+		failed++
+	}
+	return failed > 0
 }
 
 // newSiteKeys makes this test's own site keys.
