@@ -42,6 +42,11 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
 
+// DefaultHeartbeatInterval is an idle daemon's tick: one heartbeat and
+// one claim. The relay's route throttles are sized from it (README.md,
+// "Sizing a deployment"); a shorter one multiplies a fleet's requests.
+const DefaultHeartbeatInterval = 10 * time.Second
+
 // Config wires a Daemon. RelayURL, Keys and Backend are required; Pairing
 // is filled by Pair, or restored from a saved State.
 type Config struct {
@@ -63,8 +68,8 @@ type Config struct {
 	// DaemonVersion is reported in heartbeats; "" means Version.
 	DaemonVersion string
 	// HeartbeatInterval is the longest Run waits between ticks, and so
-	// bounds how long a lease goes unrenewed; 0 means 10 s. Keep it well
-	// under the relay's lease.
+	// bounds how long a lease goes unrenewed; 0 means
+	// DefaultHeartbeatInterval. Keep it well under the relay's lease.
 	HeartbeatInterval time.Duration
 	HTTPClient        *http.Client
 	Clock             Clock
@@ -238,7 +243,7 @@ func New(cfg Config) (*Daemon, error) {
 		d.version = Version
 	}
 	if d.interval <= 0 {
-		d.interval = 10 * time.Second
+		d.interval = DefaultHeartbeatInterval
 	}
 	if d.http == nil {
 		d.http = &http.Client{

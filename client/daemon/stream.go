@@ -12,14 +12,19 @@ import (
 	"github.com/byorelay/byorelay/stream/seal"
 )
 
+// DefaultFlushEvery is how often a live stream posts a frame while text
+// arrives: the relay's append throttle is sized from it (README.md,
+// "Sizing a deployment").
+const DefaultFlushEvery = 150 * time.Millisecond
+
 // Streaming configures live streams (docs/streaming.md).
 type Streaming struct {
 	// Enabled opts in: the daemon tells the relay on every claim, and
 	// streams every job whose stub asks for it when the backend can.
 	Enabled bool
 	// FlushEvery is how long text is coalesced before a frame is posted;
-	// 0 means 150 ms. Each frame costs a request and a transactional write,
-	// so frames are per interval, not per token.
+	// 0 means DefaultFlushEvery. Each frame costs a request and a
+	// transactional write, so frames are per interval, not per token.
 	FlushEvery time.Duration
 }
 
@@ -114,7 +119,7 @@ func (d *Daemon) newPublisher(job protocol.ClaimedStub) (*publisher, error) {
 	}
 	every := d.streams.FlushEvery
 	if every <= 0 {
-		every = 150 * time.Millisecond
+		every = DefaultFlushEvery
 	}
 	return &publisher{d: d, job: job, sealer: seal.NewSealer(key), every: every, wake: make(chan struct{}, 1), done: make(chan struct{})}, nil
 }
