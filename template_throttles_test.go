@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	byorelay "github.com/byorelay/byorelay"
 	"github.com/byorelay/byorelay/client/daemon"
 	"github.com/byorelay/byorelay/protocol"
 )
@@ -290,3 +291,43 @@ func arithmetic(t *testing.T, name, cell string) float64 {
 }
 
 func near(a, b float64) bool { return a-b < 1e-6 && b-a < 1e-6 }
+
+// The direct-lane site serves the same daemons the same way, so its
+// throttle is the relay's daemon-plane limit, with the same defaults.
+func TestTheSiteTemplateThrottlesEveryRouteAtTheDaemonPlanesLimit(t *testing.T) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(byorelay.SiteTemplate, &doc); err != nil {
+		t.Fatal(err)
+	}
+	root := doc.Content[0]
+	def := at(root, "Resources", "SiteApi", "Properties", "DefaultRouteSettings")
+	want := wantDefaults()
+	for key, param := range map[string]string{
+		"ThrottlingRateLimit":  "DaemonRouteRateLimit",
+		"ThrottlingBurstLimit": "DaemonRouteBurstLimit",
+	} {
+		if got := refOf(t, at(def, key)); got != param {
+			t.Errorf("site-template.yaml: %s from %q, want %s", key, got, param)
+		}
+		d := at(root, "Parameters", param, "Default")
+		if d == nil {
+			t.Errorf("site-template.yaml: %s has no default", param)
+			continue
+		}
+		if got, err := strconv.ParseFloat(d.Value, 64); err != nil || !near(got, want[param]) {
+			t.Errorf("site-template.yaml: %s defaults to %s, want %g", param, d.Value, want[param])
+		}
+	}
+	res := at(root, "Resources")
+	for i := 0; i+1 < len(res.Content); i += 2 {
+		ev := at(res.Content[i+1], "Properties", "Events")
+		if ev == nil {
+			continue
+		}
+		for j := 0; j+1 < len(ev.Content); j += 2 {
+			if at(ev.Content[j+1], "Properties", "RouteSettings") != nil {
+				t.Errorf("site-template.yaml: %s sets its own throttle; the test above would not see it", res.Content[i].Value)
+			}
+		}
+	}
+}
