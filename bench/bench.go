@@ -81,6 +81,10 @@ type Config struct {
 	// hello-world start.
 	ColdStart     bool
 	ColdStartRuns int
+	// Idle is the idle phase's length on the DynamoDB target (0 skips it):
+	// every daemon heartbeating and claiming at the default period with
+	// nothing queued, for the keys an idle fleet heats.
+	Idle time.Duration
 	// RepoRoot is the repository (for the Node script and the builds).
 	RepoRoot string
 	// DynamoEndpoint is a running DynamoDB; "" starts DynamoDB Local.
@@ -97,6 +101,7 @@ func DefaultConfig() Config {
 		Targets:     []string{TargetMemory, TargetMemoryAPIGW, TargetDynamo, TargetReference},
 		Rounds:      6,
 		JobDeadline: 15 * time.Second,
+		Idle:        15 * time.Second,
 		ColdStart:   true, ColdStartRuns: 20,
 	}
 }
@@ -108,6 +113,7 @@ type Report struct {
 	Machine Machine   `json:"machine"`
 	Config  struct {
 		Sites, Daemons, Jobs, Warmup, DepthJobs int
+		IdleMs                                  int64
 		Depths                                  []int
 		JobDeadlineMs, PhaseLimitMs             int64
 		DepthLimitMs                            int64
@@ -143,6 +149,10 @@ type TargetReport struct {
 	// ClaimGrowth is the claim's p50 at the deepest queue over its p50 at
 	// the shallowest.
 	ClaimGrowth float64 `json:"claimP50Growth,omitempty"`
+	// Idle is the idle phase (DynamoDB only), and Heat the hottest
+	// partition keys of it and of the lifecycle phase.
+	Idle *IdlePhase `json:"idle,omitempty"`
+	Heat *Heat      `json:"heat,omitempty"`
 }
 
 // DepthPoint is the lifecycle measured with Queued background jobs
@@ -187,6 +197,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Config.Sites, rep.Config.Daemons, rep.Config.Jobs, rep.Config.Warmup = cfg.Sites, cfg.Daemons, cfg.Jobs, cfg.Warmup
 	rep.Config.DepthJobs, rep.Config.Depths, rep.Config.Targets = cfg.DepthJobs, cfg.Depths, cfg.Targets
 	rep.Config.JobDeadlineMs = cfg.JobDeadline.Milliseconds()
+	rep.Config.IdleMs = cfg.Idle.Milliseconds()
 	rep.Config.PhaseLimitMs, rep.Config.DepthLimitMs = cfg.PhaseLimit.Milliseconds(), cfg.DepthLimit.Milliseconds()
 
 	w, err := newWorld(cfg.Sites, cfg.Daemons)
@@ -243,6 +254,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Targets[name] = &TargetReport{}
 	}
 
+	if t := targets[TargetDynamo]; t != nil && cfg.Idle > 0 {
+		// First, while nothing is queued and no job's end is due: an idle
+		// fleet's cost, with no other job's sweep in it.
+		say("idle phase on %s: %d daemons at the default heartbeat for %s…", TargetDynamo, len(w.daemons), cfg.Idle)
+		p := runIdle(ctx, t, w, cfg.Idle)
+		rep.Targets[TargetDynamo].Idle = &p
+		say("  %d heartbeats, %d claims, %d failed", p.Heartbeats, p.Claims, p.Failed)
+	}
+
 	if cfg.Jobs > 0 && len(cfg.Targets) > 0 {
 		for _, name := range cfg.Targets {
 			if cfg.Warmup > 0 {
@@ -292,6 +312,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.Targets[name].Lifecycle = p
 			say("  %s: %.1f jobs/s, job p50 %.1f ms, %d failed", name, p.JobsPerSecond, p.Latency["job"].P50, p.Failed)
 		}
+	}
+	if tr := rep.Targets[TargetDynamo]; tr != nil {
+		tr.Heat = heat(w, tr.Lifecycle.Jobs, tr.Lifecycle.Keys, tr.Idle)
 	}
 
 	loaded := map[string]int{}
@@ -360,6 +383,8 @@ func (cfg *Config) check() error {
 		return errors.New("bench: no targets and no cold start: nothing to measure")
 	case cfg.RepoRoot == "":
 		return errors.New("bench: RepoRoot is required")
+	case cfg.Idle < 0:
+		return errors.New("bench: Idle must not be negative")
 	case cfg.JobDeadline < time.Second:
 		return errors.New("bench: JobDeadline must be at least a second")
 	}

@@ -24,6 +24,8 @@ import (
 type capacityMeter struct {
 	mu  sync.Mutex
 	use map[string]*Capacity
+	// keys is the same capacity by partition key (callKeys, share).
+	keys map[string]*Capacity
 }
 
 // Capacity is DynamoDB capacity consumed, as ReturnConsumedCapacity
@@ -48,7 +50,9 @@ func (c Capacity) minus(o Capacity) Capacity {
 		WriteUnits: c.WriteUnits - o.WriteUnits, IndexWrite: c.IndexWrite - o.IndexWrite}
 }
 
-func newCapacityMeter() *capacityMeter { return &capacityMeter{use: map[string]*Capacity{}} }
+func newCapacityMeter() *capacityMeter {
+	return &capacityMeter{use: map[string]*Capacity{}, keys: map[string]*Capacity{}}
+}
 
 // notFunction names calls made outside any function: the benchmark's own
 // preloading and table setup, never counted against a job.
@@ -65,13 +69,42 @@ func (m *capacityMeter) snapshot() map[string]Capacity {
 	return out
 }
 
-func (m *capacityMeter) record(function string, c Capacity) {
+// snapshotKeys copies the counts so far, keyed by partition key. Calls
+// made outside any function are left out, as they are from every phase.
+func (m *capacityMeter) snapshotKeys() map[string]Capacity {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	u := m.use[function]
+	out := make(map[string]Capacity, len(m.keys))
+	for k, v := range m.keys {
+		out[k] = *v
+	}
+	return out
+}
+
+// record counts one call's capacity under its function and, shared out
+// equally over the items it touches (share), under each item's partition
+// key. Calls outside functions count under no key.
+func (m *capacityMeter) record(function string, keys []string, c Capacity) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	addTo(m.use, function, c)
+	if function == notFunction {
+		return
+	}
+	if len(keys) == 0 {
+		keys = []string{keyUnknown}
+	}
+	part := share(c, len(keys))
+	for _, k := range keys {
+		addTo(m.keys, k, part)
+	}
+}
+
+func addTo(use map[string]*Capacity, name string, c Capacity) {
+	u := use[name]
 	if u == nil {
 		u = &Capacity{}
-		m.use[function] = u
+		use[name] = u
 	}
 	u.add(c)
 }
@@ -94,7 +127,7 @@ func (m *capacityMeter) apiOption(stack *middleware.Stack) error {
 			if dynamo.Sweeping(ctx) && fn != notFunction {
 				fn += sweepSuffix
 			}
-			m.record(fn, c)
+			m.record(fn, callKeys(in.Parameters), c)
 			return out, md, err
 		}), middleware.After)
 }

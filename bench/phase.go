@@ -31,6 +31,9 @@ type Phase struct {
 	// total divided by completed jobs. Only for the DynamoDB target.
 	Capacity map[string]Capacity `json:"capacity,omitempty"`
 	PerJob   *Capacity           `json:"capacityPerJob,omitempty"`
+	// Keys is the same capacity by partition key (callKeys, share); the
+	// report keeps only the hottest (Heat).
+	Keys map[string]Capacity `json:"-"`
 	// CallsPerJob is DynamoDB calls per completed job.
 	CallsPerJob float64 `json:"dynamoCallsPerJob,omitempty"`
 	// ServerCPUSeconds is the target process's own CPU (user and system)
@@ -72,6 +75,7 @@ func runPhase(ctx context.Context, t target, w *world, spec phaseSpec) Phase {
 		c.times = spec.samples
 	}
 	before := t.capacity()
+	keysBefore := t.keyCapacity()
 	cpuBefore, cpuOK := t.cpuSeconds()
 	driverBefore, driverOK := ownCPUSeconds()
 
@@ -165,6 +169,7 @@ func runPhase(ctx context.Context, t target, w *world, spec phaseSpec) Phase {
 			p.Capacity[fn] = used
 			total.add(used)
 		}
+		p.Keys = capacitySince(t.keyCapacity(), keysBefore)
 		if p.Jobs > 0 {
 			n := float64(p.Jobs)
 			p.CallsPerJob = float64(total.Calls) / n
@@ -218,6 +223,14 @@ func mergeRounds(rounds []Phase, lat *samples) Phase {
 				m.Errors = append(m.Errors, e)
 			}
 		}
+		for k, c := range p.Keys {
+			if m.Keys == nil {
+				m.Keys = map[string]Capacity{}
+			}
+			sum := m.Keys[k]
+			sum.add(c)
+			m.Keys[k] = sum
+		}
 		for fn, c := range p.Capacity {
 			if m.Capacity == nil {
 				m.Capacity = map[string]Capacity{}
@@ -242,4 +255,15 @@ func mergeRounds(rounds []Phase, lat *samples) Phase {
 		}
 	}
 	return m
+}
+
+// capacitySince is what each name used between two meter readings.
+func capacitySince(after, before map[string]Capacity) map[string]Capacity {
+	out := map[string]Capacity{}
+	for k, c := range after {
+		if used := c.minus(before[k]); used.Calls > 0 {
+			out[k] = used
+		}
+	}
+	return out
 }

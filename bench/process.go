@@ -182,6 +182,9 @@ func dynamoHandler(ctx context.Context, endpoint string, fixture projection.Fixt
 	mux.HandleFunc("GET "+controlPrefix+"capacity", func(w http.ResponseWriter, _ *http.Request) {
 		_ = json.NewEncoder(w).Encode(meter.snapshot())
 	})
+	mux.HandleFunc("GET "+controlPrefix+"keys", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(meter.snapshotKeys())
+	})
 	// The same items and index entries a site's enqueue makes, through the
 	// store's own Enqueue, without a signature per job.
 	mux.HandleFunc("POST "+controlPrefix+"enqueue", func(w http.ResponseWriter, req *http.Request) {
@@ -288,11 +291,16 @@ func (t *processTarget) origin() string { return t.url }
 // capacity is what the target's meter has counted so far, or nil for a
 // target without DynamoDB (or one that cannot say: the phase then reports
 // no capacity rather than a wrong one).
-func (t *processTarget) capacity() map[string]Capacity {
+func (t *processTarget) capacity() map[string]Capacity { return t.meterRead("capacity") }
+
+// keyCapacity is the same by partition key.
+func (t *processTarget) keyCapacity() map[string]Capacity { return t.meterRead("keys") }
+
+func (t *processTarget) meterRead(what string) map[string]Capacity {
 	if !t.control {
 		return nil
 	}
-	resp, err := http.Get(t.url + controlPrefix + "capacity")
+	resp, err := http.Get(t.url + controlPrefix + what)
 	if err != nil {
 		return nil
 	}

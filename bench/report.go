@@ -28,6 +28,10 @@ func (r *Report) Markdown() string {
 		r.lifecycleTables(&b, names)
 	}
 
+	if t := r.Targets[TargetDynamo]; t != nil && t.Heat != nil {
+		t.heatTables(&b)
+	}
+
 	if r.hasDepth() {
 		b.WriteString("\n### Claim at queue depth (background jobs of other owners, across every site)\n\n")
 		b.WriteString("| target | queued | claim p50 ms | claim p95 ms | claim p99 ms | job p50 ms | jobs/s | RCU/claim | WCU/claim |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -285,4 +289,33 @@ func (r *Report) verdicts(b *strings.Builder) {
 		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", x.what, x.measured, x.goal, met)
 	}
 	b.WriteString("\n")
+}
+
+// heatTables is the hottest partition keys and where the first of them
+// reaches DynamoDB's per-partition limits.
+func (t *TargetReport) heatTables(b *strings.Builder) {
+	h := t.Heat
+	idle := "no idle phase"
+	if p := t.Idle; p != nil {
+		idle = fmt.Sprintf("idle: %d daemons for %.0f s at the default %.0f s heartbeat, %d heartbeats and %d empty claims", p.Daemons, p.Seconds, idleHeartbeat.Seconds(), p.Heartbeats, p.Claims)
+	}
+	fmt.Fprintf(b, "\n### Hottest DynamoDB partition keys (per job of the lifecycle phase; per daemon-second of the idle phase: %s)\n\n", idle)
+	b.WriteString("| key | scope | RCU/job | WCU/job | RCU/idle daemon-s | WCU/idle daemon-s |\n|---|---|---:|---:|---:|---:|\n")
+	for _, k := range h.Keys {
+		fmt.Fprintf(b, "| `%s` | %s | %.3f | %.3f | %.4f | %.4f |\n", k.Key, k.Scope, k.PerJob.ReadUnits, k.PerJob.WriteUnits, k.PerDaemonSecond.ReadUnits, k.PerDaemonSecond.WriteUnits)
+	}
+	b.WriteString("\n| load | first key to reach a partition's limit (3,000 RCU/s, 1,000 WCU/s) | at |\n|---|---|---:|\n")
+	if s := h.IdleDaemons; s != nil {
+		fmt.Fprintf(b, "| idle daemons at the default heartbeat | `%s` (%s) | %.0f daemons |\n", s.Key, limitName(s.Reads), s.At)
+	}
+	for _, s := range h.JobsPerSecond {
+		fmt.Fprintf(b, "| jobs/s spread over %d sites | `%s` (%s) | %.0f jobs/s |\n", s.Sites, s.Key, limitName(s.Reads), s.At)
+	}
+}
+
+func limitName(reads bool) string {
+	if reads {
+		return "reads"
+	}
+	return "writes"
 }

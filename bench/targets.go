@@ -35,6 +35,8 @@ type target interface {
 	// capacity is DynamoDB capacity consumed so far by function; nil for a
 	// target without DynamoDB.
 	capacity() map[string]Capacity
+	// keyCapacity is the same by partition key (callKeys).
+	keyCapacity() map[string]Capacity
 	// cpuSeconds is the server's own CPU so far, when it runs in a process
 	// of its own.
 	cpuSeconds() (float64, bool)

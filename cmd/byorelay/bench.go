@@ -35,6 +35,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&cfg.DepthJobs, "depth-jobs", cfg.DepthJobs, "lifecycles measured at each depth")
 	targets := fs.String("targets", strings.Join(cfg.Targets, ","), "targets: memory, memory-apigw, dynamodb, reference")
 	fs.DurationVar(&cfg.JobDeadline, "job-deadline", cfg.JobDeadline, "each job's deadline from enqueue (done jobs stay in results until then)")
+	fs.DurationVar(&cfg.Idle, "idle", cfg.Idle, "idle phase on dynamodb: every daemon heartbeating and claiming at the default period with nothing queued, this long (0 skips it)")
 	fs.BoolVar(&cfg.ColdStart, "coldstart", cfg.ColdStart, "build every function and measure size and init under the emulator")
 	fs.IntVar(&cfg.ColdStartRuns, "coldstart-runs", cfg.ColdStartRuns, "interleaved cold-start pairs (hello-world, function) per function")
 	fs.StringVar(&cfg.DynamoEndpoint, "ddb-endpoint", os.Getenv(localtest.EnvDynamoEndpoint), "use this DynamoDB endpoint instead of starting DynamoDB Local")

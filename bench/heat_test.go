@@ -1,0 +1,143 @@
+package bench
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+func key(pk, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"pk": s(pk), "sk": s(sk)}
+}
+
+// Every input shape the store and the control plane send, with the
+// partition key(s) the meter must name for it.
+func TestCallKeysNamesEveryPartitionACallTouches(t *testing.T) {
+	cases := []struct {
+		name string
+		in   any
+		want []string
+	}{
+		{"GetItem", &dynamodb.GetItemInput{Key: key("V#projection", "v")}, []string{"V#projection"}},
+		{"PutItem, NUL separators printed as /", &dynamodb.PutItemInput{Item: map[string]types.AttributeValue{
+			"pk": s("J#site-a\x00job-1"), "sk": s("j"), "qk": s("q")}}, []string{"J#site-a/job-1"}},
+		{"UpdateItem", &dynamodb.UpdateItemInput{Key: key("P#runner-1", "p")}, []string{"P#runner-1"}},
+		{"DeleteItem", &dynamodb.DeleteItemInput{Key: key("J#job-2", "j")}, []string{"J#job-2"}},
+		{"Query on the table", &dynamodb.QueryInput{
+			KeyConditionExpression:    aws.String("pk = :pk AND begins_with(sk, :p)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s("V#projection"), ":p": s("c")},
+		}, []string{"V#projection"}},
+		{"Query on an index, attribute name by placeholder", &dynamodb.QueryInput{
+			IndexName:                 aws.String("queue"),
+			KeyConditionExpression:    aws.String("#q = :qk"),
+			ExpressionAttributeNames:  map[string]string{"#q": "qk"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":qk": s("owner-1\x00cap"), ":now": &types.AttributeValueMemberN{Value: "1"}},
+		}, []string{"queue:owner-1/cap"}},
+		{"Query on an index with a range condition", &dynamodb.QueryInput{
+			IndexName:              aws.String("due"),
+			KeyConditionExpression: aws.String("dk = :dk AND du > :since"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":dk": s("F#site-a"), ":since": &types.AttributeValueMemberN{Value: "5"}},
+		}, []string{"due:F#site-a"}},
+		{"TransactWriteItems", &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{Put: &types.Put{Item: key("J#job-3", "j")}},
+			{Update: &types.Update{Key: key("O#owner-1", "o")}},
+			{Delete: &types.Delete{Key: key("J#job-4", "j")}},
+			{ConditionCheck: &types.ConditionCheck{Key: key("V#projection", "v")}},
+		}}, []string{"J#job-3", "O#owner-1", "J#job-4", "V#projection"}},
+		{"TransactGetItems", &dynamodb.TransactGetItemsInput{TransactItems: []types.TransactGetItem{
+			{Get: &types.Get{Key: key("V#projection", "v")}}, {Get: &types.Get{Key: key("V#projection", "c0")}},
+		}}, []string{"V#projection", "V#projection"}},
+		{"BatchGetItem", &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+			"t": {Keys: []map[string]types.AttributeValue{key("J#a", "j"), key("J#b", "j")}},
+		}}, []string{"J#a", "J#b"}},
+		{"BatchWriteItem", &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{
+			"t": {{PutRequest: &types.PutRequest{Item: key("V#projection", "c1")}}, {DeleteRequest: &types.DeleteRequest{Key: key("J#c", "j")}}},
+		}}, []string{"V#projection", "J#c"}},
+		{"a Scan has no partition", &dynamodb.ScanInput{}, []string{keyScan}},
+		{"a Query without the partition equality", &dynamodb.QueryInput{IndexName: aws.String("queue"),
+			KeyConditionExpression: aws.String("pk = :pk"), ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s("x")}}, []string{keyUnknown}},
+	}
+	for _, c := range cases {
+		got := callKeys(c.in)
+		slices.Sort(got)
+		want := slices.Clone(c.want)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: keys %q, want %q", c.name, got, want)
+		}
+	}
+}
+
+// A call's capacity is shared equally over its items, and the shares add
+// up to the call.
+func TestMeterSharesACallOverItsKeys(t *testing.T) {
+	m := newCapacityMeter()
+	m.record("F", []string{"a", "b", "a", "c"}, Capacity{Calls: 1, ReadUnits: 2, WriteUnits: 8, IndexWrite: 4})
+	m.record(notFunction, []string{"a"}, Capacity{Calls: 1, WriteUnits: 100})
+	keys := m.snapshotKeys()
+	if a := keys["a"]; a.WriteUnits != 4 || a.ReadUnits != 1 || a.IndexWrite != 2 || a.Calls != 2 {
+		t.Errorf("key a: %+v, want half the call (two of its four items), calls outside functions under no key", a)
+	}
+	var sum Capacity
+	for _, c := range keys {
+		sum.add(c)
+	}
+	if sum.WriteUnits != 8 || sum.ReadUnits != 2 || sum.IndexWrite != 4 {
+		t.Errorf("shares add up to %+v, want the call's", sum)
+	}
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*max(1, math.Abs(b)) }
+
+func TestSaturationArithmetic(t *testing.T) {
+	w := &world{sites: []site{{id: "site-a"}, {id: "site-b"}}, daemons: []daemon{{runnerID: "run-1", owner: "own-1"}}}
+	// 100 jobs; 10 idle daemon-seconds.
+	lifecycle := map[string]Capacity{
+		"V#projection":   {Calls: 1300, ReadUnits: 1300},                // 13 RCU/job, shared
+		"S#site-a":       {Calls: 100, ReadUnits: 100, WriteUnits: 300}, // 3 WCU/job, site
+		"queue:own-1/xx": {Calls: 100, ReadUnits: 50},
+	}
+	idle := &IdlePhase{Daemons: 2, Seconds: 5, Keys: map[string]Capacity{
+		"V#projection": {Calls: 4, ReadUnits: 4},                // 0.4 RCU per daemon-second
+		"P#run-1":      {Calls: 2, ReadUnits: 1, WriteUnits: 9}, // the runner's own: never saturates with the fleet
+	}}
+	h := heat(w, 100, lifecycle, idle)
+	if h.Keys[0].Key != "V#projection" || h.Keys[0].Scope != "shared" || !near(h.Keys[0].PerJob.ReadUnits, 13) || !near(h.Keys[0].PerDaemonSecond.ReadUnits, 0.4) {
+		t.Errorf("hottest key %+v", h.Keys[0])
+	}
+	if len(h.Keys) != 4 {
+		t.Errorf("%d keys, want the 4 distinct keys of both phases", len(h.Keys))
+	}
+	for _, k := range h.Keys {
+		want := map[string]string{"V#projection": "shared", "S#site-a": "site", "queue:own-1/xx": "owner", "P#run-1": "runner"}[k.Key]
+		if k.Scope != want {
+			t.Errorf("%s: scope %s, want %s", k.Key, k.Scope, want)
+		}
+	}
+	// 3000 RCU/s over 0.4 RCU per daemon-second.
+	if s := h.IdleDaemons; s == nil || s.Key != "V#projection" || !s.Reads || !near(s.At, 7500) {
+		t.Errorf("idle saturation %+v, want V#projection reads at 7500 daemons", s)
+	}
+	// Shared: 3000/13 = 230.8 jobs/s at any size. The site key took half
+	// the jobs at 6 WCU each: 1000 WCU/s over 3 WCU/job, times sites/2:
+	// 166.7 at one site (first there), 1666.7 at ten.
+	want := map[int]Saturation{
+		1:  {Sites: 1, Key: "S#site-a", At: 1000.0 / 3 / 2},
+		10: {Sites: 10, Key: "V#projection", Reads: true, At: 3000.0 / 13},
+	}
+	for _, s := range h.JobsPerSecond {
+		if x, ok := want[s.Sites]; ok && (x.Key != s.Key || x.Reads != s.Reads || !near(x.At, s.At)) {
+			t.Errorf("at %d sites: %+v, want %+v", s.Sites, s, x)
+		}
+	}
+	if len(h.JobsPerSecond) != len(heatSites) {
+		t.Errorf("%d fleet sizes, want %d", len(h.JobsPerSecond), len(heatSites))
+	}
+}
