@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -189,4 +190,69 @@ func TestResultRowIsTheRowTheWholeAnswerHolds(t *testing.T) {
 	if _, ok := resultRow(raw, "j3"); ok {
 		t.Fatal("found a job the answer does not hold")
 	}
+}
+
+// A small run on the DynamoDB target with an idle phase (shorter than a
+// heartbeat period: the first daemons' turns fall in it, the rest's past
+// it): every call is
+// counted under its partition keys, so the keys' totals add up to the
+// functions' in both phases, and the hottest keys and the saturation
+// figures are reported.
+func TestKeyHeatAddsUpToTheFunctionsCapacity(t *testing.T) {
+	root, err := localtest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := Config{
+		Sites: 2, Daemons: 3, Jobs: 6, Warmup: 1, Rounds: 2,
+		Targets:        []string{TargetDynamo},
+		TargetCommand:  []string{os.Args[0]},
+		JobDeadline:    30 * time.Second,
+		Idle:           3 * time.Second,
+		RepoRoot:       root,
+		DynamoEndpoint: localtest.DynamoEndpoint(t),
+	}
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := rep.Targets[TargetDynamo]
+	if tr.Lifecycle.Jobs != cfg.Jobs || tr.Lifecycle.Failed != 0 {
+		t.Fatalf("%d of %d jobs, %d failed: %v", tr.Lifecycle.Jobs, cfg.Jobs, tr.Lifecycle.Failed, tr.Lifecycle.Errors)
+	}
+	if tr.Idle == nil || tr.Idle.Failed != 0 || tr.Idle.Heartbeats < 1 || tr.Idle.Claims < 1 || tr.Idle.Seconds != cfg.Idle.Seconds() {
+		t.Fatalf("idle phase %+v", tr.Idle)
+	}
+	sums := func(name string, byFunction, byKey map[string]Capacity) {
+		var f, k Capacity
+		for _, c := range byFunction {
+			f.add(c)
+		}
+		for _, c := range byKey {
+			k.add(c)
+		}
+		if f.ReadUnits <= 0 || f.WriteUnits <= 0 {
+			t.Errorf("%s: nothing metered by function: %+v", name, f)
+		}
+		if !near(f.ReadUnits, k.ReadUnits) || !near(f.WriteUnits, k.WriteUnits) || !near(f.IndexWrite, k.IndexWrite) {
+			t.Errorf("%s: keys add up to %+v, functions to %+v", name, k, f)
+		}
+	}
+	sums("lifecycle", tr.Lifecycle.Capacity, tr.Lifecycle.Keys)
+	sums("idle", tr.Idle.Capacity, tr.Idle.Keys)
+	if tr.Heat == nil || len(tr.Heat.Keys) == 0 || tr.Heat.IdleDaemons == nil || len(tr.Heat.JobsPerSecond) != len(heatSites) {
+		t.Fatalf("heat not reported: %+v", tr.Heat)
+	}
+	md := rep.Markdown()
+	if !strings.Contains(md, "Hottest DynamoDB partition keys") || !strings.Contains(md, tr.Heat.Keys[0].Key) {
+		t.Errorf("the report has no heat table:\n%s", md)
+	}
+	for _, k := range tr.Heat.Keys {
+		if strings.ContainsRune(k.Key, 0) {
+			t.Errorf("key %q printed with a NUL", k.Key)
+		}
+	}
+	t.Logf("hottest: %+v; idle: %+v; jobs: %+v", tr.Heat.Keys[0], *tr.Heat.IdleDaemons, tr.Heat.JobsPerSecond)
 }

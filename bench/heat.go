@@ -177,8 +177,9 @@ func derefString(s *string) string {
 // and per daemon-second of the idle phase.
 type KeyHeat struct {
 	Key string `json:"key"`
-	// Scope is "site", "owner" or "runner" when the key names one of the
-	// workload's sites, owners or runners (classify), "shared" otherwise.
+	// Scope is "job" when the key names a job, "site", "owner" or
+	// "runner" when it names one of the workload's sites, owners or
+	// runners (classify), "shared" otherwise.
 	Scope           string   `json:"scope"`
 	PerJob          Capacity `json:"perJob"`
 	PerDaemonSecond Capacity `json:"perIdleDaemonSecond"`
@@ -209,12 +210,16 @@ const hotKeys = 10
 // heatSites are the fleet sizes the jobs/s saturation is printed for.
 var heatSites = []int{1, 10, 100, 1000}
 
-// classify says whose a key is: a key holding one of the workload's site,
-// owner or runner ids is that entity's, and a fleet grown in the
-// workload's proportions spreads such keys' load over more of them; any
-// other key is shared by all of its kind (a job's key is the job's alone,
-// and never hot: its figure per job is one job's over all of them).
+// classify says whose a key is. A key holding a job id is that job's
+// alone: its load is one job's however many run, so it never saturates.
+// A key holding one of the workload's site, owner or runner ids is that
+// entity's, and a fleet grown in the workload's proportions spreads such
+// keys' load over more of them. Any other key is shared by the whole
+// fleet.
 func classify(key string, w *world) string {
+	if jobIDs.MatchString(key) {
+		return "job"
+	}
 	for _, s := range w.sites {
 		if strings.Contains(key, s.id) {
 			return "site"
@@ -323,7 +328,8 @@ func idleSaturation(perDS map[string]Capacity, scope func(string) string) *Satur
 }
 
 // jobSaturation is the job rate, spread evenly over sites, at which the
-// first key saturates. A shared key takes every job's share: it saturates
+// first key saturates. A job's own key carries one job, never more. A
+// shared key takes every job's share: it saturates
 // at limit / (its capacity per job) jobs/s whatever the number of sites.
 // A key of one site, owner or runner took its part of the workload's jobs
 // over workloadSites sites; in a fleet of sites in the workload's
@@ -333,7 +339,10 @@ func jobSaturation(perJob map[string]Capacity, scope func(string) string, worklo
 	var best *Saturation
 	for k, c := range perJob {
 		f := 1.0
-		if scope(k) != "shared" {
+		switch scope(k) {
+		case "job":
+			continue
+		case "site", "owner", "runner":
 			f = float64(sites) / float64(workloadSites)
 		}
 		for _, s := range []Saturation{{Sites: sites, Key: k, Reads: true, At: f * limitOver(partitionRCU, c.ReadUnits)}, {Sites: sites, Key: k, At: f * limitOver(partitionWCU, c.WriteUnits)}} {

@@ -103,6 +103,8 @@ func TestSaturationArithmetic(t *testing.T) {
 		"V#projection":   {Calls: 1300, ReadUnits: 1300},                // 13 RCU/job, shared
 		"S#site-a":       {Calls: 100, ReadUnits: 100, WriteUnits: 300}, // 3 WCU/job, site
 		"queue:own-1/xx": {Calls: 100, ReadUnits: 50},
+		// One job's item, read by that job alone: never saturates.
+		"J#site-a/r0-000-000001": {Calls: 20, WriteUnits: 90},
 	}
 	idle := &IdlePhase{Daemons: 2, Seconds: 5, Keys: map[string]Capacity{
 		"V#projection": {Calls: 4, ReadUnits: 4},                // 0.4 RCU per daemon-second
@@ -112,11 +114,11 @@ func TestSaturationArithmetic(t *testing.T) {
 	if h.Keys[0].Key != "V#projection" || h.Keys[0].Scope != "shared" || !near(h.Keys[0].PerJob.ReadUnits, 13) || !near(h.Keys[0].PerDaemonSecond.ReadUnits, 0.4) {
 		t.Errorf("hottest key %+v", h.Keys[0])
 	}
-	if len(h.Keys) != 4 {
-		t.Errorf("%d keys, want the 4 distinct keys of both phases", len(h.Keys))
+	if len(h.Keys) != 5 {
+		t.Errorf("%d keys, want the 5 distinct keys of both phases", len(h.Keys))
 	}
 	for _, k := range h.Keys {
-		want := map[string]string{"V#projection": "shared", "S#site-a": "site", "queue:own-1/xx": "owner", "P#run-1": "runner"}[k.Key]
+		want := map[string]string{"V#projection": "shared", "S#site-a": "site", "queue:own-1/xx": "owner", "P#run-1": "runner", "J#site-a/r0-000-000001": "job"}[k.Key]
 		if k.Scope != want {
 			t.Errorf("%s: scope %s, want %s", k.Key, k.Scope, want)
 		}

@@ -94,12 +94,10 @@ func runIdle(ctx context.Context, t target, w *world, length time.Duration) Idle
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	if elapsed > length {
-		// The last request started before the end; the phase is its length.
-		elapsed = length
-	}
-	p := IdlePhase{Daemons: len(w.daemons), Seconds: elapsed.Seconds(),
+	// The phase is its length: every request of it started inside it, and
+	// a daemon whose turn falls past the end (a phase shorter than a
+	// period) rightly sends nothing.
+	p := IdlePhase{Daemons: len(w.daemons), Seconds: length.Seconds(),
 		Heartbeats: heartbeats.load(), Claims: claims.load(), Failed: failed.load(), Errors: errs}
 	if after := t.capacity(); after != nil {
 		p.Capacity = capacitySince(after, before)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -116,7 +117,7 @@ func runPhase(ctx context.Context, t target, w *world, spec phaseSpec) Phase {
 				if n >= int64(spec.jobs) || ctx.Err() != nil {
 					return
 				}
-				id := fmt.Sprintf("%s-%03d-%06d", spec.tag, i, n)
+				id := lifecycleJobID(spec.tag, i, n)
 				deadline := time.Now().Add(spec.deadline).UnixMilli()
 				if err := lifecycle(ctx, c, d, s, id, deadline, &empties); err != nil {
 					failed.add(1)
@@ -267,3 +268,12 @@ func capacitySince(after, before map[string]Capacity) map[string]Capacity {
 	}
 	return out
 }
+
+// lifecycleJobID is the id of daemon i's job n of a phase tagged tag;
+// jobIDs matches it and the background jobs' ids (background), so the
+// heat report can tell a job's own keys from the keys jobs share.
+func lifecycleJobID(tag string, i int, n int64) string {
+	return fmt.Sprintf("%s-%03d-%06d", tag, i, n)
+}
+
+var jobIDs = regexp.MustCompile(`[a-z0-9]+-[0-9]{3}-[0-9]{6}|deep-[0-9]{7}`)
