@@ -297,7 +297,7 @@ func (t *TargetReport) heatTables(b *strings.Builder) {
 	h := t.Heat
 	idle := "no idle phase"
 	if p := t.Idle; p != nil {
-		idle = fmt.Sprintf("idle: %d daemons for %.0f s at the default %.0f s heartbeat, %d heartbeats and %d empty claims", p.Daemons, p.Seconds, idleHeartbeat.Seconds(), p.Heartbeats, p.Claims)
+		idle = fmt.Sprintf("%d daemons for %.0f s at the default %.0f s heartbeat, %d heartbeats and %d empty claims", p.Daemons, p.Seconds, idleHeartbeat.Seconds(), p.Heartbeats, p.Claims)
 	}
 	fmt.Fprintf(b, "\n### Hottest DynamoDB partition keys (per job of the lifecycle phase; per daemon-second of the idle phase: %s)\n\n", idle)
 	b.WriteString("| key | scope | RCU/job | WCU/job | RCU/idle daemon-s | WCU/idle daemon-s |\n|---|---|---:|---:|---:|---:|\n")

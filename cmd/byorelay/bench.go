@@ -41,7 +41,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&cfg.DynamoEndpoint, "ddb-endpoint", os.Getenv(localtest.EnvDynamoEndpoint), "use this DynamoDB endpoint instead of starting DynamoDB Local")
 	out := fs.String("out", ".cache/bench/bench.json", "the JSON report; the Markdown tables go beside it (.md)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: byorelay bench [flags]\n\nDrives the job lifecycle over HTTP against byorelay on DynamoDB Local, on the\nmemory store and against the reference relay, and reports throughput, latency,\nDynamoDB capacity per job, claim at queue depth, and function size and init.\n\n")
+		fmt.Fprint(stderr, "usage: byorelay bench [flags]\n\nDrives the job lifecycle over HTTP against byorelay on DynamoDB Local, on the\nmemory store and against the reference relay, and reports throughput, latency,\nDynamoDB capacity per job and its hottest partition keys, claim at queue\ndepth, and function size and init.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
