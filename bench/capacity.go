@@ -81,21 +81,17 @@ func (m *capacityMeter) snapshotKeys() map[string]Capacity {
 	return out
 }
 
-// record counts one call's capacity under its function and, shared out
-// equally over the items it touches (share), under each item's partition
-// key. Calls outside functions count under no key.
-func (m *capacityMeter) record(function string, keys []string, c Capacity) {
+// record counts one call's capacity under its function and under the
+// partition keys it touches (keyShares). Calls outside functions count
+// under no key.
+func (m *capacityMeter) record(function string, keys map[string]Capacity, c Capacity) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	addTo(m.use, function, c)
 	if function == notFunction {
 		return
 	}
-	if len(keys) == 0 {
-		keys = []string{keyUnknown}
-	}
-	part := share(c, len(keys))
-	for _, k := range keys {
+	for k, part := range keys {
 		addTo(m.keys, k, part)
 	}
 }
@@ -117,8 +113,10 @@ func (m *capacityMeter) apiOption(stack *middleware.Stack) error {
 			askForCapacity(in.Parameters)
 			out, md, err := next.HandleInitialize(ctx, in)
 			var c Capacity
+			var byIndex map[string]float64
 			if err == nil {
 				c = billed(in.Parameters, consumed(out.Result))
+				byIndex = indexWrites(out.Result)
 			} else {
 				c = billedRefusal(in.Parameters, err)
 			}
@@ -127,7 +125,7 @@ func (m *capacityMeter) apiOption(stack *middleware.Stack) error {
 			if dynamo.Sweeping(ctx) && fn != notFunction {
 				fn += sweepSuffix
 			}
-			m.record(fn, callKeys(in.Parameters), c)
+			m.record(fn, keyShares(callKeys(in.Parameters), c, byIndex, indexKeysWritten(in.Parameters)), c)
 			return out, md, err
 		}), middleware.After)
 }

@@ -35,9 +35,9 @@ const (
 // callKeys is the partition key of every item a call touches, one entry
 // per item (a key repeats when two items of a transaction share it), so
 // the call's capacity can be shared out over its entries. A read of an
-// index names the index's partition; a write names the base table's key
-// (its index maintenance is counted under that key as IndexWrite: which
-// index partitions an update moves an item between is not in the request).
+// index names the index's partition; a write names the table's key, and
+// its index maintenance goes to the index partitions it names
+// (keyShares).
 func callKeys(params any) []string {
 	switch in := params.(type) {
 	case *dynamodb.GetItemInput:
@@ -360,4 +360,116 @@ func limitOver(limit, rate float64) float64 {
 		return 0
 	}
 	return limit / rate
+}
+
+// indexWrites is a write call's index maintenance by index, as the call
+// reports it (the same units consumed counts as IndexWrite).
+func indexWrites(result any) map[string]float64 {
+	var cs []types.ConsumedCapacity
+	switch out := result.(type) {
+	case *dynamodb.PutItemOutput:
+		cs = opt(out.ConsumedCapacity)
+	case *dynamodb.UpdateItemOutput:
+		cs = opt(out.ConsumedCapacity)
+	case *dynamodb.DeleteItemOutput:
+		cs = opt(out.ConsumedCapacity)
+	case *dynamodb.BatchWriteItemOutput:
+		cs = out.ConsumedCapacity
+	case *dynamodb.TransactWriteItemsOutput:
+		cs = out.ConsumedCapacity
+	}
+	out := map[string]float64{}
+	for _, u := range cs {
+		for name, ix := range u.GlobalSecondaryIndexes {
+			out[name] += indexUnits(ix)
+		}
+	}
+	return out
+}
+
+// indexKeysWritten is, by index, the index partitions a write call names
+// for its items: the index's key attribute in a Put's item, or set by an
+// Update's SET (name = :value). An entry leaving an index (REMOVE, or a
+// Delete) names no partition in the request.
+func indexKeysWritten(params any) map[string][]string {
+	out := map[string][]string{}
+	fromItem := func(item map[string]types.AttributeValue) {
+		for index := range hashKeys {
+			if index == "" {
+				continue
+			}
+			if v, ok := item[hashKeys[index]].(*types.AttributeValueMemberS); ok {
+				out[index] = append(out[index], keyName(index, v.Value))
+			}
+		}
+	}
+	fromUpdate := func(expr *string, names map[string]string, values map[string]types.AttributeValue) {
+		for index := range hashKeys {
+			if index == "" {
+				continue
+			}
+			if k := queryKey(index, derefString(expr), names, values); k != keyUnknown {
+				out[index] = append(out[index], k)
+			}
+		}
+	}
+	switch in := params.(type) {
+	case *dynamodb.PutItemInput:
+		fromItem(in.Item)
+	case *dynamodb.UpdateItemInput:
+		fromUpdate(in.UpdateExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	case *dynamodb.BatchWriteItemInput:
+		for _, reqs := range in.RequestItems {
+			for _, r := range reqs {
+				if r.PutRequest != nil {
+					fromItem(r.PutRequest.Item)
+				}
+			}
+		}
+	case *dynamodb.TransactWriteItemsInput:
+		for _, it := range in.TransactItems {
+			switch {
+			case it.Put != nil:
+				fromItem(it.Put.Item)
+			case it.Update != nil:
+				fromUpdate(it.Update.UpdateExpression, it.Update.ExpressionAttributeNames, it.Update.ExpressionAttributeValues)
+			}
+		}
+	}
+	return out
+}
+
+// keyShares is how one call's capacity is counted by partition key. Each
+// index's maintenance goes to the index partitions the call names for it
+// (indexKeysWritten), equally; maintenance the request names no partition
+// for (an entry removed) stays with the items' own keys. The rest is
+// shared equally over the items' own keys (callKeys, share). Every unit
+// lands on exactly one key, so the keys add up to the call.
+func keyShares(keys []string, c Capacity, byIndex map[string]float64, named map[string][]string) map[string]Capacity {
+	out := map[string]Capacity{}
+	rest := c
+	for index, u := range byIndex {
+		ks := named[index]
+		if u <= 0 || len(ks) == 0 {
+			continue
+		}
+		rest.WriteUnits -= u
+		rest.IndexWrite -= u
+		part := share(Capacity{Calls: c.Calls, WriteUnits: u, IndexWrite: u}, len(ks))
+		for _, k := range ks {
+			add := out[k]
+			add.add(part)
+			out[k] = add
+		}
+	}
+	if len(keys) == 0 {
+		keys = []string{keyUnknown}
+	}
+	part := share(rest, len(keys))
+	for _, k := range keys {
+		add := out[k]
+		add.add(part)
+		out[k] = add
+	}
+	return out
 }

@@ -75,22 +75,44 @@ func TestCallKeysNamesEveryPartitionACallTouches(t *testing.T) {
 	}
 }
 
-// A call's capacity is shared equally over its items, and the shares add
-// up to the call.
+// A call's capacity is shared equally over its items, an index's
+// maintenance goes to the index partitions the call names, and the shares
+// add up to the call.
 func TestMeterSharesACallOverItsKeys(t *testing.T) {
 	m := newCapacityMeter()
-	m.record("F", []string{"a", "b", "a", "c"}, Capacity{Calls: 1, ReadUnits: 2, WriteUnits: 8, IndexWrite: 4})
-	m.record(notFunction, []string{"a"}, Capacity{Calls: 1, WriteUnits: 100})
+	in := &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: &types.Put{Item: map[string]types.AttributeValue{"pk": s("a"), "sk": s("j"), "qk": s("Q#1")}}},
+		{Update: &types.Update{Key: key("b", "x"), UpdateExpression: aws.String("SET dk = :dk, du = :du REMOVE qk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":dk": s("D#0"), ":du": &types.AttributeValueMemberN{Value: "1"}}}},
+		{Update: &types.Update{Key: key("a", "y"), UpdateExpression: aws.String("REMOVE lk")}},
+		{ConditionCheck: &types.ConditionCheck{Key: key("c", "z")}},
+	}}
+	c := Capacity{Calls: 1, ReadUnits: 2, WriteUnits: 14, IndexWrite: 8}
+	byIndex := map[string]float64{"queue": 2, "due": 4, "sitelist": 2}
+	m.record("F", keyShares(callKeys(in), c, byIndex, indexKeysWritten(in)), c)
+	m.record(notFunction, map[string]Capacity{"a": {Calls: 1, WriteUnits: 100}}, Capacity{Calls: 1, WriteUnits: 100})
 	keys := m.snapshotKeys()
-	if a := keys["a"]; a.WriteUnits != 4 || a.ReadUnits != 1 || a.IndexWrite != 2 || a.Calls != 2 {
-		t.Errorf("key a: %+v, want half the call (two of its four items), calls outside functions under no key", a)
+	want := map[string]Capacity{
+		"queue:Q#1": {Calls: 1, WriteUnits: 2, IndexWrite: 2},
+		"due:D#0":   {Calls: 1, WriteUnits: 4, IndexWrite: 4},
+		// The rest (2 RCU, 8 WCU of which the removed sitelist entry's 2)
+		// over the four items, two of them a's.
+		"a": {Calls: 2, ReadUnits: 1, WriteUnits: 4, IndexWrite: 1},
+		"b": {Calls: 1, ReadUnits: 0.5, WriteUnits: 2, IndexWrite: 0.5},
+		"c": {Calls: 1, ReadUnits: 0.5, WriteUnits: 2, IndexWrite: 0.5},
+	}
+	if len(keys) != len(want) {
+		t.Errorf("keys %v, want %v (calls outside functions under no key)", keys, want)
 	}
 	var sum Capacity
-	for _, c := range keys {
-		sum.add(c)
+	for k, got := range keys {
+		if got != want[k] {
+			t.Errorf("%s: %+v, want %+v", k, got, want[k])
+		}
+		sum.add(got)
 	}
-	if sum.WriteUnits != 8 || sum.ReadUnits != 2 || sum.IndexWrite != 4 {
-		t.Errorf("shares add up to %+v, want the call's", sum)
+	if sum.WriteUnits != c.WriteUnits || sum.ReadUnits != c.ReadUnits || sum.IndexWrite != c.IndexWrite {
+		t.Errorf("shares add up to %+v, want the call's %+v", sum, c)
 	}
 }
 
