@@ -309,7 +309,11 @@ func (t *TargetReport) heatTables(b *strings.Builder) {
 		fmt.Fprintf(b, "| idle daemons at the default heartbeat | `%s` (%s) | %.0f daemons |\n", s.Key, limitName(s.Reads), s.At)
 	}
 	for _, s := range h.JobsPerSecond {
-		fmt.Fprintf(b, "| jobs/s spread over %d sites | `%s` (%s) | %.0f jobs/s |\n", s.Sites, s.Key, limitName(s.Reads), s.At)
+		sites := "sites"
+		if s.Sites == 1 {
+			sites = "site"
+		}
+		fmt.Fprintf(b, "| jobs/s spread over %d %s | `%s` (%s) | %.0f jobs/s |\n", s.Sites, sites, s.Key, limitName(s.Reads), s.At)
 	}
 }
 
