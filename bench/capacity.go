@@ -62,11 +62,7 @@ const notFunction = "(outside functions)"
 func (m *capacityMeter) snapshot() map[string]Capacity {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[string]Capacity, len(m.use))
-	for k, v := range m.use {
-		out[k] = *v
-	}
-	return out
+	return copyCounts(m.use)
 }
 
 // snapshotKeys copies the counts so far, keyed by partition key. Calls
@@ -74,8 +70,12 @@ func (m *capacityMeter) snapshot() map[string]Capacity {
 func (m *capacityMeter) snapshotKeys() map[string]Capacity {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[string]Capacity, len(m.keys))
-	for k, v := range m.keys {
+	return copyCounts(m.keys)
+}
+
+func copyCounts(counts map[string]*Capacity) map[string]Capacity {
+	out := make(map[string]Capacity, len(counts))
+	for k, v := range counts {
 		out[k] = *v
 	}
 	return out
@@ -238,30 +238,7 @@ func billedRefusal(params any, err error) Capacity {
 // write call's are writes; where DynamoDB splits them (ReadCapacityUnits,
 // WriteCapacityUnits) the split is used as given.
 func consumed(result any) Capacity {
-	var cs []types.ConsumedCapacity
-	write := false
-	switch out := result.(type) {
-	case *dynamodb.GetItemOutput:
-		cs = opt(out.ConsumedCapacity)
-	case *dynamodb.QueryOutput:
-		cs = opt(out.ConsumedCapacity)
-	case *dynamodb.ScanOutput:
-		cs = opt(out.ConsumedCapacity)
-	case *dynamodb.BatchGetItemOutput:
-		cs = out.ConsumedCapacity
-	case *dynamodb.TransactGetItemsOutput:
-		cs = out.ConsumedCapacity
-	case *dynamodb.PutItemOutput:
-		cs, write = opt(out.ConsumedCapacity), true
-	case *dynamodb.UpdateItemOutput:
-		cs, write = opt(out.ConsumedCapacity), true
-	case *dynamodb.DeleteItemOutput:
-		cs, write = opt(out.ConsumedCapacity), true
-	case *dynamodb.BatchWriteItemOutput:
-		cs, write = out.ConsumedCapacity, true
-	case *dynamodb.TransactWriteItemsOutput:
-		cs, write = out.ConsumedCapacity, true
-	}
+	cs, write := reported(result)
 	var c Capacity
 	for _, u := range cs {
 		switch {
@@ -280,6 +257,34 @@ func consumed(result any) Capacity {
 		}
 	}
 	return c
+}
+
+// reported is the capacity a call's answer reports, and whether the call
+// is a write.
+func reported(result any) (cs []types.ConsumedCapacity, write bool) {
+	switch out := result.(type) {
+	case *dynamodb.GetItemOutput:
+		return opt(out.ConsumedCapacity), false
+	case *dynamodb.QueryOutput:
+		return opt(out.ConsumedCapacity), false
+	case *dynamodb.ScanOutput:
+		return opt(out.ConsumedCapacity), false
+	case *dynamodb.BatchGetItemOutput:
+		return out.ConsumedCapacity, false
+	case *dynamodb.TransactGetItemsOutput:
+		return out.ConsumedCapacity, false
+	case *dynamodb.PutItemOutput:
+		return opt(out.ConsumedCapacity), true
+	case *dynamodb.UpdateItemOutput:
+		return opt(out.ConsumedCapacity), true
+	case *dynamodb.DeleteItemOutput:
+		return opt(out.ConsumedCapacity), true
+	case *dynamodb.BatchWriteItemOutput:
+		return out.ConsumedCapacity, true
+	case *dynamodb.TransactWriteItemsOutput:
+		return out.ConsumedCapacity, true
+	}
+	return nil, false
 }
 
 func indexUnits(ix types.Capacity) float64 {

@@ -365,18 +365,9 @@ func limitOver(limit, rate float64) float64 {
 // indexWrites is a write call's index maintenance by index, as the call
 // reports it (the same units consumed counts as IndexWrite).
 func indexWrites(result any) map[string]float64 {
-	var cs []types.ConsumedCapacity
-	switch out := result.(type) {
-	case *dynamodb.PutItemOutput:
-		cs = opt(out.ConsumedCapacity)
-	case *dynamodb.UpdateItemOutput:
-		cs = opt(out.ConsumedCapacity)
-	case *dynamodb.DeleteItemOutput:
-		cs = opt(out.ConsumedCapacity)
-	case *dynamodb.BatchWriteItemOutput:
-		cs = out.ConsumedCapacity
-	case *dynamodb.TransactWriteItemsOutput:
-		cs = out.ConsumedCapacity
+	cs, write := reported(result)
+	if !write {
+		return nil
 	}
 	out := map[string]float64{}
 	for _, u := range cs {

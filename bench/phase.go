@@ -224,21 +224,9 @@ func mergeRounds(rounds []Phase, lat *samples) Phase {
 				m.Errors = append(m.Errors, e)
 			}
 		}
-		for k, c := range p.Keys {
-			if m.Keys == nil {
-				m.Keys = map[string]Capacity{}
-			}
-			sum := m.Keys[k]
-			sum.add(c)
-			m.Keys[k] = sum
-		}
-		for fn, c := range p.Capacity {
-			if m.Capacity == nil {
-				m.Capacity = map[string]Capacity{}
-			}
-			sum := m.Capacity[fn]
-			sum.add(c)
-			m.Capacity[fn] = sum
+		m.Keys = addCounts(m.Keys, p.Keys)
+		m.Capacity = addCounts(m.Capacity, p.Capacity)
+		for _, c := range p.Capacity {
 			total.add(c)
 		}
 	}
@@ -277,3 +265,17 @@ func lifecycleJobID(tag string, i int, n int64) string {
 }
 
 var jobIDs = regexp.MustCompile(`[a-z0-9]+-[0-9]{3}-[0-9]{6}|deep-[0-9]{7}`)
+
+// addCounts adds from's counts into into, made on the first count, and
+// answers it.
+func addCounts(into, from map[string]Capacity) map[string]Capacity {
+	for k, c := range from {
+		if into == nil {
+			into = map[string]Capacity{}
+		}
+		sum := into[k]
+		sum.add(c)
+		into[k] = sum
+	}
+	return into
+}

@@ -24,6 +24,22 @@ func serve(t *testing.T, r *rig) (*httptest.Server, *controlplane.Client) {
 	return srv, controlplane.NewClient(srv.URL, srv.Client())
 }
 
+// adminRefusal sends one request to the admin API and decodes its answer
+// as the API's error body; err is the decode's.
+func adminRefusal(t *testing.T, srv *httptest.Server, method, path, body string) (*http.Response, []byte, controlplane.ErrorResponse, error) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), method, srv.URL+path, strings.NewReader(body))
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var refusal controlplane.ErrorResponse
+	err = json.Unmarshal(data, &refusal)
+	return resp, data, refusal, err
+}
+
 func TestTheAdminAPIDrivesEveryChange(t *testing.T) {
 	r := newRig(t)
 	_, c := serve(t, r)
@@ -199,15 +215,8 @@ func TestTheAdminAPIRefusesBadBodiesWithAClearJSONErrorAndChangesNothing(t *test
 		{"the wrong method", "DELETE", "/admin/fixture", ``, 404, "not-found"},
 	} {
 		t.Run("refuses "+tc.name, func(t *testing.T) {
-			req, _ := http.NewRequestWithContext(t.Context(), tc.method, srv.URL+tc.path, strings.NewReader(tc.body))
-			resp, err := srv.Client().Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			data, _ := io.ReadAll(resp.Body)
-			var body controlplane.ErrorResponse
-			if err := json.Unmarshal(data, &body); err != nil || resp.StatusCode != tc.status || body.Error != tc.code || body.Message == "" {
+			resp, data, body, err := adminRefusal(t, srv, tc.method, tc.path, tc.body)
+			if err != nil || resp.StatusCode != tc.status || body.Error != tc.code || body.Message == "" {
 				t.Fatalf("got %d %s, want %d %q with a message", resp.StatusCode, data, tc.status, tc.code)
 			}
 			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
@@ -259,15 +268,8 @@ func TestTheAdminAPISaysWhatIsWrongWithABody(t *testing.T) {
 	for _, route := range routes {
 		for _, b := range bodies {
 			t.Run(route.method+" "+route.path+" "+b.name, func(t *testing.T) {
-				req, _ := http.NewRequestWithContext(t.Context(), route.method, srv.URL+route.path, strings.NewReader(b.raw))
-				resp, err := srv.Client().Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer resp.Body.Close()
-				data, _ := io.ReadAll(resp.Body)
-				var body controlplane.ErrorResponse
-				if err := json.Unmarshal(data, &body); err != nil || resp.StatusCode != 400 || body.Error != "bad-request" || body.Message != b.message {
+				resp, data, body, err := adminRefusal(t, srv, route.method, route.path, b.raw)
+				if err != nil || resp.StatusCode != 400 || body.Error != "bad-request" || body.Message != b.message {
 					t.Fatalf("got %d %s, want 400 bad-request %q", resp.StatusCode, data, b.message)
 				}
 			})

@@ -1,17 +1,14 @@
 package siteserver_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/siteserver"
 	"github.com/byorelay/byorelay/sitestore"
-	sitedynamo "github.com/byorelay/byorelay/sitestore/dynamo"
 	"github.com/byorelay/byorelay/sitestore/memory"
 	"github.com/byorelay/byorelay/store"
 )
@@ -23,18 +20,7 @@ func eachDirectWorld(t *testing.T, f func(t *testing.T, w *world)) {
 		f(t, newWorldOn(t, func(clock *store.ManualClock) sitestore.Store { return memory.New(memory.Options{Clock: clock}) }))
 	})
 	t.Run("dynamo", func(t *testing.T) {
-		f(t, newWorldOn(t, func(clock *store.ManualClock) sitestore.Store {
-			db := localtest.DynamoClient(t)
-			table := localtest.UniqueName("site")
-			if err := sitedynamo.CreateTable(context.Background(), db, table); err != nil {
-				t.Fatal(err)
-			}
-			st, err := sitedynamo.New(sitedynamo.Config{DB: db, Table: table, Clock: clock})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		}))
+		f(t, newWorldOn(t, func(clock *store.ManualClock) sitestore.Store { return dynamoSiteStore(t, clock) }))
 	})
 }
 

@@ -18,6 +18,22 @@ import (
 
 func TestMain(m *testing.M) { localtest.Main(m) }
 
+// dynamoSiteStore is a site store on a fresh DynamoDB Local table, on
+// clock.
+func dynamoSiteStore(t *testing.T, clock *store.ManualClock) sitestore.Store {
+	t.Helper()
+	db := localtest.DynamoClient(t)
+	table := localtest.UniqueName("site")
+	if err := sitedynamo.CreateTable(context.Background(), db, table); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sitedynamo.New(sitedynamo.Config{DB: db, Table: table, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // eachSiteStore runs f on a cloud world over each site store: the memory
 // store and DynamoDB Local, on the world's one manual clock.
 func eachSiteStore(t *testing.T, f func(t *testing.T, w *cloudWorld)) {
@@ -25,18 +41,7 @@ func eachSiteStore(t *testing.T, f func(t *testing.T, w *cloudWorld)) {
 		f(t, newCloudWorld(t))
 	})
 	t.Run("dynamo", func(t *testing.T) {
-		f(t, newCloudWorldOn(t, func(clock *store.ManualClock) sitestore.Store {
-			db := localtest.DynamoClient(t)
-			table := localtest.UniqueName("site")
-			if err := sitedynamo.CreateTable(context.Background(), db, table); err != nil {
-				t.Fatal(err)
-			}
-			st, err := sitedynamo.New(sitedynamo.Config{DB: db, Table: table, Clock: clock})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		}))
+		f(t, newCloudWorldOn(t, func(clock *store.ManualClock) sitestore.Store { return dynamoSiteStore(t, clock) }))
 	})
 }
 

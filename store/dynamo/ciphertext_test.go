@@ -116,6 +116,13 @@ func (e *cipherEnv) complete(g protocol.ClaimedStub, size int, d store.Dispositi
 	}
 }
 
+func (e *cipherEnv) cancel(g protocol.ClaimedStub) {
+	e.t.Helper()
+	if ok, err := e.s.Cancel(e.ctx, "site", g.ID); err != nil || !ok {
+		e.t.Fatalf("cancel %s: %v %v", g.ID, ok, err)
+	}
+}
+
 // stream appends three frames of sealed text to g's live stream.
 func (e *cipherEnv) stream(g protocol.ClaimedStub) {
 	e.t.Helper()
@@ -259,16 +266,12 @@ func TestNoCiphertextOutlivesItsJob(t *testing.T) {
 		}, true},
 		{"cancelled, reported canceled", func(e *cipherEnv, g protocol.ClaimedStub, size int) {
 			e.seal(g, size)
-			if ok, err := e.s.Cancel(e.ctx, "site", g.ID); err != nil || !ok {
-				t.Fatalf("cancel: %v %v", ok, err)
-			}
+			e.cancel(g)
 			e.complete(g, size, store.DispositionCanceled)
 		}, true},
 		{"cancelled, never reported", func(e *cipherEnv, g protocol.ClaimedStub, size int) {
 			e.seal(g, size)
-			if ok, err := e.s.Cancel(e.ctx, "site", g.ID); err != nil || !ok {
-				t.Fatalf("cancel: %v %v", ok, err)
-			}
+			e.cancel(g)
 		}, false},
 		{"expired while running", func(e *cipherEnv, g protocol.ClaimedStub, size int) {
 			e.seal(g, size)
