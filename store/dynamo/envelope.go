@@ -105,6 +105,13 @@ func (s *Store) putEnvelope(ctx context.Context, j *jobItem, direction string, e
 	return storedEnvelope{s3Key: k}, nil
 }
 
+// errEnvelopeGone is a job's envelope item that is no longer there. Every
+// write that deletes one (a requeue, the sweep's removal, a job's end)
+// first changes or removes the job item that names it, so the job read
+// that led here is stale: the caller reads the job again and decides on
+// what it is now, instead of failing a request over a race with a sweep.
+var errEnvelopeGone = errors.New("envelope item is gone")
+
 // loadEnvelopes fetches the job's envelopes held outside its item into it.
 func (s *Store) loadEnvelopes(ctx context.Context, j *jobItem) error {
 	var err error
@@ -143,7 +150,7 @@ func (s *Store) envelopeItem(ctx context.Context, pk, sk string) (*protocol.Seal
 	}
 	body := getS(av, envelopeAttr)
 	if body == "" {
-		return nil, fmt.Errorf("envelope item %q of %q is missing", sk, pk)
+		return nil, fmt.Errorf("envelope item %q of %q: %w", sk, pk, errEnvelopeGone)
 	}
 	var raw []byte
 	if b, ok := av[envelopeBytesAttr].(*types.AttributeValueMemberB); ok {

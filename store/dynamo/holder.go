@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -115,7 +116,9 @@ func (s *Store) TakePayload(ctx context.Context, in store.HolderInput) (store.Pa
 		if j.State != string(store.StateReady) && j.State != string(store.StateRunning) {
 			return store.PayloadResult{Refused: store.RefusedTerminal}, nil
 		}
-		if err := s.loadEnvelopes(ctx, j); err != nil {
+		if err := s.loadEnvelopes(ctx, j); errors.Is(err, errEnvelopeGone) {
+			continue
+		} else if err != nil {
 			return store.PayloadResult{}, err
 		}
 		env, err := inlineOr(j.Payload, nil, j.payload)

@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -56,7 +57,10 @@ func (s *Store) Enqueue(ctx context.Context, in store.EnqueueInput) (store.Job, 
 			ver = existing.Ver
 			continue
 		}
-		if err := s.loadEnvelopes(ctx, existing); err != nil {
+		if err := s.loadEnvelopes(ctx, existing); errors.Is(err, errEnvelopeGone) {
+			ver = existing.Ver
+			continue
+		} else if err != nil {
 			return store.Job{}, err
 		}
 		return existing.job()
@@ -95,14 +99,19 @@ func (s *Store) readJob(ctx context.Context, pk string) (*jobItem, bool, error) 
 
 // loadJob is readJob plus the envelopes held in S3.
 func (s *Store) loadJob(ctx context.Context, pk string) (*jobItem, bool, error) {
-	j, ok, err := s.readJob(ctx, pk)
-	if err != nil || !ok {
-		return nil, false, err
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		j, ok, err := s.readJob(ctx, pk)
+		if err != nil || !ok {
+			return nil, false, err
+		}
+		if err := s.loadEnvelopes(ctx, j); errors.Is(err, errEnvelopeGone) {
+			continue
+		} else if err != nil {
+			return nil, false, err
+		}
+		return j, true, nil
 	}
-	if err := s.loadEnvelopes(ctx, j); err != nil {
-		return nil, false, err
-	}
-	return j, true, nil
+	return nil, false, ErrContention
 }
 
 // absent reports an item that stands for no job: a tombstone, a finished
@@ -146,7 +155,17 @@ func (s *Store) toJobs(ctx context.Context, items []*jobItem) ([]store.Job, erro
 	slices.SortFunc(items, func(a, b *jobItem) int { return strings.Compare(a.Seq, b.Seq) })
 	out := make([]store.Job, 0, len(items))
 	for _, j := range items {
-		if err := s.loadEnvelopes(ctx, j); err != nil {
+		if err := s.loadEnvelopes(ctx, j); errors.Is(err, errEnvelopeGone) {
+			// Changed or ended since the listing read it: what it is now.
+			now, ok, err := s.loadJob(ctx, j.PK)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+			j = now
+		} else if err != nil {
 			return nil, err
 		}
 		job, err := j.job()
