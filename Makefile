@@ -43,16 +43,23 @@ race-long: deps
 # -fuzzminimizetime bounds the minimisation of each new interesting input:
 # unbounded (60 s each) FuzzOpenEnvelope spent its whole budget minimising its
 # first find. Each target's executions are printed so a target that stops
-# fuzzing shows; its full output is printed when it fails.
+# fuzzing shows; its full output is printed when it fails. A run the engine
+# ends with "context deadline exceeded" and no failing input written (its
+# own shutdown racing FUZZTIME's end on a loaded machine) is run once more;
+# a failing input fails at once.
 FUZZMINTIME ?= 1s
 fuzz:
 	@out=$$(mktemp); trap 'rm -f $$out' EXIT; \
 	for pkg in $$($(GO) list ./...); do \
 	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
 	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
-	    if ! $(GO) test -run='^$$' -fuzz="^$$f\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINTIME) $$pkg >$$out 2>&1; then \
-	      cat $$out; echo "fuzz $$pkg $$f: FAILED"; exit 1; \
-	    fi; \
+	    ok=0; for try in 1 2; do \
+	      if $(GO) test -run='^$$' -fuzz="^$$f\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINTIME) $$pkg >$$out 2>&1; then ok=1; break; fi; \
+	      grep -q 'Failing input written' $$out && break; \
+	      grep -q 'context deadline exceeded' $$out || break; \
+	      echo "fuzz $$pkg $$f: the fuzzing engine stopped on its own deadline with no failing input (a toolchain timing fault); running it again"; \
+	    done; \
+	    if [ $$ok = 0 ]; then cat $$out; echo "fuzz $$pkg $$f: FAILED"; exit 1; fi; \
 	    last=$$(grep 'execs: ' $$out | tail -n 1); \
 	    execs=$$(echo "$$last" | sed -n 's/.*execs: \([0-9]*\).*/\1/p'); \
 	    found=$$(echo "$$last" | sed -n 's/.*new interesting: \([0-9]*\).*/\1/p'); \
