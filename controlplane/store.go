@@ -95,6 +95,15 @@ func (s *Store) Projection(ctx context.Context) (*projection.Projection, error) 
 	return p, nil
 }
 
+// Scoped returns the projection in force now for a request about q. The
+// document is read whole (Projection), and the whole projection answers
+// every question a request about q asks exactly as its scope does
+// (projection.Fixture.Scope), so it is handed back as it is rather than
+// cut down on every request.
+func (s *Store) Scoped(ctx context.Context, _ projection.Query) (*projection.Projection, error) {
+	return s.Projection(ctx)
+}
+
 // Fixture returns the stored fixture and its version.
 func (s *Store) Fixture(ctx context.Context) (projection.Fixture, int64, error) {
 	snap, err := s.storage.Load(ctx)

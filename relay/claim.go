@@ -16,7 +16,7 @@ var runnerMismatch = fail(http.StatusForbidden, protocol.CodeForbidden, "runner 
 // a predicate cannot.
 func (r *Relay) claim(c *call, d daemonRequest) (reply, error) {
 	var req protocol.ClaimRequest
-	who, refusal, err := r.authDaemon(c, d, &req)
+	who, refusal, err := r.authDaemon(c, &d, &req)
 	if refusal != nil || err != nil {
 		return deref(refusal), err
 	}

@@ -3,6 +3,7 @@ package relay
 import (
 	"errors"
 
+	"github.com/byorelay/byorelay/projection"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 )
@@ -19,7 +20,7 @@ type caller struct {
 // revocation, then the schema (the reference's DaemonPlane.#authed, relay.md
 // §1.4). body is decoded into only when everything before it passed. A
 // non-nil *reply is the refusal to serve; an error is a store failure.
-func (r *Relay) authDaemon(c *call, d daemonRequest, body protocol.Validator) (caller, *reply, error) {
+func (r *Relay) authDaemon(c *call, d *daemonRequest, body protocol.Validator) (caller, *reply, error) {
 	sig, err := protocol.SignatureFromHeaders(d.header, protocol.HeaderRunner)
 	if err != nil {
 		return caller{}, &notSigned, nil
@@ -39,6 +40,19 @@ func (r *Relay) authDaemon(c *call, d daemonRequest, body protocol.Validator) (c
 	known, found, err := r.store.Presence(c.ctx, sig.CallerID)
 	if err != nil {
 		return caller{}, nil, err
+	}
+	// The request's scope was read for this runner id, so it holds the
+	// consents of the owner the projection gives the device. Presence names
+	// the owner the caller is served as; when the two differ (the device was
+	// re-approved to another owner since presence was written), that
+	// owner's records are read as well, or its routes would be judged on
+	// records nobody read.
+	if approved, ok := d.proj.DeviceFor(sig.CallerID); found && (!ok || approved.Owner != known.Owner) {
+		p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{RunnerID: sig.CallerID, Owner: known.Owner})
+		if err != nil {
+			return caller{}, nil, err
+		}
+		d.proj = p
 	}
 	rebuilt := false
 	if !found {

@@ -117,6 +117,10 @@ func (failingProjection) Projection(context.Context) (*projection.Projection, er
 	return nil, errors.New("control plane unreachable")
 }
 
+func (failingProjection) Scoped(context.Context, projection.Query) (*projection.Projection, error) {
+	return nil, errors.New("control plane unreachable")
+}
+
 func TestAFailedDependencyIsA500ThatNamesNothing(t *testing.T) {
 	r, err := relay.New(relay.Config{Store: memory.New(storeOptions()), Projection: failingProjection{}})
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 // device's until the lease or the awaiting-payload clock says otherwise).
 func (r *Relay) fetch(c *call, d daemonRequest) (reply, error) {
 	var req protocol.FetchRequest
-	who, refusal, err := r.authDaemon(c, d, &req)
+	who, refusal, err := r.authDaemon(c, &d, &req)
 	if refusal != nil || err != nil {
 		return deref(refusal), err
 	}
@@ -39,7 +39,7 @@ func (r *Relay) fetch(c *call, d daemonRequest) (reply, error) {
 // routing hint so it can stop dispatching.
 func (r *Relay) result(c *call, d daemonRequest) (reply, error) {
 	var req protocol.ResultRequest
-	who, refusal, err := r.authDaemon(c, d, &req)
+	who, refusal, err := r.authDaemon(c, &d, &req)
 	if refusal != nil || err != nil {
 		return deref(refusal), err
 	}
@@ -83,7 +83,7 @@ func (r *Relay) result(c *call, d daemonRequest) (reply, error) {
 // is remembered, and the wire carries no not-before.
 func (r *Relay) release(c *call, d daemonRequest) (reply, error) {
 	var req protocol.ReleaseRequest
-	who, refusal, err := r.authDaemon(c, d, &req)
+	who, refusal, err := r.authDaemon(c, &d, &req)
 	if refusal != nil || err != nil {
 		return deref(refusal), err
 	}

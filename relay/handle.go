@@ -204,7 +204,7 @@ func (r *Relay) dispatch(c *call, req Request, header http.Header) (reply, error
 	// to the other by moving the request.
 	switch path {
 	case "/relay/site/enqueue", "/relay/site/payload", "/relay/site/cancel", "/relay/site/pending", "/relay/site/results":
-		p, err := r.cfg.Projection.Projection(c.ctx)
+		p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{SiteID: callerOf(header, protocol.HeaderSite)})
 		if err != nil {
 			return reply{}, err
 		}
@@ -252,14 +252,17 @@ func (r *Relay) dispatch(c *call, req Request, header http.Header) (reply, error
 			return handshakeRefusal(problem.WireError()), nil
 		}
 	}
-	p, err := r.cfg.Projection.Projection(c.ctx)
+	// pair names its device in the body, not in a signature: it asks for
+	// its own scope once it has parsed which device that is.
+	if c.endpoint == "pair" {
+		return r.pair(c, daemonRequest{raw: raw, header: header})
+	}
+	p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{RunnerID: callerOf(header, protocol.HeaderRunner)})
 	if err != nil {
 		return reply{}, err
 	}
 	d := daemonRequest{raw: raw, header: header, proj: p}
 	switch c.endpoint {
-	case "pair":
-		return r.pair(c, d)
 	case "claim":
 		return r.claim(c, d)
 	case "fetch":
@@ -271,6 +274,18 @@ func (r *Relay) dispatch(c *call, req Request, header http.Header) (reply, error
 	default:
 		return r.release(c, d)
 	}
+}
+
+// callerOf is the caller id a request's signature header names, or "" when
+// it names none. It only picks which records to read: the handler still
+// authenticates the caller against them, and refuses one this names
+// wrongly, as it would with no projection at all.
+func callerOf(header http.Header, caller string) string {
+	sig, err := protocol.SignatureFromHeaders(header, caller)
+	if err != nil {
+		return ""
+	}
+	return sig.CallerID
 }
 
 // daemonRequest is what a daemon-plane handler reads.

@@ -13,7 +13,7 @@ import (
 // pin (relay.md §5).
 func (r *Relay) heartbeat(c *call, d daemonRequest) (reply, error) {
 	var req protocol.HeartbeatRequest
-	who, refusal, err := r.authDaemon(c, d, &req)
+	who, refusal, err := r.authDaemon(c, &d, &req)
 	if refusal != nil || err != nil {
 		return deref(refusal), err
 	}

@@ -41,14 +41,14 @@ func (r *Relay) pair(c *call, d daemonRequest) (reply, error) {
 	}
 	var poll protocol.PairPollRequest
 	if body.Decode(&poll) == nil {
-		return r.pairPoll(c, d.proj, poll)
+		return r.pairPoll(c, poll)
 	}
 	var fixture protocol.PairFixtureRequest
 	if err := body.Decode(&fixture); err != nil {
 		r.decide(c, "refuse-schema", slogError(err))
 		return pairSchemaFailed, nil
 	}
-	return r.pairFixture(c, d.proj, fixture)
+	return r.pairFixture(c, fixture)
 }
 
 // The pairing throttle (token buckets in the store, so every replica drains
@@ -164,7 +164,7 @@ func (r *Relay) pairStart(c *call, req protocol.PairStartRequest) (reply, error)
 
 // pairPoll asks the projection, never a flag set here, whether a human
 // approved this keypair.
-func (r *Relay) pairPoll(c *call, p *projection.Projection, req protocol.PairPollRequest) (reply, error) {
+func (r *Relay) pairPoll(c *call, req protocol.PairPollRequest) (reply, error) {
 	if r.cfg.Pairing == nil {
 		r.decide(c, "refuse-device-code-unsupported")
 		return deviceCodeUnsupported, nil
@@ -183,6 +183,10 @@ func (r *Relay) pairPoll(c *call, p *projection.Projection, req protocol.PairPol
 	if !found {
 		r.decide(c, "pairing-expired")
 		return ok(protocol.PairPollResponse{Status: protocol.PairExpired}), nil
+	}
+	p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{DeviceIdentity: pending.Device.Identity})
+	if err != nil {
+		return reply{}, err
 	}
 	approved, ok2 := p.DeviceByIdentity(pending.Device.Identity)
 	if !ok2 {
@@ -226,10 +230,14 @@ func (r *Relay) pairPoll(c *call, p *projection.Projection, req protocol.PairPol
 // pairFixture pairs a device a human already approved. The answer carries
 // the sites' keys, never a relay key: the daemon pins the party that will
 // seal its work, which is what makes relayed work unforgeable.
-func (r *Relay) pairFixture(c *call, p *projection.Projection, req protocol.PairFixtureRequest) (reply, error) {
+func (r *Relay) pairFixture(c *call, req protocol.PairFixtureRequest) (reply, error) {
 	if !protocol.VerifyPublicIdentity(req.Device) {
 		r.decide(c, "refuse-identity-incoherent")
 		return identityIncoherent, nil
+	}
+	p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{Owner: req.Owner, DeviceIdentity: req.Device.Identity})
+	if err != nil {
+		return reply{}, err
 	}
 	// CONSENT_BEFORE_ROUTE: consent is a click somewhere else, and there is
 	// no discovery path here that creates one.

@@ -54,6 +54,12 @@ type Response struct {
 // Asked once per request, so a change is in force on the next request
 // (revocation must not wait for a heartbeat, or for a process to restart).
 type ProjectionSource interface {
+	// Scoped is the projection of the records that decide a request about
+	// q (projection.Fixture.Scope), read as of now. Every protocol request
+	// asks this, so a source can read those records alone instead of the
+	// whole projection.
+	Scoped(ctx context.Context, q projection.Query) (*projection.Projection, error)
+	// Projection is the whole projection, for the debug page only.
 	Projection(ctx context.Context) (*projection.Projection, error)
 }
 
@@ -75,6 +81,17 @@ func (s *StaticProjection) Set(p *projection.Projection) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.p = p
+}
+
+// Scoped returns the scope of the current projection for q. Built from the
+// held projection on every call, so the relay's tests run on exactly what a
+// per-record source hands it.
+func (s *StaticProjection) Scoped(ctx context.Context, q projection.Query) (*projection.Projection, error) {
+	p, err := s.Projection(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return projection.New(p.Fixture().Scope(q))
 }
 
 // Projection returns the current projection.

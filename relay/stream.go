@@ -41,7 +41,7 @@ func (r *Relay) streamAppend(c *call, d daemonRequest) (reply, error) {
 		return streamsOff, nil
 	}
 	var req seal.AppendFrameRequest
-	who, refusal, err := r.authDaemon(c, d, &req)
+	who, refusal, err := r.authDaemon(c, &d, &req)
 	if refusal != nil || err != nil {
 		return deref(refusal), err
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/byorelay/byorelay/projection"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/stream/seal"
 )
@@ -25,14 +26,18 @@ func (r *Relay) streamPlane(c *call, raw []byte, header http.Header, query url.V
 	if rep := streamPrecheck(raw, query); rep != nil {
 		return *rep, nil
 	}
-	p, err := r.cfg.Projection.Projection(c.ctx)
-	if err != nil {
-		return reply{}, err
-	}
 	switch c.path {
 	case seal.StreamAppendPath:
+		p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{RunnerID: callerOf(header, protocol.HeaderRunner)})
+		if err != nil {
+			return reply{}, err
+		}
 		return r.streamAppend(c, daemonRequest{raw: raw, header: header, proj: p})
 	case seal.StreamAttachPath:
+		p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{SiteID: callerOf(header, protocol.HeaderSite)})
+		if err != nil {
+			return reply{}, err
+		}
 		return r.streamPoll(c, siteRequest{raw: raw, header: header, query: query, proj: p})
 	}
 	return bare(http.StatusNotFound, protocol.CodeNotFound), nil
@@ -187,7 +192,7 @@ func (r *Relay) serveSSE(w http.ResponseWriter, hr *http.Request, raw []byte) {
 		refuse(*rep)
 		return
 	}
-	p, err := r.cfg.Projection.Projection(c.ctx)
+	p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{SiteID: callerOf(header, protocol.HeaderSite)})
 	if err != nil {
 		refuse(serverError)
 		return
