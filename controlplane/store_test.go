@@ -232,3 +232,70 @@ func TestAProjectionTooLargeForDynamoDBIsRefused(t *testing.T) {
 		t.Fatalf("got %v, want ErrTooLarge", err)
 	}
 }
+
+// TestTheCacheNeverDelaysAPauseOrARevocation warms one instance's cache
+// through Scoped, the call every relay request makes, then pauses the
+// consent, revokes the route and revokes the device through another
+// instance, and asks the first for the device's scope after each change:
+// each is in force on the very next call, with no expiry to wait out.
+func TestTheCacheNeverDelaysAPauseOrARevocation(t *testing.T) {
+	for _, tc := range storages {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := tc.pair(t)
+			relaySide, adminSide := controlplane.NewStore(a), controlplane.NewStore(b)
+			ctx := t.Context()
+			site := newKeys(t).Public()
+			device := newKeys(t).Public()
+			notRevoked := false
+			if _, err := adminSide.Update(ctx, func(f *projection.Fixture) error {
+				f.Sites = append(f.Sites, projection.SiteRecord{SiteID: "site-a", Site: site})
+				f.Consents = append(f.Consents, projection.ConsentRecord{Owner: "alice", SiteID: "site-a"})
+				f.Devices = append(f.Devices, projection.DeviceRecord{Owner: "alice", RunnerID: "r1", Device: device, Revoked: &notRevoked})
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			q := projection.Query{RunnerID: "r1"}
+			scoped := func() *projection.Projection {
+				t.Helper()
+				p, err := relaySide.Scoped(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p
+			}
+			if p := scoped(); !p.MayRouteFor("alice", "site-a") || p.RevokedDevice("r1") {
+				t.Fatal("the route does not stand before any change")
+			}
+
+			steps := []struct {
+				name   string
+				change func(f *projection.Fixture)
+				holds  func(p *projection.Projection) bool
+			}{
+				{"pause", func(f *projection.Fixture) { f.Consents[0].Paused = true }, func(p *projection.Projection) bool {
+					return p.PausedFor("alice", "site-a") && !p.MayRouteFor("alice", "site-a")
+				}},
+				{"revoke the route", func(f *projection.Fixture) {
+					f.Revoked = append(f.Revoked, projection.RevocationRecord{Owner: "alice", SiteID: "site-a"})
+				}, func(p *projection.Projection) bool {
+					_, standing := p.ConsentFor("alice", "site-a")
+					return !standing && len(p.SitesFor("alice")) == 0
+				}},
+				{"revoke the device", func(f *projection.Fixture) {
+					revoked := true
+					f.Devices[0].Revoked = &revoked
+				}, func(p *projection.Projection) bool { return p.RevokedDevice("r1") }},
+			}
+			for _, step := range steps {
+				scoped() // the cache is warm at the version before the change
+				if _, err := adminSide.Update(ctx, func(f *projection.Fixture) error { step.change(f); return nil }); err != nil {
+					t.Fatal(err)
+				}
+				if !step.holds(scoped()) {
+					t.Fatalf("%s: not in force on the very next Scoped call", step.name)
+				}
+			}
+		})
+	}
+}
