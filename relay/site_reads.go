@@ -60,8 +60,16 @@ func (r *Relay) pending(c *call, s siteRequest) (reply, error) {
 }
 
 // results lists sealed results for the site to open and verify. A GET, or
-// any request without a body, is the reference's pure read: results are
-// listed on every poll until the job's deadline. It does not sweep.
+// any request without a body, is the reference's pure read, bounded: a
+// result is listed until the job's deadline, but one answer holds at most
+// ResultsPageJobs of them and about ResultsPageBytes
+// (store.RoutingStore.ResultsPage: the newest, and a rotation through the
+// rest). The v2 wire allows it: the answer is a list a site deduplicates
+// and completes row by row, with no promise that one answer is the whole
+// set, and a site polls until each job it waits on is listed. Unbounded,
+// every poll re-read every result until its deadline, so a job's cost
+// grew with the deadline, and an answer passed Lambda's 6 MB response
+// limit at a few thousand results. It does not sweep.
 //
 // A POST with a body is byorelay's collect (protocol.CollectRequest): the
 // site names the results and eviction notices it has taken, the relay
@@ -78,10 +86,15 @@ func (r *Relay) results(c *call, s siteRequest) (reply, error) {
 	if refusal != nil {
 		return *refusal, nil
 	}
-	jobs, err := r.finished(c, siteID, 0)
+	page, err := r.store.ResultsPage(c.ctx, siteID, ResultsPageJobs)
 	if err != nil {
 		return reply{}, err
 	}
+	jobs, err := r.encodeResults(siteID, page)
+	if err != nil {
+		return reply{}, err
+	}
+	jobs = withinBytes(jobs, ResultsPageBytes)
 	r.decide(c, "results", slog.Int("jobs", len(jobs)))
 	return ok(protocol.EncodedResults{Jobs: jobs}), nil
 }
@@ -131,6 +144,11 @@ func (r *Relay) finished(c *call, siteID string, graceMs int64) ([]protocol.Enco
 	if err != nil {
 		return nil, err
 	}
+	return r.encodeResults(siteID, finished)
+}
+
+// encodeResults is the store's results as the wire lists them.
+func (r *Relay) encodeResults(siteID string, finished []store.Job) ([]protocol.Encoded, error) {
 	jobs := make([]protocol.SiteResult, 0, len(finished))
 	for _, job := range finished {
 		row := protocol.SiteResult{JobID: job.ID, Envelope: job.Result, Disposition: string(job.Disposition)}
@@ -148,4 +166,27 @@ func (r *Relay) finished(c *call, siteID string, graceMs int64) ([]protocol.Enco
 		jobs = append(jobs, row)
 	}
 	return r.rows.encode(siteID, jobs)
+}
+
+// ResultsPageJobs bounds how many results one GET results answer lists;
+// ResultsPageBytes bounds its encoded rows (at least one row is always
+// listed: one envelope is within the protocol's limit, which is itself
+// near Lambda's response limit). Both well under Lambda's 6 MB response.
+const (
+	ResultsPageJobs  = 100
+	ResultsPageBytes = 4 << 20
+)
+
+// withinBytes is the longest prefix of rows, at least one, whose sizes sum
+// to at most limit. Rows left out this time are listed again later: each
+// stays in the site's rotation until its deadline.
+func withinBytes(rows []protocol.Encoded, limit int) []protocol.Encoded {
+	total := 0
+	for i, row := range rows {
+		total += len(row)
+		if total > limit && i > 0 {
+			return rows[:i]
+		}
+	}
+	return rows
 }

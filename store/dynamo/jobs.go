@@ -258,6 +258,11 @@ func (s *Store) Finished(ctx context.Context, siteID string, graceMs int64) ([]s
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+	return s.finishedJobs(ctx, pks, graceMs)
+}
+
+// finishedJobs reads the jobs pks names and keeps the uncollected results.
+func (s *Store) finishedJobs(ctx context.Context, pks []string, graceMs int64) ([]store.Job, error) {
 	items, err := s.batchJobsAfter(ctx, pks, graceMs)
 	if err != nil {
 		return nil, err

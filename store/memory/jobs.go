@@ -85,6 +85,50 @@ func (s *Store) Finished(ctx context.Context, siteID string, graceMs int64) ([]s
 	return copies(matched, withoutPayload), nil
 }
 
+// ResultsPage is Finished with graceMs 0 bounded to limit jobs
+// (store.RoutingStore.ResultsPage). Newest here is latest in enqueue order.
+func (s *Store) ResultsPage(ctx context.Context, siteID string, limit int) ([]store.Job, error) {
+	limit = max(limit, 2)
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	all := s.matching(func(j *store.Job) bool {
+		return j.SiteID == siteID && j.State == store.StateDone && j.Result != nil && !j.Collected &&
+			j.Stub.DeadlineAt > now
+	})
+	withoutPayload := func(j *store.Job) store.Job {
+		c := *j
+		c.Payload = nil
+		return copyJob(&c)
+	}
+	if len(all) <= limit {
+		return copies(all, withoutPayload), nil
+	}
+	newest := all[len(all)-limit/2:]
+	page := slices.Clone(newest)
+	start := 0
+	if last, ok := s.rotation[siteID]; ok {
+		if i := slices.IndexFunc(all, func(j *store.Job) bool { return j.ID == last }); i >= 0 {
+			start = i + 1
+		}
+	}
+	if s.rotation == nil {
+		s.rotation = map[string]string{}
+	}
+	i := start
+	for ; i < len(all) && len(page) < limit; i++ {
+		if !slices.Contains(newest, all[i]) {
+			page = append(page, all[i])
+		}
+	}
+	if i < len(all) {
+		s.rotation[siteID] = all[i-1].ID
+	} else {
+		delete(s.rotation, siteID) // past the end: the next call starts over
+	}
+	return copies(page, withoutPayload), nil
+}
+
 // Evicted lists the site's eviction notices still due to it.
 func (s *Store) Evicted(ctx context.Context, siteID string) ([]string, error) {
 	s.mu.Lock()

@@ -46,6 +46,9 @@ type Store struct {
 	// (store.RoutingStore.Finished), in sweep order. Nothing else reads
 	// them: the job is gone.
 	late []*store.Job
+	// rotation is, per site, the id of the last job a ResultsPage listed
+	// from its rotation: the next call goes on after it.
+	rotation map[string]string
 
 	// churn holds when each pair's unsealed grants expired: timestamps, not
 	// a counter, because the threshold is "inside a window" and a counter

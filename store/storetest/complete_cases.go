@@ -1,6 +1,9 @@
 package storetest
 
 import (
+	"fmt"
+	"slices"
+
 	"github.com/byorelay/byorelay/store"
 )
 
@@ -86,6 +89,50 @@ var completeCases = []testCase{
 		other, err := e.s.Finished(e.ctx, "site_other", 0)
 		e.check(err)
 		e.same("other site's finished", jobIDs(other), []string{})
+	}},
+	{"pages the GET's results: the newest on every page, every result within a rotation", func(e *env) {
+		in := claimArgs()
+		in.LeaseMs = 120_000
+		const n, limit = 9, 4
+		var all []string
+		for i := range n {
+			id := fmt.Sprintf("j%d", i)
+			s := stub(id, "alice")
+			s.DeadlineAt = e.nowMs() + 60_000 + int64(i) // newest deadline last
+			e.enqueue(site, s)
+			granted := e.claimOne(in, id)
+			e.seal(id)
+			e.take(id, "runner_1", granted.Lease.ID)
+			e.complete(id, "runner_1", granted.Lease.ID, "answer", store.DispositionOK)
+			all = append(all, id)
+			if i == limit-1 {
+				// Up to limit, a page is every result.
+				page, err := e.s.ResultsPage(e.ctx, site, limit)
+				e.check(err)
+				e.same("a page of few", jobIDs(page), all)
+			}
+		}
+		seen := map[string]bool{}
+		// A rotation of limit/2 per page covers n results in n/(limit/2)
+		// pages, and starting anywhere takes at most one page more.
+		for range n/(limit/2) + 2 {
+			page, err := e.s.ResultsPage(e.ctx, site, limit)
+			e.check(err)
+			ids := jobIDs(page)
+			if len(ids) > limit {
+				e.T.Fatalf("page of %d results, limit %d: %v", len(ids), limit, ids)
+			}
+			if !slices.Contains(ids, "j8") || !slices.Contains(ids, "j7") {
+				e.T.Fatalf("page %v lacks the newest, j7 and j8", ids)
+			}
+			for _, id := range ids {
+				seen[id] = true
+			}
+		}
+		e.same("listed over the pages", len(seen), n)
+		other, err := e.s.ResultsPage(e.ctx, "site_other", limit)
+		e.check(err)
+		e.same("other site's page", jobIDs(other), []string{})
 	}},
 	{"refuses a result once the deadline has passed, swept or not", func(e *env) {
 		// Accepted now, it would be listed to no results poll: accepted at
