@@ -1,6 +1,10 @@
 package relay
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/byorelay/byorelay/protocol"
+)
 
 func TestParseViewerAddressReadsWhatCloudFrontWrites(t *testing.T) {
 	for _, tc := range []struct {
@@ -47,6 +51,17 @@ func TestSourceBucketCountsIPv6ByItsSlash64(t *testing.T) {
 	} {
 		if got := sourceBucket(address); got != want {
 			t.Errorf("%q: bucket %q, want %q", address, got, want)
+		}
+	}
+}
+
+// A results answer keeps rows while their sizes fit the byte bound, and
+// always its first row.
+func TestWithinBytes(t *testing.T) {
+	rows := []protocol.Encoded{protocol.Encoded("aaaa"), protocol.Encoded("bbbb"), protocol.Encoded("cc")}
+	for _, c := range []struct{ limit, want int }{{0, 1}, {3, 1}, {8, 2}, {9, 2}, {10, 3}, {100, 3}} {
+		if got := len(withinBytes(rows, c.limit)); got != c.want {
+			t.Errorf("limit %d: %d rows, want %d", c.limit, got, c.want)
 		}
 	}
 }
