@@ -76,6 +76,14 @@ type Config struct {
 	// jobs stay in every results answer until then (the protocol has no
 	// acknowledgement), so it bounds how large results answers grow.
 	JobDeadline time.Duration
+	// ResultsDeadlines are the job deadlines of the results phase, on the
+	// DynamoDB target after every other phase: ResultsJobs lifecycles (or
+	// ResultsLimit) at each, for the results GET's capacity per job as the
+	// deadline, and so the results a polling site holds, grows. Empty, or
+	// ResultsJobs 0, skips it.
+	ResultsDeadlines []time.Duration
+	ResultsJobs      int
+	ResultsLimit     time.Duration
 	// ColdStart builds every function and measures its size and, under the
 	// runtime interface emulator, its init in ColdStartRuns pairs with a
 	// hello-world start.
@@ -98,11 +106,12 @@ func DefaultConfig() Config {
 	return Config{
 		Sites: 4, Daemons: 8, Jobs: 2000, Warmup: 16, PhaseLimit: 90 * time.Second,
 		Depths: []int{100, 10_000, 100_000}, DepthJobs: 200, DepthLimit: 45 * time.Second,
-		Targets:     []string{TargetMemory, TargetMemoryAPIGW, TargetDynamo, TargetReference},
-		Rounds:      6,
-		JobDeadline: 15 * time.Second,
-		Idle:        15 * time.Second,
-		ColdStart:   true, ColdStartRuns: 20,
+		Targets:          []string{TargetMemory, TargetMemoryAPIGW, TargetDynamo, TargetReference},
+		Rounds:           6,
+		JobDeadline:      15 * time.Second,
+		ResultsDeadlines: []time.Duration{15 * time.Second, 10 * time.Minute}, ResultsJobs: 1000, ResultsLimit: 60 * time.Second,
+		Idle:      15 * time.Second,
+		ColdStart: true, ColdStartRuns: 20,
 	}
 }
 
@@ -153,6 +162,18 @@ type TargetReport struct {
 	// partition keys of it and of the lifecycle phase.
 	Idle *IdlePhase `json:"idle,omitempty"`
 	Heat *Heat      `json:"heat,omitempty"`
+	// Results is the results phase (DynamoDB only), one point a deadline.
+	Results []ResultsPoint `json:"results,omitempty"`
+}
+
+// ResultsPoint is the lifecycle at one job deadline, with the results
+// GET's capacity per job: every site polls it until its job is listed.
+type ResultsPoint struct {
+	DeadlineMs int64 `json:"deadlineMs"`
+	Phase      Phase `json:"phase"`
+	// RCUPerJob and CallsPerJob are the results function's.
+	RCUPerJob   float64 `json:"rcuPerJob"`
+	CallsPerJob float64 `json:"callsPerJob"`
 }
 
 // DepthPoint is the lifecycle measured with Queued background jobs
@@ -351,6 +372,27 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 	}
+	if t := targets[TargetDynamo]; t != nil && cfg.ResultsJobs > 0 {
+		// Last: a long deadline's results stay listed past the phase, and
+		// would be in every later phase's answers.
+		for i, d := range cfg.ResultsDeadlines {
+			say("results phase on %s: job deadline %s", TargetDynamo, d)
+			p := runPhase(ctx, t, w, phaseSpec{
+				label: fmt.Sprintf("%s results @%s", TargetDynamo, d), jobs: cfg.ResultsJobs,
+				tag: fmt.Sprintf("res%d", i), deadline: d, limit: cfg.ResultsLimit, progress: cfg.Progress,
+			})
+			pt := ResultsPoint{DeadlineMs: d.Milliseconds(), Phase: p}
+			if c, ok := p.Capacity[resultsFunction()]; ok && p.Jobs > 0 {
+				pt.RCUPerJob = c.ReadUnits / float64(p.Jobs)
+				pt.CallsPerJob = float64(c.Calls) / float64(p.Jobs)
+			}
+			rep.Targets[TargetDynamo].Results = append(rep.Targets[TargetDynamo].Results, pt)
+			say("  results @%s: %.2f RCU/job over %.2f calls/job, %d jobs, %d failed", d, pt.RCUPerJob, pt.CallsPerJob, p.Jobs, p.Failed)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+		}
+	}
 	for _, tr := range rep.Targets {
 		if n := len(tr.Depth); n >= 2 && tr.Depth[0].Phase.Latency["claim"].P50 > 0 {
 			tr.ClaimGrowth = tr.Depth[n-1].Phase.Latency["claim"].P50 / tr.Depth[0].Phase.Latency["claim"].P50
@@ -411,6 +453,11 @@ func (cfg *Config) check() error {
 		cfg.ColdStartRuns = 1
 	}
 	return nil
+}
+
+func resultsFunction() string {
+	f, _ := lambdafn.Lookup(lambdafn.Results)
+	return f.LogicalID
 }
 
 func claimFunction() string {

@@ -114,11 +114,24 @@ func lifecycle(ctx context.Context, c *client, d daemon, s site, jobID string, d
 		return fmt.Errorf("result: not accepted: %s", raw)
 	}
 
-	raw, err = c.siteCall(ctx, s, "results", nil)
-	if err != nil {
-		return err
+	// A results answer is a bounded page: like a real site, poll until the
+	// job is listed.
+	for poll := 0; ; poll++ {
+		raw, err = c.siteCall(ctx, s, "results", nil)
+		if err != nil {
+			return err
+		}
+		err = openResult(raw, s, d, jobID)
+		if !errors.Is(err, errNotListed) || poll == resultsPolls-1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
-	if err := openResult(raw, s, d, jobID); err != nil {
+	if err != nil {
 		return err
 	}
 	c.times.add("job", time.Since(start))
@@ -158,6 +171,12 @@ func claimJob(ctx context.Context, c *client, d daemon, jobID string, empties *c
 	return protocol.Lease{}, errors.New("claim: the job just enqueued was never offered")
 }
 
+// errNotListed is a results answer without the job; resultsPolls bounds
+// how many answers a lifecycle reads before it fails so.
+var errNotListed = errors.New("results: the job is not among the site's results")
+
+const resultsPolls = 50
+
 // openResult finds jobID in a results answer and opens its envelope as the
 // site would, against the device the relay says ran it.
 func openResult(raw []byte, s site, d daemon, jobID string) error {
@@ -179,7 +198,7 @@ func openResult(raw []byte, s site, d daemon, jobID string) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("results: job %s is not among the site's results", jobID)
+	return fmt.Errorf("%w: job %s", errNotListed, jobID)
 }
 
 // resultRow decodes jobID's row alone from a results answer. The answer

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // endpoints in lifecycle order, then the whole job.
@@ -27,6 +28,7 @@ func (r *Report) Markdown() string {
 	if r.Config.Jobs > 0 && len(names) > 0 {
 		r.lifecycleTables(&b, names)
 	}
+	r.resultsTable(&b)
 
 	if t := r.Targets[TargetDynamo]; t != nil && t.Heat != nil {
 		t.heatTables(&b)
@@ -169,6 +171,22 @@ func (r *Report) lifecycleTables(b *strings.Builder, names []string) {
 
 }
 
+// resultsTable is the results phase: the results GET's capacity per job
+// at each deadline.
+func (r *Report) resultsTable(b *strings.Builder) {
+	d := r.Targets[TargetDynamo]
+	if d == nil || len(d.Results) == 0 {
+		return
+	}
+	b.WriteString("\n### The results GET by job deadline (DynamoDB; every site polls results until its job is listed)\n\n")
+	b.WriteString("| job deadline | jobs | failed | jobs/s | results calls/job | results RCU/job |\n|---|---:|---:|---:|---:|---:|\n")
+	for _, pt := range d.Results {
+		fmt.Fprintf(b, "| %s | %d | %d | %.1f | %.2f | %.2f |\n", deadlineText(pt.DeadlineMs), pt.Phase.Jobs, pt.Phase.Failed, pt.Phase.JobsPerSecond, pt.CallsPerJob, pt.RCUPerJob)
+	}
+}
+
+func deadlineText(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() }
+
 func (r *Report) targetNames() []string {
 	var out []string
 	for _, n := range []string{TargetMemory, TargetMemoryAPIGW, TargetDynamo, TargetReference} {
@@ -207,6 +225,9 @@ const (
 	goalDeepOverReference   = 1.0
 	goalClaimGrowth         = 1.1
 	goalWCUPerJob           = 20.0
+	// goalResultsOverDeadline: the results GET's cost per job is flat in
+	// the deadline, so a long deadline costs at most half again a short.
+	goalResultsOverDeadline = 1.5
 	goalFunctionBytes       = 16_000_000
 	goalInitOverHello       = 2.0
 )
@@ -250,6 +271,14 @@ func (r *Report) verdicts(b *strings.Builder) {
 		// is not in this figure: the store's LifecycleCapacity benchmark
 		// measures it (docs/cost.md).
 		rows = append(rows, row{"WCU per small job, enqueue to result and the in-line sweeps, on the service's billing rules (RCU beside it; the end's deletes: docs/cost.md)", fmt.Sprintf("%.1f WCU, %.1f RCU", w, d.Lifecycle.PerJob.ReadUnits), fmt.Sprintf("≤ %.0f WCU", goalWCUPerJob), w <= goalWCUPerJob})
+	}
+	if d := r.Targets[TargetDynamo]; d != nil && len(d.Results) >= 2 {
+		first, last := d.Results[0], d.Results[len(d.Results)-1]
+		if first.RCUPerJob > 0 {
+			v := last.RCUPerJob / first.RCUPerJob
+			rows = append(rows, row{fmt.Sprintf("dynamodb results RCU per job, %s deadline / %s, a GET-polling site", deadlineText(last.DeadlineMs), deadlineText(first.DeadlineMs)),
+				fmt.Sprintf("%.2f× (%.2f / %.2f)", v, last.RCUPerJob, first.RCUPerJob), fmt.Sprintf("≤ %.1f×", goalResultsOverDeadline), v <= goalResultsOverDeadline})
+		}
 	}
 	if cs := r.ColdStart; cs != nil && cs.Error == "" && len(cs.Functions) > 1 {
 		// No function calls anything during init: the key reads and the

@@ -35,6 +35,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&cfg.DepthJobs, "depth-jobs", cfg.DepthJobs, "lifecycles measured at each depth")
 	targets := fs.String("targets", strings.Join(cfg.Targets, ","), "targets: memory, memory-apigw, dynamodb, reference")
 	fs.DurationVar(&cfg.JobDeadline, "job-deadline", cfg.JobDeadline, "each job's deadline from enqueue (done jobs stay in results until then)")
+	fs.IntVar(&cfg.ResultsJobs, "results-jobs", cfg.ResultsJobs, "lifecycles on dynamodb at each results-phase deadline (0 skips the phase)")
+	fs.DurationVar(&cfg.ResultsLimit, "results-limit", cfg.ResultsLimit, "stop starting jobs at each results-phase deadline after this long")
+	resultsDeadlines := fs.String("results-deadlines", joinDurations(cfg.ResultsDeadlines), "job deadlines of the results phase, comma-separated")
 	fs.DurationVar(&cfg.Idle, "idle", cfg.Idle, "idle phase on dynamodb: every daemon heartbeating and claiming at the default period with nothing queued, this long (0 skips it)")
 	fs.BoolVar(&cfg.ColdStart, "coldstart", cfg.ColdStart, "build every function and measure size and init under the emulator")
 	fs.IntVar(&cfg.ColdStartRuns, "coldstart-runs", cfg.ColdStartRuns, "interleaved cold-start pairs (hello-world, function) per function")
@@ -53,6 +56,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var err error
 	if cfg.Depths, err = parseInts(*depths); err != nil {
 		fmt.Fprintf(stderr, "byorelay bench: --depths: %v\n", err)
+		return 2
+	}
+	if cfg.ResultsDeadlines, err = parseDurations(*resultsDeadlines); err != nil {
+		fmt.Fprintf(stderr, "byorelay bench: --results-deadlines: %v\n", err)
 		return 2
 	}
 	cfg.Targets = nil
@@ -114,6 +121,29 @@ func parseInts(s string) ([]int, error) {
 			return nil, fmt.Errorf("%q is not a count", f)
 		}
 		out = append(out, n)
+	}
+	return out, nil
+}
+
+func joinDurations(ds []time.Duration) string {
+	s := make([]string, len(ds))
+	for i, d := range ds {
+		s[i] = d.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func parseDurations(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		d, err := time.ParseDuration(f)
+		if err != nil || d < time.Second {
+			return nil, fmt.Errorf("%q is not a deadline of a second or more", f)
+		}
+		out = append(out, d)
 	}
 	return out, nil
 }
