@@ -128,6 +128,9 @@ func (r *Relay) collect(c *call, s siteRequest) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
+	// Bounded in bytes as the GET is; what is left out is listed again
+	// once the site has collected what it was sent.
+	jobs = withinBytes(jobs, ResultsPageBytes)
 	evicted, err := r.store.Evicted(c.ctx, siteID)
 	if err != nil {
 		return reply{}, err
