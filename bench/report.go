@@ -179,7 +179,7 @@ func (r *Report) resultsTable(b *strings.Builder) {
 		return
 	}
 	b.WriteString("\n### The results GET by job deadline (DynamoDB; every site polls results until its job is listed)\n\n")
-	b.WriteString("| job deadline | jobs | failed | jobs/s | results calls/job | results RCU/job |\n|---|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| job deadline | jobs | failed | jobs/s | results DynamoDB calls/job | results RCU/job |\n|---|---:|---:|---:|---:|---:|\n")
 	for _, pt := range d.Results {
 		fmt.Fprintf(b, "| %s | %d | %d | %.1f | %.2f | %.2f |\n", deadlineText(pt.DeadlineMs), pt.Phase.Jobs, pt.Phase.Failed, pt.Phase.JobsPerSecond, pt.CallsPerJob, pt.RCUPerJob)
 	}

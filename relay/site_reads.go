@@ -176,7 +176,7 @@ func (r *Relay) encodeResults(siteID string, finished []store.Job) ([]protocol.E
 // listed: one envelope is within the protocol's limit, which is itself
 // near Lambda's response limit). Both well under Lambda's 6 MB response.
 const (
-	ResultsPageJobs  = 100
+	ResultsPageJobs  = 50
 	ResultsPageBytes = 4 << 20
 )
 
