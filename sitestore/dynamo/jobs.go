@@ -53,7 +53,7 @@ func (s *Store) Create(ctx context.Context, in sitestore.CreateInput) (sitestore
 		return sitestore.Job{}, err
 	}
 	j := sitestore.NewJob(in, !ok, s.now(), s.defaultTTL)
-	item, err := itemOf(j, 1, "create", false)
+	item, err := itemOf(j, 1, "create", false, s.dueShards)
 	if err != nil {
 		return sitestore.Job{}, err
 	}
@@ -185,7 +185,7 @@ func (s *Store) tellDependents(ctx context.Context, id string) error {
 		TableName:                 &s.table,
 		Key:                       key(jobPK(id), skJob),
 		UpdateExpression:          aws.String("REMOVE dpk, dsk"),
-		ConditionExpression:       aws.String("dpk = :u"),
+		ConditionExpression:       aws.String("begins_with(dpk, :u)"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":u": &types.AttributeValueMemberS{Value: unblockPK}},
 	})
 	var ccf *types.ConditionalCheckFailedException
@@ -244,7 +244,7 @@ func (s *Store) Claim(ctx context.Context, in sitestore.ClaimInput) ([]sitestore
 		return []sitestore.Job{}, nil
 	}
 	now := s.now()
-	if _, err := s.sweep(ctx, now, 0, s.inlineLimit); err != nil {
+	if _, err := s.sweepInline(ctx, now); err != nil {
 		return nil, err
 	}
 	upto := claimKey(now, "~")
@@ -358,7 +358,7 @@ func earliest(ctx context.Context, cs []*cursor) (*stored, error) {
 // RenewLeases renews after a bounded sweep, and judges each lease as a
 // full sweep would have left it: a lapsed lease is lost, not renewed.
 func (s *Store) RenewLeases(ctx context.Context, in sitestore.RenewInput) (sitestore.RenewResult, error) {
-	if _, err := s.sweep(ctx, s.now(), 0, s.inlineLimit); err != nil {
+	if _, err := s.sweepInline(ctx, s.now()); err != nil {
 		return sitestore.RenewResult{}, err
 	}
 	res := sitestore.RenewResult{Renewed: []sitestore.Renewed{}, Lost: []protocol.GrantRef{}}
@@ -498,94 +498,6 @@ func (s *Store) queryGroup(ctx context.Context, pk, prefix string, each func(map
 		}
 		if out.LastEvaluatedKey == nil {
 			return nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
-	}
-}
-
-// ExpireDue fires everything due and finishes every interrupted unblock.
-func (s *Store) ExpireDue(ctx context.Context) ([]sitestore.Job, error) {
-	return s.sweep(ctx, s.now(), 0, 0)
-}
-
-// ExpireDueBefore fires everything due, and the sealed jobs whose
-// deadline is at or before sealedBefore: those are indexed at their
-// deadline plus the grace (sitestore.DueAt), so the read reaches
-// sealedBefore plus the grace and ExpireJobBefore judges each.
-func (s *Store) ExpireDueBefore(ctx context.Context, sealedBefore int64) ([]sitestore.Job, error) {
-	return s.sweep(ctx, s.now(), sealedBefore, 0)
-}
-
-// sweep fires due jobs, earliest first, at most limit of them (0: all),
-// and spends what is left of the bound on unblock markers.
-func (s *Store) sweep(ctx context.Context, now, sealedBefore int64, limit int) ([]sitestore.Job, error) {
-	var changed []sitestore.Job
-	budget := limit
-	ids, err := s.dueIDs(ctx, dueKey, max(now, min(sealedBefore, now)+protocol.ResultGraceMs), budget)
-	if err != nil {
-		return nil, err
-	}
-	for _, id := range ids {
-		var fired bool
-		j, _, err := s.apply(ctx, id, nil, func(j sitestore.Job, now int64) (sitestore.Job, bool) {
-			next, ok := sitestore.ExpireJobBefore(j, now, sealedBefore)
-			fired = ok
-			return next, ok
-		}, false)
-		if err != nil {
-			return nil, err
-		}
-		if fired {
-			changed = append(changed, j)
-		}
-	}
-	if limit != 0 {
-		budget = limit - len(ids)
-		if budget <= 0 {
-			return changed, nil
-		}
-	}
-	// Markers older than a moment belong to a completer that died (or is
-	// slow: telling dependents twice is harmless).
-	pending, err := s.dueIDs(ctx, unblockPK, now, budget)
-	if err != nil {
-		return nil, err
-	}
-	for _, id := range pending {
-		if err := s.tellDependents(ctx, id); err != nil {
-			return nil, err
-		}
-	}
-	return changed, nil
-}
-
-// dueIDs reads job ids from one due partition with dsk <= now.
-func (s *Store) dueIDs(ctx context.Context, pk string, now int64, limit int) ([]string, error) {
-	in := &dynamodb.QueryInput{
-		TableName:              &s.table,
-		IndexName:              aws.String("due"),
-		KeyConditionExpression: aws.String("dpk = :p AND dsk <= :n"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":p": &types.AttributeValueMemberS{Value: pk},
-			":n": &types.AttributeValueMemberN{Value: fmt.Sprint(now)},
-		},
-	}
-	if limit > 0 {
-		in.Limit = aws.Int32(int32(limit))
-	}
-	var ids []string
-	for {
-		out, err := s.db.Query(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("due %s: %w", pk, err)
-		}
-		for _, av := range out.Items {
-			if p, ok := av["pk"].(*types.AttributeValueMemberS); ok {
-				ids = append(ids, strings.TrimPrefix(p.Value, "JOB#"))
-			}
-		}
-		if out.LastEvaluatedKey == nil || (limit > 0 && len(ids) >= limit) {
-			return ids, nil
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}

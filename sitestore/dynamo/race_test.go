@@ -171,7 +171,7 @@ func TestACompleterThatDiesBeforeTellingDependentsIsFinishedByTheSweep(t *testin
 		t.Fatal("c stayed blocked after the sweep")
 	}
 	out, err := healthy.db.Query(context.Background(), &dynamodb.QueryInput{TableName: &table, IndexName: aws.String("due"),
-		KeyConditionExpression: aws.String("dpk = :p"), ExpressionAttributeValues: map[string]types.AttributeValue{":p": str(unblockPK)}})
+		KeyConditionExpression: aws.String("dpk = :p"), ExpressionAttributeValues: map[string]types.AttributeValue{":p": str(shardPK(unblockPK, dueShard("a", healthy.dueShards)))}})
 	if err != nil || len(out.Items) != 0 {
 		t.Fatalf("unblock markers left: %d %v", len(out.Items), err)
 	}

@@ -1,10 +1,15 @@
 package dynamo
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -91,6 +96,25 @@ const (
 	// fires before answering: paid inside a device's request, so small;
 	// larger than ordinary traffic makes due between two claims.
 	DefaultInlineSweepLimit = 25
+	// DefaultDueShards spreads the due index so that no partition of it
+	// passes DynamoDB's 1,000 writes a second per partition at 10,000
+	// jobs a second: a job writes its due entry about three times (create,
+	// claim or seal, end), 30,000 writes a second over 64 shards is under
+	// 500 a shard, half the limit.
+	DefaultDueShards = 64
+	// MaxDueShards bounds DueShards (and so what a full sweep reads).
+	MaxDueShards = 1024
+	// DefaultSweepWorkers is how many shards a full sweep works at once:
+	// goroutines in one invocation, bounded so that one sweep holds at
+	// most that many pages of ids (sweepPage each) and that many calls in
+	// flight, whatever the backlog.
+	DefaultSweepWorkers = 16
+	// sweepPage is how many due ids a sweep worker reads per page.
+	sweepPage = 100
+	// DefaultRunnerRefreshMs bounds how stale a runner's stored heartbeat
+	// time grows: 15 s, under the site's 35 s liveness window less the
+	// daemon's 10 s heartbeat, so a live runner is never judged offline.
+	DefaultRunnerRefreshMs = 15_000
 	// maxAttempts bounds one job's read-decide-write loop under contention.
 	maxAttempts = 8
 	// claimScanLimit bounds how many claimable candidates one claim reads
@@ -116,6 +140,22 @@ type Config struct {
 	DefaultTTLMs int64
 	// InlineSweepLimit overrides DefaultInlineSweepLimit.
 	InlineSweepLimit int
+	// DueShards is how many partitions the due index is spread over;
+	// 0 is DefaultDueShards.
+	DueShards int
+	// PreviousDueShards is the shard count before the last change of
+	// DueShards, 0 if it never changed. The full sweep also reads the
+	// shards that only the old count wrote (an entry moves to the new
+	// count's shard when its job is next written), so keep it until the
+	// longest-lived job written under the old count has ended.
+	PreviousDueShards int
+	// SweepWorkers bounds the shards a full sweep works at once; 0 is
+	// DefaultSweepWorkers.
+	SweepWorkers int
+	// RunnerRefreshMs is how stale a runner's stored heartbeat time may
+	// grow before a heartbeat of an otherwise unchanged runner rewrites it
+	// (TouchRunner); 0 is DefaultRunnerRefreshMs.
+	RunnerRefreshMs int64
 	// Meter, when set, counts the capacity every call consumes.
 	Meter *storedynamo.Meter
 }
@@ -128,6 +168,15 @@ type Store struct {
 	defaultTTL  int64
 	inlineLimit int
 	watchers    sitestore.Watchers
+	// dueShards and prevDueShards: Config.DueShards, PreviousDueShards.
+	dueShards     int
+	prevDueShards int
+	sweepWorkers  int
+	runnerRefresh int64
+	// inlineNext picks the shard the next in-line sweep reads: round
+	// robin from a random start, so every shard is read by some claim or
+	// heartbeat of every instance, and no two instances march in step.
+	inlineNext atomic.Uint32
 }
 
 var (
@@ -140,7 +189,13 @@ func New(cfg Config) (*Store, error) {
 	if cfg.DB == nil || cfg.Table == "" {
 		return nil, errors.New("sitestore/dynamo: Config needs DB and Table")
 	}
-	s := &Store{db: cfg.DB, table: cfg.Table, clock: cfg.Clock, defaultTTL: cfg.DefaultTTLMs, inlineLimit: cfg.InlineSweepLimit}
+	if cfg.DueShards < 0 || cfg.DueShards > MaxDueShards || cfg.PreviousDueShards < 0 || cfg.PreviousDueShards > MaxDueShards {
+		return nil, fmt.Errorf("sitestore/dynamo: due shards must be 0..%d", MaxDueShards)
+	}
+	s := &Store{db: cfg.DB, table: cfg.Table, clock: cfg.Clock, defaultTTL: cfg.DefaultTTLMs, inlineLimit: cfg.InlineSweepLimit,
+		dueShards: cmp.Or(cfg.DueShards, DefaultDueShards), prevDueShards: cfg.PreviousDueShards,
+		sweepWorkers: cmp.Or(cfg.SweepWorkers, DefaultSweepWorkers), runnerRefresh: cmp.Or(cfg.RunnerRefreshMs, DefaultRunnerRefreshMs)}
+	s.inlineNext.Store(rand.Uint32())
 	if s.clock == nil {
 		s.clock = store.SystemClock{}
 	}
@@ -173,6 +228,11 @@ func (s *Store) Subscribe(jobID string, onChange func()) func() {
 const (
 	skJob     = "JOB"
 	skEnv     = "ENV"
+	// dueKey and unblockPK prefix the due index's partitions: a job's
+	// entry is in dueKey#<shard> (unblockPK#<shard> for a marker), its
+	// shard a hash of its id (dueShard). The unsharded dueKey and
+	// unblockPK partitions are still read by the full sweep, so a table
+	// written before the index was sharded is drained.
 	dueKey    = "DUE"
 	unblockPK = "UNBLOCK"
 	runnersPK = "RUNNERS"
@@ -183,6 +243,16 @@ const (
 )
 
 func jobPK(id string) string      { return "JOB#" + id }
+
+// dueShard is the shard of the due index a job's entry goes in.
+func dueShard(id string, shards int) int {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return int(h.Sum32() % uint32(shards))
+}
+
+// shardPK is partition prefix#shard of the due index.
+func shardPK(prefix string, shard int) string { return prefix + "#" + strconv.Itoa(shard) }
 func depPK(dep string) string     { return "DEP#" + dep }
 func heldPK(runner string) string { return "HELD#" + runner }
 
@@ -221,8 +291,8 @@ func claimKey(claimableAt int64, id string) string { return fmt.Sprintf("%016d#%
 // itemOf builds the item for j at version ver. Every index key is derived
 // from the record here and nowhere else, so an index cannot disagree with
 // the job it points at. unblockPending marks a job completed ok whose
-// dependents are still to be told.
-func itemOf(j sitestore.Job, ver int64, wid string, unblockPending bool) (map[string]types.AttributeValue, error) {
+// dependents are still to be told; shards is the due index's shard count.
+func itemOf(j sitestore.Job, ver int64, wid string, unblockPending bool, shards int) (map[string]types.AttributeValue, error) {
 	rec := j
 	rec.Envelope = protocol.SealedEnvelope{}
 	doc, err := json.Marshal(rec)
@@ -230,17 +300,25 @@ func itemOf(j sitestore.Job, ver int64, wid string, unblockPending bool) (map[st
 		return nil, err
 	}
 	it := jobItem{PK: jobPK(j.ID), SK: skJob, Doc: string(doc), Ver: ver, WID: wid}
-	if j.State == sitestore.StateQueued && j.ClaimableAt != 0 {
-		it.QPK = "Q#T"
-		if j.Audience != protocol.AudienceTeam {
-			it.QPK = "Q#P#" + j.Owner
-		}
-		it.QSK = claimKey(j.ClaimableAt, j.ID)
+	queue := "Q#T"
+	if j.Audience != protocol.AudienceTeam {
+		queue = "Q#P#" + j.Owner
+	}
+	held := j.State == sitestore.StateClaimed || j.State == sitestore.StateRunning
+	switch {
+	case j.State == sitestore.StateQueued && j.ClaimableAt != 0:
+		it.QPK, it.QSK = queue, claimKey(j.ClaimableAt, j.ID)
+	case held && j.Lease != nil && !j.Adopted():
+		// A runner's lease is in its queue at its expiry, so the first
+		// claim after it lapses finds the job (Claim's rule requeues and
+		// grants it) without a sweep having reached the job's due shard:
+		// an in-line sweep reads one shard of many.
+		it.QPK, it.QSK = queue, claimKey(j.Lease.ExpiresAt, j.ID)
 	}
 	if due := sitestore.DueAt(j); due != 0 {
-		it.DPK, it.DSK = dueKey, due
+		it.DPK, it.DSK = shardPK(dueKey, dueShard(j.ID, shards)), due
 	} else if unblockPending && j.State == sitestore.StateOK {
-		it.DPK, it.DSK = unblockPK, j.UpdatedAt
+		it.DPK, it.DSK = shardPK(unblockPK, dueShard(j.ID, shards)), j.UpdatedAt
 	}
 	if j.Lease != nil && j.Lease.RunnerID != "" {
 		it.GPK, it.GSK = heldPK(j.Lease.RunnerID), j.ID
@@ -282,7 +360,7 @@ var errConflict = errors.New("conflict")
 
 // putJob writes j over version ver (0: the item must not exist).
 func (s *Store) putJob(ctx context.Context, j sitestore.Job, ver int64, wid string, unblockPending bool) error {
-	item, err := itemOf(j, ver+1, wid, unblockPending)
+	item, err := itemOf(j, ver+1, wid, unblockPending, s.dueShards)
 	if err != nil {
 		return err
 	}
