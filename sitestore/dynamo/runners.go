@@ -264,28 +264,47 @@ func (s *Store) Runner(ctx context.Context, id string) (sitestore.Runner, bool, 
 	return it.runner(), true, nil
 }
 
-// TouchRunner records a heartbeat on an existing runner.
+// TouchRunner records a heartbeat on an existing runner. The runner item
+// is in the group index (RUNNERS, every attribute projected), so every
+// write of it is also an index write. A heartbeat therefore writes only
+// when the runner changed (capabilities, daemon version) or its stored
+// heartbeat time is RunnerRefreshMs old: what the index serves (runner
+// lists, availability's liveness test against the stored time) sees a
+// heartbeat time at most RunnerRefreshMs behind the last heartbeat. An
+// unchanged heartbeat is a failed condition, which writes nothing, and
+// answers the runner as stored.
 func (s *Store) TouchRunner(ctx context.Context, in sitestore.TouchInput) (sitestore.Runner, bool, error) {
 	caps, err := attributevalue.Marshal(nonNilCaps(in.Capabilities))
 	if err != nil {
 		return sitestore.Runner{}, false, err
 	}
+	now := s.now()
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &s.table, Key: key(runnerPK(in.RunnerID), skRunner),
-		UpdateExpression:          aws.String("SET capabilities = :c, daemonVersion = :v, lastHeartbeatAt = :now"),
-		ConditionExpression:       aws.String("attribute_exists(pk)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":c": caps, ":v": str(in.DaemonVersion), ":now": num(s.now())},
-		ReturnValues:              types.ReturnValueAllNew,
+		UpdateExpression: aws.String("SET capabilities = :c, daemonVersion = :v, lastHeartbeatAt = :now"),
+		ConditionExpression: aws.String("attribute_exists(pk) AND " +
+			"(capabilities <> :c OR daemonVersion <> :v OR lastHeartbeatAt <= :stale)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":c": caps, ":v": str(in.DaemonVersion),
+			":now": num(now), ":stale": num(now - s.runnerRefresh)},
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
+	var item map[string]types.AttributeValue
+	if out != nil {
+		item = out.Attributes
+	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return sitestore.Runner{}, false, nil
+		if ccf.Item == nil {
+			return sitestore.Runner{}, false, nil
+		}
+		item, err = ccf.Item, nil
 	}
 	if err != nil {
 		return sitestore.Runner{}, false, err
 	}
 	var it runnerItem
-	if err := attributevalue.UnmarshalMap(out.Attributes, &it); err != nil {
+	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
 		return sitestore.Runner{}, false, err
 	}
 	return it.runner(), true, nil

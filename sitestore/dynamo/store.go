@@ -226,8 +226,8 @@ func (s *Store) Subscribe(jobID string, onChange func()) func() {
 // --- keys and items ------------------------------------------------------
 
 const (
-	skJob     = "JOB"
-	skEnv     = "ENV"
+	skJob = "JOB"
+	skEnv = "ENV"
 	// dueKey and unblockPK prefix the due index's partitions: a job's
 	// entry is in dueKey#<shard> (unblockPK#<shard> for a marker), its
 	// shard a hash of its id (dueShard). The unsharded dueKey and
@@ -242,7 +242,7 @@ const (
 	unpublishedPK = "UNPUBLISHED"
 )
 
-func jobPK(id string) string      { return "JOB#" + id }
+func jobPK(id string) string { return "JOB#" + id }
 
 // dueShard is the shard of the due index a job's entry goes in.
 func dueShard(id string, shards int) int {
@@ -253,8 +253,8 @@ func dueShard(id string, shards int) int {
 
 // shardPK is partition prefix#shard of the due index.
 func shardPK(prefix string, shard int) string { return prefix + "#" + strconv.Itoa(shard) }
-func depPK(dep string) string     { return "DEP#" + dep }
-func heldPK(runner string) string { return "HELD#" + runner }
+func depPK(dep string) string                 { return "DEP#" + dep }
+func heldPK(runner string) string             { return "HELD#" + runner }
 
 func key(pk, sk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
