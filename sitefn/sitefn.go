@@ -10,10 +10,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -285,23 +287,80 @@ func (st *Stack) Handler(name string) (Handler, error) {
 // SweepReport is the site sweeper's answer: what one sweep ended, so an
 // operator invoking it by hand sees that it ran.
 type SweepReport struct {
-	Expired int `json:"expired"`
+	Expired   int `json:"expired"`
+	Unblocked int `json:"unblocked"`
+	Failed    int `json:"failed"`
+	// BacklogAgeMs is how long the oldest due entry had been due when
+	// the sweep began (the MetricSweepBacklogAge metric).
+	BacklogAgeMs int64 `json:"backlogAgeMs"`
+	// Partial says the sweep stopped at its time budget with work left.
+	Partial bool `json:"partial,omitempty"`
 }
 
-// SweepHandler is the scheduled sweeper: everything due, complete. A
-// failed sweep is a failed invocation, which the Scheduler retries.
+// Site sweeper metrics, as they appear in CloudWatch and in
+// site-template.yaml's alarm, under MetricsNamespace.
+const (
+	MetricsNamespace      = "byorelay/site"
+	MetricSweepBacklogAge = "SweepBacklogAgeMs"
+	MetricSweepExpired    = "SweepExpired"
+	MetricSweepFailures   = "SweepFailures"
+)
+
+// sweepReserve is the time a sweep leaves itself before the function's
+// deadline to write its metrics and answer.
+const sweepReserve = 5 * time.Second
+
+// SweepHandler is the scheduled sweeper: every due shard, one bounded
+// worker per shard, page by page (sitedynamo.Store.Sweep). It writes its
+// backlog (the oldest due entry's age) and counts as one EMF record on
+// stdout, where the alarm in site-template.yaml reads it. A sweep that
+// reaches its time budget answers partial, not failed: what it left stays
+// in the index for the next run, and the backlog metric shows it. A failed
+// item is a failed invocation, which the Scheduler retries.
 func (st *Stack) SweepHandler() func(ctx context.Context) (SweepReport, error) {
 	return func(ctx context.Context) (SweepReport, error) {
-		srv, err := st.Server(ctx)
-		if err != nil {
-			return SweepReport{}, err
+		budget := ctx
+		if dl, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			budget, cancel = context.WithDeadline(ctx, dl.Add(-sweepReserve))
+			defer cancel()
 		}
-		expired, err := srv.Sweep(ctx)
-		if err != nil {
-			return SweepReport{}, err
+		stats, err := st.Store.Sweep(budget)
+		rep := SweepReport{Expired: stats.Fired, Unblocked: stats.Unblocked, Failed: stats.Failed, BacklogAgeMs: stats.OldestDueAgeMs}
+		if budget.Err() != nil && ctx.Err() == nil {
+			rep.Partial, rep.Failed, err = true, 0, nil
 		}
-		return SweepReport{Expired: len(expired)}, nil
+		writeSweepEMF(os.Stdout, rep, time.Now())
+		if err != nil {
+			return rep, err
+		}
+		return rep, nil
 	}
+}
+
+// writeSweepEMF writes one CloudWatch embedded metric format record of a
+// sweep, dimensioned by function.
+func writeSweepEMF(out io.Writer, rep SweepReport, now time.Time) {
+	rec := map[string]any{
+		"_aws": map[string]any{
+			"Timestamp": now.UnixMilli(),
+			"CloudWatchMetrics": []any{map[string]any{
+				"Namespace":  MetricsNamespace,
+				"Dimensions": [][]string{{"Function"}},
+				"Metrics": []any{
+					map[string]string{"Name": MetricSweepBacklogAge, "Unit": "Milliseconds"},
+					map[string]string{"Name": MetricSweepExpired, "Unit": "Count"},
+					map[string]string{"Name": MetricSweepFailures, "Unit": "Count"},
+				},
+			}},
+		},
+		"Function":            Sweeper,
+		MetricSweepBacklogAge: rep.BacklogAgeMs,
+		MetricSweepExpired:    rep.Expired,
+		MetricSweepFailures:   rep.Failed,
+	}
+	b, _ := json.Marshal(rec)
+	fmt.Fprintln(out, string(b))
 }
 
 // Start runs the named function in a Lambda container (container.Start:

@@ -1,6 +1,7 @@
 package sitefn
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -9,11 +10,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
+	"gopkg.in/yaml.v3"
 
 	byorelay "github.com/byorelay/byorelay"
 	"github.com/byorelay/byorelay/lambdafn/container"
@@ -116,5 +119,38 @@ func TestAFunctionReadsTheSiteKeysFromASecureStringOnItsFirstRequest(t *testing.
 		if err != nil || resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(resp.Body, `"error":"server-error"`) {
 			t.Fatalf("%s: %d %s %v, want 503 server-error", param, resp.StatusCode, resp.Body, err)
 		}
+	}
+}
+
+// TestTheSiteTemplateAlarmsOnTheSweepersBacklog: the alarm reads the
+// metric the sweeper writes, under its namespace and dimension.
+func TestTheSiteTemplateAlarmsOnTheSweepersBacklog(t *testing.T) {
+	var tpl struct {
+		Resources map[string]struct {
+			Type       string         `yaml:"Type"`
+			Properties map[string]any `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(byorelay.SiteTemplate, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	a, ok := tpl.Resources["SiteSweepBacklogAlarm"]
+	if !ok || a.Type != "AWS::CloudWatch::Alarm" {
+		t.Fatal("site-template.yaml has no SiteSweepBacklogAlarm")
+	}
+	p := a.Properties
+	if p["Namespace"] != MetricsNamespace || p["MetricName"] != MetricSweepBacklogAge {
+		t.Fatalf("alarm reads %v/%v, the sweeper writes %s/%s", p["Namespace"], p["MetricName"], MetricsNamespace, MetricSweepBacklogAge)
+	}
+	dims, _ := p["Dimensions"].([]any)
+	d, _ := dims[0].(map[string]any)
+	if len(dims) != 1 || d["Name"] != "Function" || d["Value"] != Sweeper {
+		t.Fatalf("alarm dimensions %v, want Function=%s", dims, Sweeper)
+	}
+	var buf bytes.Buffer
+	writeSweepEMF(&buf, SweepReport{BacklogAgeMs: 1234}, time.Unix(0, 0))
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil || rec[MetricSweepBacklogAge] != float64(1234) || rec["Function"] != Sweeper {
+		t.Fatalf("EMF record %s: %v", buf.String(), err)
 	}
 }
