@@ -11,7 +11,7 @@ DDB_PORT  ?= 8000
 # Tests share one DynamoDB Local and one moto server, started once here.
 WITH_SERVICES := $(GO) run ./localtest/withservices --
 
-.PHONY: all build deps test unit race fuzz lint ddb run site demo demo-stream example validate build-lambdas invoke deploy bench vectors chaos race-long site-restart bin/byorelay bin/chat
+.PHONY: all build deps test unit race fuzz lint ddb run site demo demo-stream example validate build-lambdas invoke deploy bench vectors chaos race-long site-restart site-sweep-load bin/byorelay bin/chat
 
 all: build
 
@@ -83,6 +83,13 @@ JOBS ?= 20
 site-restart: deps
 	BYORELAY_SITERESTART_JOBS=$(JOBS) $(WITH_SERVICES) $(GO) test -count=$(RUNS) -failfast -timeout 2h \
 	  -run '^TestASiteKilledAtAnyMomentAndRestartedLosesNoJob$$' -v ./localtest/siterestart/
+
+## site-sweep-load: the site sweeper on SITESWEEP_JOBS due entries on DynamoDB Local: items/s per worker and the heap
+## it grew by (docs/performance.md); `make test` runs a 2,000-entry smoke of it
+SITESWEEP_JOBS ?= 100000
+site-sweep-load: deps
+	BYORELAY_SITESWEEP_JOBS=$(SITESWEEP_JOBS) $(WITH_SERVICES) $(GO) test -count=1 -timeout 2h -v \
+	  -run '^TestTheSweeperClearsALoadOfDueEntriesInBoundedMemory$$' ./sitestore/dynamo/
 
 ## lint: go.mod tidy, gofmt, go vet, staticcheck, and no built binary or file over 1 MB tracked by git
 lint:

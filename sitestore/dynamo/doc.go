@@ -18,12 +18,18 @@
 // # Indexes
 //
 //	claimable  qpk = Q#P#<owner> (private) or Q#T (team), qsk = claimableAt
-//	           zero-padded then id: claim order. Only queued, unblocked jobs.
-//	due        dpk = DUE, dsk = sitestore.DueAt (lease expiry, TTL end,
-//	           deadline, plus the relay's grace for a job sealed to a
-//	           device); or dpk = UNBLOCK, dsk = completion time, on a job
-//	           completed ok whose dependents have not all been told yet.
-//	group      gpk = HELD#<runner>, gsk = job id: what a runner holds (its
+//	           zero-padded then id: claim order. Queued, unblocked jobs,
+//	           and jobs a runner holds at their lease expiry, so the first
+//	           claim after a lease lapses finds the job without a sweep.
+//	due        dpk = DUE#<shard>, dsk = sitestore.DueAt (lease expiry, TTL
+//	           end, deadline, plus the relay's grace for a job sealed to a
+//	           device); or dpk = UNBLOCK#<shard>, dsk = completion time, on
+//	           a job completed ok whose dependents have not all been told
+//	           yet. The shard is an FNV hash of the job id modulo
+//	           Config.DueShards (default DefaultDueShards, 64: 10,000 jobs
+//	           a second at about three due writes a job is under half of a
+//	           partition's write limit per shard).
+//	group      gpk//	group      gpk = HELD#<runner>, gsk = job id: what a runner holds (its
 //	           cancel requests, ClaimedBy); gpk = RUNNERS, gsk =
 //	           <owner>#<id>: every runner; gpk = UNPUBLISHED, gsk = job
 //	           id: cloud-lane jobs whose stub the relay has not accepted.
@@ -51,6 +57,32 @@
 // and sets claimableAt, under the version condition, once. The marker is
 // cleared when every dependent has been told; a completer that died in
 // between is finished by the sweep.
+//
+// # Sweeps
+//
+// An in-line sweep (a claim, a heartbeat) reads one due shard and its
+// unblock shard, the next in the instance's round robin from a random
+// start, at most InlineSweepLimit items: every shard is read by someone,
+// and a request pays for one. Nothing it leaves is answered wrongly:
+// Claim and RenewLeases judge each job they touch by the clock, and a
+// lapsed lease is in the claimable index. The scheduled sweep (Sweep)
+// reads every shard: one goroutine per shard at a time, at most
+// SweepWorkers of them, each page by page (sweepPage ids), so its memory
+// is bounded by workers x page whatever the backlog; a failed item is
+// counted and left for the next run. It also reads the shards of
+// PreviousDueShards and the unsharded DUE and UNBLOCK partitions, so
+// entries written under another shard count are still found; an entry
+// moves to the current count's shard when its job is next written.
+//
+// # Runners
+//
+// A runner item is in the group index (RUNNERS), every attribute
+// projected, so any write of it writes the index. A heartbeat writes it
+// only when the capabilities or the daemon version changed, or the stored
+// heartbeat time is RunnerRefreshMs (15 s) old; otherwise its condition
+// fails and nothing is written. At the daemon's 10 s heartbeat that is one
+// write in two, and the stored time is at most 15 s behind, inside the
+// site's 35 s liveness window with a heartbeat to spare.
 //
 // Nothing on a request path scans: claims query two claimable partitions,
 // sweeps query the due index, lists query the group index. Reset (the
