@@ -8,7 +8,12 @@
 // fetch the payload (waiting while the site has not sealed it yet), open it
 // and verify it against the pinned site key the stub names, run it on a
 // Backend, seal the outcome back to that site and report it. On shutdown it
-// releases what it holds.
+// releases what it holds, after each open live stream has posted its end
+// frame `interrupted` (at most StreamEndBound, 3 s).
+//
+// A live stream outlasts a relay outage: an append whose tries all fail is
+// a stall (EventStreamStalled, counted by StreamStalls), backed off, with
+// the text gathered into the next frame; only a refusal ends the stream.
 //
 // The relay is trusted with nothing it could lie about: sites are pinned,
 // payloads are verified against the pin, and on a relay with a control
@@ -24,6 +29,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/byorelay/byorelay/client/site"
@@ -115,6 +121,12 @@ const (
 	EventError          EventType = "error"
 	EventReleased       EventType = "released"
 	EventServingNothing EventType = "serving-nothing"
+	// EventStreamStalled: a stream append failed all its tries; the stream
+	// goes on, backing off, and the text gathers into the next frame.
+	// Daemon.StreamStalls counts them.
+	EventStreamStalled EventType = "stream-stalled"
+	// EventStreamResumed: a stalled stream's frame was appended.
+	EventStreamResumed EventType = "stream-resumed"
 )
 
 // ErrRevoked is returned once the relay has said this device is revoked:
@@ -163,6 +175,10 @@ type Daemon struct {
 	servingNothing bool
 
 	jobs sync.WaitGroup
+	// streamsOpen counts live streams whose end frame is not yet posted;
+	// Shutdown waits for it (at most StreamEndBound) before releasing.
+	streamsOpen  sync.WaitGroup
+	streamStalls atomic.Int64
 	// life ends every job's context on Shutdown.
 	life     context.Context
 	lifeStop context.CancelFunc
@@ -293,8 +309,12 @@ func (d *Daemon) Active() int {
 	return len(d.active)
 }
 
+// StreamStalls is how many stream appends have failed all their tries
+// since the daemon started (each also emitted as EventStreamStalled).
+func (d *Daemon) StreamStalls() int64 { return d.streamStalls.Load() }
+
 func (d *Daemon) emit(e Event) {
-	if e.Type == EventError || e.Type == EventRefused {
+	if e.Type == EventError || e.Type == EventRefused || e.Type == EventStreamStalled {
 		d.log.Warn(string(e.Type), "job", e.JobID, "site", e.Site, "detail", e.Detail)
 	} else {
 		d.log.Info(string(e.Type), "job", e.JobID, "site", e.Site, "detail", e.Detail)
@@ -523,9 +543,12 @@ func pollDelay(step int, interval time.Duration) time.Duration {
 }
 
 // Shutdown stops taking work, stops the jobs in flight without reporting
-// them, releases their leases with reason "shutdown" (so the relay offers
-// them again at once rather than after the lease lapses) and waits for the
-// job goroutines to end.
+// them, lets each open stream post its end frame `interrupted` (waiting at
+// most StreamEndBound, provided the backend returns when its context ends),
+// releases their leases with reason "shutdown" (so the relay offers them
+// again at once rather than after the lease lapses) and waits for the job
+// goroutines to end. The release comes after the ends: the relay refuses
+// an end under a released lease.
 func (d *Daemon) Shutdown(ctx context.Context) error {
 	d.mu.Lock()
 	d.stopping = true
@@ -537,6 +560,16 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	}
 	d.mu.Unlock()
 	d.lifeStop()
+
+	drained := make(chan struct{})
+	go func() { d.streamsOpen.Wait(); close(drained) }()
+	bound := time.NewTimer(StreamEndBound)
+	select {
+	case <-drained:
+	case <-bound.C:
+	case <-ctx.Done():
+	}
+	bound.Stop()
 
 	var err error
 	if len(leases) > 0 && runnerID != "" {

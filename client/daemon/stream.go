@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -61,6 +62,8 @@ func (d *Daemon) answer(ctx context.Context, job protocol.ClaimedStub, prompt st
 		d.emit(Event{Type: EventError, JobID: job.ID, Site: job.Site, Detail: "stream: " + err.Error()})
 		return d.backend.Run(ctx, prompt)
 	}
+	d.streamsOpen.Add(1)
+	defer d.streamsOpen.Done()
 	go p.pump()
 	answer, err := sb.RunStream(ctx, prompt, p.push)
 	// Posted before the result, so it holds the lease: the relay keeps
@@ -88,6 +91,22 @@ func endStatus(ctx context.Context, err error) stream.Status {
 	}
 }
 
+// StreamEndBound is how long a stream may take, once its backend has
+// returned, to post the text still held and its end frame. Shutdown waits
+// at most this long for every open stream to post its end (`interrupted`)
+// before it releases the leases: a release first would make the relay refuse
+// the end, and readers would learn only from liveness or the sweep.
+const StreamEndBound = 3 * time.Second
+
+// Backoff after a stall (an append whose tries all failed): the next try
+// waits stallBackoffMin, doubling to stallBackoffMax. Text that arrives
+// meanwhile is coalesced into the next frame, so a relay outage costs
+// smoothness, not text.
+const (
+	stallBackoffMin = 250 * time.Millisecond
+	stallBackoffMax = 5 * time.Second
+)
+
 // publisher coalesces deltas and posts them as sealed frames from its own
 // goroutine, so the model is never blocked on the relay.
 type publisher struct {
@@ -101,6 +120,18 @@ type publisher struct {
 	closed  bool
 	wake    chan struct{}
 	done    chan struct{}
+
+	// The fields below are the pump's alone until done is closed, then
+	// finish's: no lock.
+
+	// held is a sealed frame the relay has not acknowledged. It is posted
+	// again, unchanged, before anything after it: the relay may have
+	// appended it and lost the answer, and it takes a repeat of the same
+	// frame as a duplicate, where a re-sealed one would fork the stream.
+	held    *seal.Frame
+	retryAt time.Time
+	backoff time.Duration
+	stalled bool // a stall is being reported; cleared when a frame lands
 	failed  bool // the relay refused a frame; the rest goes with the result
 	// cancelled: an append answered cancelRequested and the job was stopped.
 	cancelled bool
@@ -144,70 +175,129 @@ func (p *publisher) pump() {
 		case <-p.wake:
 		}
 		p.mu.Lock()
-		text, closed := p.pending.String(), p.closed
-		p.pending.Reset()
+		closed := p.closed
 		p.mu.Unlock()
-		p.send(text)
 		if closed {
 			return
 		}
+		if time.Now().Before(p.retryAt) {
+			continue // backing off; pending keeps gathering
+		}
+		p.flush(p.d.life)
 	}
 }
 
-// finish flushes and seals the end.
+// flush posts the held frame, then what has gathered, as frames within the
+// frame bound. It returns false if anything is still unsent.
+func (p *publisher) flush(ctx context.Context) bool {
+	if p.failed {
+		return false
+	}
+	if p.held != nil && !p.post(ctx, *p.held) {
+		return false
+	}
+	p.held = nil
+	p.mu.Lock()
+	text := p.pending.String()
+	p.pending.Reset()
+	p.mu.Unlock()
+	for text != "" {
+		cut := splitUnits(text, seal.MaxTextUnits)
+		f, err := p.sealer.Chunk(text[:cut])
+		if err != nil {
+			p.failed = true
+			return false
+		}
+		text = text[cut:]
+		if !p.post(ctx, f) {
+			// Not yet appended: keep the frame, and put back the text not
+			// yet sealed so the next frame carries it.
+			p.held = &f
+			p.mu.Lock()
+			rest := text + p.pending.String()
+			p.pending.Reset()
+			p.pending.WriteString(rest)
+			p.mu.Unlock()
+			return false
+		}
+	}
+	return true
+}
+
+// finish flushes and seals the end, within StreamEndBound. It uses its own
+// context, not the daemon's life: on Shutdown the life has ended, and the
+// end frame `interrupted` is exactly what Shutdown needs posted.
 func (p *publisher) finish(status stream.Status) {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
 	p.wake <- struct{}{}
 	<-p.done
-	if p.failed {
-		return
-	}
-	f, err := p.sealer.End(status, "")
-	if err == nil {
-		p.post(f)
-	}
-}
-
-// send posts text as one or more frames, each within the frame bound.
-func (p *publisher) send(text string) {
-	for text != "" && !p.failed {
-		cut := splitUnits(text, seal.MaxTextUnits)
-		f, err := p.sealer.Chunk(text[:cut])
-		if err != nil {
-			p.failed = true
+	ctx, cancel := context.WithTimeout(context.Background(), StreamEndBound)
+	defer cancel()
+	p.retryAt = time.Time{}
+	for !p.flush(ctx) {
+		if p.failed || ctx.Err() != nil || p.d.sleep(ctx, p.backoff) != nil {
 			return
 		}
-		p.post(f)
-		text = text[cut:]
+	}
+	f, err := p.sealer.End(status, "")
+	if err != nil {
+		return
+	}
+	for !p.post(ctx, f) {
+		if p.failed || ctx.Err() != nil || p.d.sleep(ctx, p.backoff) != nil {
+			return
+		}
 	}
 }
 
-// post appends one frame, retrying what a retry can fix; any refusal
-// (a lapsed lease, a frame out of order) stops the stream.
-func (p *publisher) post(f seal.Frame) {
-	ctx, cancel := context.WithTimeout(p.d.life, callTimeout)
-	defer cancel()
+// post appends one frame, retrying what a retry can fix, and reports
+// whether it was appended. Retries exhausted are a stall: reported, backed
+// off, and the stream goes on. Any refusal (a lapsed lease, a frame out of
+// order) stops the stream; the sealed result still carries the answer.
+func (p *publisher) post(ctx context.Context, f seal.Frame) bool {
 	req := seal.AppendFrameRequest{ProtocolVersion: protocol.ProtocolVersion, JobID: p.job.ID, LeaseID: p.job.Lease.ID, Frame: f}
 	wait := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		var resp seal.AppendFrameResponse
-		err := p.d.post(ctx, streamAppendEndpoint, req, &resp, true)
+		callCtx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := p.d.post(callCtx, streamAppendEndpoint, req, &resp, true)
+		cancel()
 		if err == nil {
 			if resp.CancelRequested {
 				p.siteCancelled()
 			}
-			return
+			if p.stalled {
+				p.stalled = false
+				p.d.emit(Event{Type: EventStreamResumed, JobID: p.job.ID, Site: p.job.Site, Detail: fmt.Sprintf("frame %d appended", f.N)})
+			}
+			p.backoff, p.retryAt = 0, time.Time{}
+			return true
 		}
 		var ce *CallError
-		if !errors.As(err, &ce) || !ce.Retryable() || attempt >= 3 || p.d.sleep(ctx, wait) != nil {
-			p.failed = true
-			p.d.emit(Event{Type: EventError, JobID: p.job.ID, Site: p.job.Site, Detail: "stream: " + err.Error()})
-			return
+		if !errors.As(err, &ce) || !ce.Retryable() {
+			if ctx.Err() == nil {
+				p.failed = true
+				p.d.emit(Event{Type: EventError, JobID: p.job.ID, Site: p.job.Site, Detail: "stream: " + err.Error()})
+			}
+			return false
+		}
+		if attempt >= 3 || p.d.sleep(ctx, wait) != nil {
+			p.stall(err)
+			return false
 		}
 		wait *= 2
 	}
+}
+
+// stall reports an append whose tries all failed and sets the backoff.
+func (p *publisher) stall(err error) {
+	p.backoff = min(max(2*p.backoff, stallBackoffMin), stallBackoffMax)
+	p.retryAt = time.Now().Add(p.backoff)
+	p.d.streamStalls.Add(1)
+	p.stalled = true
+	p.d.emit(Event{Type: EventStreamStalled, JobID: p.job.ID, Site: p.job.Site, Detail: fmt.Sprintf("stream: %v; next try in %v", err, p.backoff)})
 }
 
 // siteCancelled stops the job the moment an append says the site cancelled
