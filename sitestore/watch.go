@@ -56,3 +56,18 @@ func (w *Watchers) Notify(jobID string) {
 		}()
 	}
 }
+
+// NotifyAll calls every watcher of every job: what a push seam that may
+// have missed writes (a restarted stream reader) does so that every waiter
+// re-reads.
+func (w *Watchers) NotifyAll() {
+	w.mu.Lock()
+	ids := make([]string, 0, len(w.byID))
+	for id := range w.byID {
+		ids = append(ids, id)
+	}
+	w.mu.Unlock()
+	for _, id := range ids {
+		w.Notify(id)
+	}
+}

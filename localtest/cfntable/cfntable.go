@@ -54,6 +54,9 @@ type properties struct {
 		AttributeName string `yaml:"AttributeName"`
 		Enabled       bool   `yaml:"Enabled"`
 	} `yaml:"TimeToLiveSpecification"`
+	StreamSpecification *struct {
+		StreamViewType string `yaml:"StreamViewType"`
+	} `yaml:"StreamSpecification"`
 }
 
 type key struct {
@@ -83,7 +86,7 @@ func FromTemplate(template []byte, resource string) (Table, error) {
 	for i := 0; i+1 < len(node.Content); i += 2 {
 		name := node.Content[i].Value
 		switch name {
-		case "BillingMode", "AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes", "TimeToLiveSpecification":
+		case "BillingMode", "AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes", "TimeToLiveSpecification", "StreamSpecification":
 		default:
 			if !serviceOnly[name] {
 				return Table{}, fmt.Errorf("%s has property %s, which cfntable does not read", resource, name)
@@ -118,6 +121,11 @@ func FromTemplate(template []byte, resource string) (Table, error) {
 			Projection: p,
 		})
 	}
+	if st := props.StreamSpecification; st != nil {
+		in.StreamSpecification = &types.StreamSpecification{
+			StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewType(st.StreamViewType),
+		}
+	}
 	t := Table{Input: in}
 	if props.TimeToLiveSpecification.Enabled {
 		t.TTL = props.TimeToLiveSpecification.AttributeName
@@ -128,7 +136,7 @@ func FromTemplate(template []byte, resource string) (Table, error) {
 // Check says how the table a Go definition creates (in, whatever its name,
 // with TTL on ttl, "" for off) differs from t, or nil when it is the same
 // table: same attribute definitions, key schema, indexes (in order, with
-// their projections), billing mode and TTL.
+// their projections), billing mode, stream and TTL.
 func (t Table) Check(in *dynamodb.CreateTableInput, ttl string) error {
 	code := *in
 	code.TableName = nil

@@ -75,7 +75,7 @@ func TestCheckFindsEveryDifference(t *testing.T) {
 	if err := tbl.Check(&extra, "ttl"); err == nil {
 		t.Error("an extra attribute was not reported")
 	}
-	unread := strings.Replace(template, "      BillingMode:", "      StreamSpecification:\n        StreamViewType: NEW_IMAGE\n      BillingMode:", 1)
+	unread := strings.Replace(template, "      BillingMode:", "      ContributorInsightsSpecification:\n        Enabled: true\n      BillingMode:", 1)
 	if _, err := FromTemplate([]byte(unread), "Table"); err == nil {
 		t.Error("a property the Go definitions would miss was accepted")
 	}

@@ -84,6 +84,20 @@
 // write in two, and the stored time is at most 15 s behind, inside the
 // site's 35 s liveness window with a heartbeat to spare.
 //
+// # Subscribe across processes
+//
+// With Config.AWS (or Config.Streams) set, Subscribe also reads the table's
+// DynamoDB stream (KEYS_ONLY, enabled in site-template.yaml and in
+// CreateTable) while anyone is subscribed, and calls the watchers of each
+// written job: a write by any process reaches every subscriber within
+// StreamHeardWithin (each shard polled every StreamPollEvery). A reader
+// that restarts (a failed call, an expired iterator) resumes each shard
+// after the last sequence number it read, so missed records are read then,
+// not lost, and it calls every watcher once, so what the stream no longer
+// holds is covered by the waiter's re-read of the store. A subscriber may
+// hear one write more than once; onChange means "re-read", never "one
+// write". Without AWS, Subscribe hears only this instance's writes.
+//
 // Nothing on a request path scans: claims query two claimable partitions,
 // sweeps query the due index, lists query the group index. Reset (the
 // test-only admin listener's clean slate) is the one scan.

@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,6 +70,10 @@ func tableInput(name string) *dynamodb.CreateTableInput {
 			gsi("due", "dpk", "dsk", types.ProjectionTypeKeysOnly),
 			// Groups read as lists: a runner's jobs, every runner.
 			gsi("group", "gpk", "gsk", types.ProjectionTypeAll),
+		},
+		// Subscribe across processes reads the keys of every write.
+		StreamSpecification: &types.StreamSpecification{
+			StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeKeysOnly,
 		},
 	}
 }
@@ -158,6 +163,13 @@ type Config struct {
 	RunnerRefreshMs int64
 	// Meter, when set, counts the capacity every call consumes.
 	Meter *storedynamo.Meter
+	// AWS, when set, makes Subscribe hear every process's writes: a
+	// DynamoDB Streams client is built from it on the first Subscribe and
+	// reads the table's stream (streams.go). Without it (and without
+	// Streams) Subscribe hears only this instance's writes.
+	AWS *aws.Config
+	// Streams overrides the client AWS would build.
+	Streams StreamsAPI
 }
 
 // Store is the DynamoDB site store.
@@ -177,6 +189,9 @@ type Store struct {
 	// robin from a random start, so every shard is read by some claim or
 	// heartbeat of every instance, and no two instances march in step.
 	inlineNext atomic.Uint32
+	awsConfig  *aws.Config
+	streamsAPI StreamsAPI
+	reader     *streamReader // nil: no table stream is read
 }
 
 var (
@@ -208,6 +223,10 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Meter != nil {
 		s.db = cfg.Meter.Wrap(s.db)
 	}
+	if cfg.AWS != nil || cfg.Streams != nil {
+		s.awsConfig, s.streamsAPI = cfg.AWS, cfg.Streams
+		s.reader = &streamReader{s: s}
+	}
 	return s, nil
 }
 
@@ -216,11 +235,22 @@ func (s *Store) now() int64 { return s.clock.Now().UnixMilli() }
 // Now is the store clock.
 func (s *Store) Now(context.Context) (int64, error) { return s.now(), nil }
 
-// Subscribe hears the writes this instance makes to the job. Another
-// replica's writes are not heard (a stream consumer would be the cross-
-// replica seam); a waiter re-reads regardless.
+// Subscribe hears the writes this instance makes to the job at once and,
+// with Config.AWS (or Streams) set, every process's writes through the
+// table's DynamoDB stream within StreamHeardWithin (streams.go).
 func (s *Store) Subscribe(jobID string, onChange func()) func() {
-	return s.watchers.Subscribe(jobID, onChange)
+	stop := s.watchers.Subscribe(jobID, onChange)
+	if s.reader == nil {
+		return stop
+	}
+	s.reader.add()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			stop()
+			s.reader.remove()
+		})
+	}
 }
 
 // --- keys and items ------------------------------------------------------
