@@ -41,5 +41,7 @@ func openStore(ctx context.Context, o options) (sitestore.Store, error) {
 			return nil, err
 		}
 	}
-	return sitedynamo.New(sitedynamo.Config{DB: db, Table: o.table})
+	// AWS: Subscribe reads the table's stream, so another replica's
+	// writes reach this process's event streams.
+	return sitedynamo.New(sitedynamo.Config{DB: db, Table: o.table, AWS: &cfg})
 }

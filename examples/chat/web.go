@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 	"unicode/utf8"
 )
 
@@ -39,11 +38,6 @@ type Lane interface {
 // MaxPromptBytes bounds what the page may ask: the example's own limit,
 // far under the protocol's envelope ceiling.
 const MaxPromptBytes = 8 << 10
-
-// resyncEvery is how often an open event stream re-reads its job even if
-// nothing was heard: Subscribe hears this process's writes, and a job can
-// also change in another replica or at the relay.
-const resyncEvery = 2 * time.Second
 
 //go:embed page.html
 var page []byte
@@ -123,7 +117,9 @@ func (w *Web) events(rw http.ResponseWriter, r *http.Request) {
 	}
 	id := r.PathValue("id")
 	// Subscribe before the first read, so a change between the read and
-	// the wait is not missed.
+	// the wait is not missed. Nothing else re-reads: the store's Subscribe
+	// hears every write to the job (on DynamoDB, every process's, through
+	// the table's stream), so a timer would only cost reads.
 	changed := make(chan struct{}, 1)
 	unsubscribe := w.Lane.Subscribe(id, func() {
 		select {
@@ -140,8 +136,6 @@ func (w *Web) events(rw http.ResponseWriter, r *http.Request) {
 	}
 	rw.Header().Set("Content-Type", "text/event-stream")
 	rw.Header().Set("Cache-Control", "no-store")
-	resync := time.NewTicker(resyncEvery)
-	defer resync.Stop()
 	var last JobView
 	for {
 		if v != last {
@@ -159,7 +153,6 @@ func (w *Web) events(rw http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-changed:
-		case <-resync.C:
 		}
 		if v, found, err = w.Lane.View(r.Context(), w.Owner, id); err != nil || !found {
 			return // the page falls back to polling, which says what it finds
