@@ -3,6 +3,7 @@ package siteserver
 import (
 	"context"
 	"errors"
+	"iter"
 	"net/http"
 	"time"
 
@@ -176,7 +177,15 @@ func (l *storeLedger) stubOf(j sitestore.Job) protocol.JobStub {
 
 func (l *storeLedger) trackedOf(j sitestore.Job) site.Tracked {
 	return site.Tracked{Stub: l.stubOf(j), AtRest: j.Envelope, CreatedAt: j.CreatedAt, Published: !j.AwaitingPublish,
-		Cancelled: j.State == sitestore.StateCanceled || j.CancelRequested, Ended: FateOf(j), SealedTo: j.SealedTo}
+		Cancelled: j.State == sitestore.StateCanceled || j.CancelRequested, Ended: FateOf(j), SealedTo: j.SealedTo,
+		Stream: streamOf(j)}
+}
+
+func streamOf(j sitestore.Job) *site.StreamGrant {
+	if j.StreamGrant == nil {
+		return nil
+	}
+	return &site.StreamGrant{LeaseID: j.StreamGrant.LeaseID, Device: j.StreamGrant.Device}
 }
 
 // FateOf is how a cloud-lane job ended, "" while it is live: verified (a
@@ -327,4 +336,19 @@ func (l *storeLedger) Expire(ctx context.Context, before int64) ([]site.Ending, 
 		}
 	}
 	return out, nil
+}
+
+// errNoStreamDirect is Stream on a direct server: its daemons answer it
+// directly, with no relay stream lane between.
+var errNoStreamDirect = errors.New("siteserver: live streams are the cloud lane's; this server serves daemons directly")
+
+// Stream reads a cloud-lane job's live stream through the relay
+// (site.Client.Stream). The stream is keyed to the grant SealTo wrote to
+// the store, so any process on the same store reads it, whichever sealed
+// the job; on the direct lane there is no relay stream to read.
+func (s *Server) Stream(ctx context.Context, jobID string) iter.Seq2[string, error] {
+	if s.cloud == nil {
+		return func(yield func(string, error) bool) { yield("", errNoStreamDirect) }
+	}
+	return s.cloud.Stream(ctx, jobID)
 }

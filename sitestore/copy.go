@@ -13,6 +13,10 @@ func CopyJob(j Job) Job {
 		l := *j.Lease
 		j.Lease = &l
 	}
+	if j.StreamGrant != nil {
+		g := *j.StreamGrant
+		j.StreamGrant = &g
+	}
 	if j.Outcome != nil {
 		o := *j.Outcome
 		j.Outcome = &o

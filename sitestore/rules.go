@@ -217,6 +217,9 @@ func SealTo(j Job, leaseID string, expiresAt int64, device protocol.PublicIdenti
 	if !slices.Contains(j.SealedTo, device) {
 		j.SealedTo = append(slices.Clone(j.SealedTo), device)
 	}
+	// The stream is keyed to the grant the payload was last sealed under:
+	// a device re-claiming under a new lease streams under that one.
+	j.StreamGrant = &StreamGrant{LeaseID: leaseID, Device: device}
 	j.UpdatedAt = now
 	return j, true
 }

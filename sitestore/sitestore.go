@@ -102,6 +102,13 @@ type Job struct {
 	// accepted from one of them, whatever lease the relay names, and from
 	// nobody else, across restarts.
 	SealedTo []protocol.PublicIdentity
+	// StreamGrant is the lease and device the job's live stream is keyed
+	// to: the latest seal, written in the same write as SealedTo and before
+	// the sealed payload leaves the site. Any site process on the store
+	// derives the stream key from it, during the job and after a restart;
+	// kept in memory only, a stream could be read by the process that
+	// sealed it and by no other. nil until the job is sealed to a device.
+	StreamGrant *StreamGrant
 	// EndReason says why a job ended without a result a device signed
 	// (End): evicted by the relay, a result this site refused, the stub
 	// refused.
@@ -234,6 +241,12 @@ type AdoptInput struct {
 	JobID     string
 	LeaseID   string
 	ExpiresAt int64
+}
+
+// StreamGrant is what a job's live stream is keyed to (docs/streaming.md).
+type StreamGrant struct {
+	LeaseID string
+	Device  protocol.PublicIdentity
 }
 
 // SealToInput records, before the sealed payload is posted, the relay's

@@ -31,6 +31,17 @@ type Tracked struct {
 	// is accepted only from one of them, whatever lease the relay recorded
 	// it under.
 	SealedTo []protocol.PublicIdentity
+	// Stream is the lease and device the job's live stream is keyed to:
+	// the latest seal, recorded by Sealing in the same write as SealedTo.
+	// A stream is read from it, so any process sharing a durable ledger
+	// reads any of its jobs' streams. nil until the job is sealed.
+	Stream *StreamGrant
+}
+
+// StreamGrant is what a job's live stream is keyed to (docs/streaming.md).
+type StreamGrant struct {
+	LeaseID string
+	Device  protocol.PublicIdentity
 }
 
 // sealedToDevice reports whether the payload was sealed to device (both
@@ -65,7 +76,8 @@ type Ledger interface {
 	// Lookup reads one job; false if this ledger does not hold it.
 	Lookup(ctx context.Context, jobID string) (Tracked, bool, error)
 	// Sealing records, before the payload sealed to claim.Device leaves
-	// the site, that it was sealed to it under claim.LeaseID. A refusal
+	// the site, that it was sealed to it under claim.LeaseID, and that
+	// grant as the job's Stream. A refusal
 	// ("" if none) means: do not post it (the job ended or was cancelled
 	// since it was looked up).
 	Sealing(ctx context.Context, claim protocol.SitePendingJob) (refusal string, err error)
@@ -155,6 +167,7 @@ func (m *memoryLedger) Sealing(_ context.Context, claim protocol.SitePendingJob)
 	if !j.sealedToDevice(*claim.Device) {
 		j.SealedTo = append(j.SealedTo, *claim.Device)
 	}
+	j.Stream = &StreamGrant{LeaseID: claim.LeaseID, Device: *claim.Device}
 	return "", nil
 }
 
@@ -214,6 +227,10 @@ func (m *memoryLedger) pending() int {
 
 func copyTracked(t Tracked) Tracked {
 	t.SealedTo = slices.Clone(t.SealedTo)
+	if t.Stream != nil {
+		g := *t.Stream
+		t.Stream = &g
+	}
 	return t
 }
 

@@ -149,12 +149,6 @@ func (c *Client) finish(ctx context.Context, rep Report, err error) (Report, err
 	err = errors.Join(err, ledgerErr(eerr))
 	c.mu.Lock()
 	c.outbox = append(c.outbox, expired...)
-	now := c.now()
-	for id, g := range c.streams {
-		if g.deadlineAt <= now {
-			delete(c.streams, id)
-		}
-	}
 	rep.Ended = append(rep.Ended, c.outbox...)
 	c.outbox = nil
 	c.mu.Unlock()
@@ -328,9 +322,6 @@ func (c *Client) resealFor(ctx context.Context, claim protocol.SitePendingJob) (
 	if refusal != "" {
 		return nil, refusal, nil
 	}
-	c.mu.Lock()
-	c.streams[claim.JobID] = streamGrant{lease: claim.LeaseID, device: device, deadlineAt: j.Stub.DeadlineAt}
-	c.mu.Unlock()
 	return &envelope, "", nil
 }
 

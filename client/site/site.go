@@ -101,17 +101,6 @@ type Client struct {
 	polledAt int64
 	// outbox are endings not yet handed to a report.
 	outbox []Ending
-	// streams is the latest grant this process sealed each job's payload
-	// under: a live stream is keyed to it (stream.go).
-	streams map[string]streamGrant
-}
-
-// streamGrant is the lease and device a live stream is keyed to.
-type streamGrant struct {
-	lease  string
-	device protocol.PublicIdentity
-	// deadlineAt is the job's: past it the grant is forgotten.
-	deadlineAt int64
 }
 
 // New checks the configuration and returns a client.
@@ -131,7 +120,6 @@ func New(cfg Config) (*Client, error) {
 		sleep:     cfg.Sleep,
 		ledger:    cfg.Ledger,
 		collect:   map[string]bool{},
-		streams:   map[string]streamGrant{},
 	}
 	if c.ledger == nil {
 		c.ledger = newMemoryLedger()

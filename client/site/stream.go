@@ -39,7 +39,7 @@ var (
 // sealed to a device by this client (Pump) before a stream can be read.
 func (c *Client) Stream(ctx context.Context, jobID string) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
-		key, err := c.streamKey(jobID)
+		key, err := c.streamKey(ctx, jobID)
 		if err != nil {
 			yield("", err)
 			return
@@ -93,14 +93,18 @@ func (c *Client) Stream(ctx context.Context, jobID string) iter.Seq2[string, err
 // errAttachClosed is an attach whose body ended without a terminal.
 var errAttachClosed = errors.New("site: attach closed")
 
-func (c *Client) streamKey(jobID string) (seal.Key, error) {
-	c.mu.Lock()
-	g := c.streams[jobID]
-	lease, device := g.lease, g.device
-	c.mu.Unlock()
-	if lease == "" {
+// streamKey derives the job's stream key from the grant the ledger holds,
+// never from this process's memory: with a durable ledger, a job sealed by
+// another process (or by this one before a restart) is read the same way.
+func (c *Client) streamKey(ctx context.Context, jobID string) (seal.Key, error) {
+	t, ok, err := c.ledger.Lookup(ctx, jobID)
+	if err != nil {
+		return seal.Key{}, ledgerErr(err)
+	}
+	if !ok || t.Stream == nil || t.Stream.LeaseID == "" {
 		return seal.Key{}, ErrStreamAbsent
 	}
+	lease, device := t.Stream.LeaseID, t.Stream.Device
 	deviceKeyID, err := protocol.KeyID(device.Identity)
 	if err != nil {
 		return seal.Key{}, err
@@ -195,7 +199,7 @@ func (c *Client) StreamHandler() http.Handler {
 		}
 		ctx := r.Context()
 		for wait := time.Now().Add(time.Minute); ; {
-			if _, err := c.streamKey(jobID); err == nil || time.Now().After(wait) {
+			if _, err := c.streamKey(ctx, jobID); err == nil || time.Now().After(wait) {
 				break
 			}
 			select {

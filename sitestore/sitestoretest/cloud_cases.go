@@ -83,6 +83,45 @@ func cloudCases() []testCase {
 				t.Fatalf("an expired job is still to publish: %v", got)
 			}
 		}},
+		{"the stream grant is the latest seal's lease and device, read back by any reader of the store", func(t *testing.T, e Env) {
+			e.create(t, cloudJob("a"))
+			if got := e.get(t, "a"); got.StreamGrant != nil {
+				t.Fatalf("an unsealed job has a stream grant: %+v", got.StreamGrant)
+			}
+			want := func(lease string, d protocol.PublicIdentity) {
+				t.Helper()
+				got := e.get(t, "a")
+				if got.StreamGrant == nil || got.StreamGrant.LeaseID != lease || got.StreamGrant.Device != d {
+					t.Fatalf("stream grant: %+v, want %s %+v", got.StreamGrant, lease, d)
+				}
+			}
+			e.sealTo(t, "a", "L1", device("d1"))
+			want("L1", device("d1"))
+			// A re-claim under a new lease re-keys the stream, even by the
+			// same device.
+			e.sealTo(t, "a", "L2", device("d1"))
+			want("L2", device("d1"))
+			e.sealTo(t, "a", "L3", device("d2"))
+			want("L3", device("d2"))
+			// A refused seal (the job is cancelled) leaves the grant as it was.
+			if _, _, err := e.Store.Cancel(ctx, "a"); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := e.sealTo(t, "a", "L4", device("d3")); ok {
+				t.Fatal("sealed a cancelled job")
+			}
+			want("L3", device("d2"))
+		}},
+		{"the stream grant outlives the result, so the relay's frames stay readable", func(t *testing.T, e Env) {
+			e.create(t, cloudJob("a"))
+			e.sealTo(t, "a", "L1", device("d1"))
+			if res := e.completeBy(t, "a", "L1", device("d1")); !res.Accepted {
+				t.Fatalf("complete: %+v", res)
+			}
+			if got := e.get(t, "a"); got.StreamGrant == nil || got.StreamGrant.LeaseID != "L1" || got.StreamGrant.Device != device("d1") {
+				t.Fatalf("stream grant after the result: %+v", got.StreamGrant)
+			}
+		}},
 		{"sealing adopts the relay's lease and records the device before the payload leaves", func(t *testing.T, e Env) {
 			e.create(t, cloudJob("a"))
 			j, ok := e.sealTo(t, "a", "L1", device("d1"))
