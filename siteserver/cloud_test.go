@@ -54,6 +54,12 @@ func newCloudWorld(t *testing.T) *cloudWorld {
 // world's one clock.
 func newCloudWorldOn(t *testing.T, newStore func(*store.ManualClock) sitestore.Store) *cloudWorld {
 	t.Helper()
+	return newCloudWorldWith(t, newStore, daemon.Streaming{})
+}
+
+// newCloudWorldWith is the world whose daemon streams as streams says.
+func newCloudWorldWith(t *testing.T, newStore func(*store.ManualClock) sitestore.Store, streams daemon.Streaming) *cloudWorld {
+	t.Helper()
 	clock := store.NewManualClock(cloudStart)
 	shop := relaytest.NewSite(t, "shop")
 	device := relaytest.NewDaemon(t, "runner-a", "alice")
@@ -67,7 +73,7 @@ func newCloudWorldOn(t *testing.T, newStore func(*store.ManualClock) sitestore.S
 	t.Cleanup(srv.Close)
 	d, err := daemon.New(daemon.Config{RelayURL: srv.URL, Keys: device.Keys, Clock: clock,
 		Pairing: daemon.Pairing{RunnerID: device.RunnerID, Owner: device.Owner},
-		Backend: daemon.EchoBackend{},
+		Backend: daemon.EchoBackend{}, Streams: streams,
 		Sleep: func(ctx context.Context, _ time.Duration) error {
 			select {
 			case <-ctx.Done():
