@@ -352,3 +352,13 @@ func (s *Server) Stream(ctx context.Context, jobID string) iter.Seq2[string, err
 	}
 	return s.cloud.Stream(ctx, jobID)
 }
+
+// StreamHandler re-serves a cloud-lane job's live stream to a browser
+// (site.Client.StreamHandler): authorize is required and runs first, and
+// any process on the store serves any of its jobs.
+func (s *Server) StreamHandler(authorize site.Authorize) (http.Handler, error) {
+	if s.cloud == nil {
+		return nil, errNoStreamDirect
+	}
+	return s.cloud.StreamHandler(authorize)
+}

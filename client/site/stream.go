@@ -185,19 +185,57 @@ func (c *Client) attach(ctx context.Context, jobID string, from int64, each func
 // keep-alive intervals) before it is taken for dead.
 const attachIdle = 45 * time.Second
 
+// Authorize decides whether the browser request r may read jobID's stream.
+// It is consulted before anything reveals whether the job or its stream
+// exists; false refuses, exactly as an unknown job is refused.
+type Authorize func(r *http.Request, jobID string) bool
+
+// ErrNoAuthorize is StreamHandler without an authorize function: a stream
+// handler that lets anyone who knows a job id read its text is not built.
+var ErrNoAuthorize = errors.New("site: StreamHandler needs an authorize function (there is no default allow)")
+
+// streamRefusal is the one answer to a browser that may not read the
+// stream: refused by authorize and unknown job alike, so a caller cannot
+// tell a job that exists from one that does not.
+const streamRefusal = "no such stream"
+
 // StreamHandler re-serves a job's live stream to a browser as Server-Sent
-// Events: GET ?job=<id> answers `data: {"text": …}` per delta, then one
-// `event: end` (data {"ok": true}) or `event: stale` / `event: absent`.
-// It waits up to a minute for this site to seal the job (the stream is
-// keyed to that grant). Authorising the browser is the caller's: wrap it.
-func (c *Client) StreamHandler() http.Handler {
+// Events: GET ?job=<id> answers `id: <offset>` and `data: {"text": …}`
+// per delta, then one `event: end` (data {"ok": true}) or `event: stale` /
+// `event: absent`. The offset is the lane's: UTF-16 code units of text
+// sent so far. A browser resuming with `Last-Event-ID` (EventSource does
+// on reconnect) or `?from=<offset>` is sent the text after that offset
+// only (the larger of the two when both are given), so no character is
+// lost or repeated; with neither, it gets the whole text so far. authorize
+// runs first; a refusal and a job this site's ledger does not hold are
+// the same 404. A known job not sealed yet is waited for up to a minute.
+func (c *Client) StreamHandler(authorize Authorize) (http.Handler, error) {
+	if authorize == nil {
+		return nil, ErrNoAuthorize
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		jobID := r.URL.Query().Get("job")
 		if jobID == "" {
 			http.Error(w, "job is required", http.StatusBadRequest)
 			return
 		}
+		from, ok := resumeOffset(r)
+		if !ok {
+			http.Error(w, "from and Last-Event-ID are a non-negative offset", http.StatusBadRequest)
+			return
+		}
 		ctx := r.Context()
+		if !authorize(r, jobID) {
+			http.Error(w, streamRefusal, http.StatusNotFound)
+			return
+		}
+		if _, known, err := c.ledger.Lookup(ctx, jobID); err != nil {
+			http.Error(w, "the site's ledger could not be read", http.StatusServiceUnavailable)
+			return
+		} else if !known {
+			http.Error(w, streamRefusal, http.StatusNotFound)
+			return
+		}
 		for wait := time.Now().Add(time.Minute); ; {
 			if _, err := c.streamKey(ctx, jobID); err == nil || time.Now().After(wait) {
 				break
@@ -205,7 +243,7 @@ func (c *Client) StreamHandler() http.Handler {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(50 * time.Millisecond):
+			case <-time.After(200 * time.Millisecond):
 			}
 		}
 		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
@@ -226,7 +264,14 @@ func (c *Client) StreamHandler() http.Handler {
 		for delta, err := range c.Stream(ctx, jobID) {
 			switch {
 			case err == nil && delta != "":
+				start := offset
 				offset += stream.UTF16Len(delta)
+				if offset <= from {
+					continue // the browser holds it already
+				}
+				if start < from {
+					delta = afterUTF16(delta, from-start)
+				}
 				fmt.Fprintf(w, "id: %s\n", strconv.FormatInt(offset, 10))
 				send("", map[string]string{"text": delta})
 			case err == nil:
@@ -237,5 +282,41 @@ func (c *Client) StreamHandler() http.Handler {
 				send("stale", map[string]bool{"ok": false})
 			}
 		}
-	})
+	}), nil
+}
+
+// resumeOffset is where a browser resumes: the larger of Last-Event-ID and
+// ?from=, 0 when neither is given; false for one that is not a
+// non-negative integer.
+func resumeOffset(r *http.Request) (int64, bool) {
+	var from int64
+	for _, v := range []string{r.Header.Get("Last-Event-ID"), r.URL.Query().Get("from")} {
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, false
+		}
+		from = max(from, n)
+	}
+	return from, true
+}
+
+// afterUTF16 is s without its first n UTF-16 code units. An offset inside
+// a surrogate pair (never one this handler sent) resumes at that
+// character, so half a character is never sent.
+func afterUTF16(s string, n int64) string {
+	var units int64
+	for i, r := range s {
+		w := int64(1)
+		if r > 0xFFFF {
+			w = 2
+		}
+		if units+w > n {
+			return s[i:]
+		}
+		units += w
+	}
+	return ""
 }

@@ -8,9 +8,11 @@ package streamdemo
 import (
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/byorelay/byorelay/client/site"
@@ -18,8 +20,23 @@ import (
 )
 
 // Handler serves the page at /, publishes prompts at POST /ask (owner is
-// the user the jobs are published for) and the streams at /stream.
+// the user the jobs are published for) and the streams at /stream. Each
+// ask is answered with its job id and a random token; /stream serves a
+// job only to a request that presents that job's token (?token=), so a
+// job id alone reads nothing.
 func Handler(s *site.Client, owner string) http.Handler {
+	var mu sync.Mutex
+	tokens := map[string]string{}
+	streams, err := s.StreamHandler(func(r *http.Request, jobID string) bool {
+		mu.Lock()
+		want, ok := tokens[jobID]
+		mu.Unlock()
+		got := r.URL.Query().Get("token")
+		return ok && got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+	})
+	if err != nil {
+		panic(err) // an authorize function is passed just above
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -33,9 +50,11 @@ func Handler(s *site.Client, owner string) http.Handler {
 			http.Error(w, "a prompt is required", http.StatusBadRequest)
 			return
 		}
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		id := "ask-" + hex.EncodeToString(b[:])
+		var b, tok [16]byte
+		_, _ = rand.Read(b[:8])
+		_, _ = rand.Read(tok[:])
+		id := "ask-" + hex.EncodeToString(b[:8])
+		token := hex.EncodeToString(tok[:])
 		stub := protocol.JobStub{ID: id, Kind: site.KindGenerate, Owner: owner, Audience: "private",
 			Streaming: true, DeadlineAt: time.Now().Add(5 * time.Minute).UnixMilli()}
 		ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
@@ -44,10 +63,13 @@ func Handler(s *site.Client, owner string) http.Handler {
 			http.Error(w, "publish failed: "+err.Error(), http.StatusBadGateway)
 			return
 		}
+		mu.Lock()
+		tokens[id] = token
+		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"job": id})
+		_ = json.NewEncoder(w).Encode(map[string]string{"job": id, "token": token})
 	})
-	mux.Handle("GET /stream", s.StreamHandler())
+	mux.Handle("GET /stream", streams)
 	return mux
 }
 
@@ -67,9 +89,9 @@ document.getElementById('ask').addEventListener('submit', async (e) => {
   const r = await fetch('/ask', {method: 'POST', headers: {'content-type': 'application/json'},
     body: JSON.stringify({prompt: document.getElementById('prompt').value})});
   if (!r.ok) { status.textContent = 'failed: ' + await r.text(); return; }
-  const {job} = await r.json();
+  const {job, token} = await r.json();
   status.textContent = 'streaming';
-  const es = new EventSource('/stream?job=' + encodeURIComponent(job));
+  const es = new EventSource('/stream?job=' + encodeURIComponent(job) + '&token=' + encodeURIComponent(token));
   es.onmessage = (m) => { answer.textContent += JSON.parse(m.data).text; };
   for (const end of ['end', 'stale', 'absent']) {
     es.addEventListener(end, () => { es.close(); status.textContent = end === 'end' ? 'done' : end; });
