@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 
 	"github.com/byorelay/byorelay/siteserver"
 	"github.com/byorelay/byorelay/sitestore"
@@ -13,12 +14,25 @@ import (
 // through a relay.
 type appLane struct{ app *siteserver.Server }
 
+// live is the cloud lane's stream of a job's answer as it is produced,
+// authorised for the job's owner only: another person's job, and one that
+// does not exist, are the same refusal.
+func (a appLane) live(owner string) (http.Handler, error) {
+	return a.app.StreamHandler(func(r *http.Request, jobID string) bool {
+		j, found, err := a.app.Job(r.Context(), jobID)
+		return err == nil && found && j.Owner == owner
+	})
+}
+
 func (a appLane) Ask(ctx context.Context, owner, prompt string) (string, error) {
 	payload, err := json.Marshal(map[string]string{"prompt": prompt})
 	if err != nil {
 		return "", err
 	}
-	j, err := a.app.Enqueue(ctx, siteserver.EnqueueInput{Kind: "llm.generate", Payload: payload, Owner: owner})
+	// On the cloud lane the answer streams into the page as it is
+	// produced (a device that cannot stream still answers it whole).
+	streaming := a.app.Lane() == siteserver.LaneCloud
+	j, err := a.app.Enqueue(ctx, siteserver.EnqueueInput{Kind: "llm.generate", Payload: payload, Owner: owner, Streaming: streaming})
 	return j.ID, err
 }
 

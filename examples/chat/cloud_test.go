@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/byorelay/byorelay/client/daemon"
 	"github.com/byorelay/byorelay/controlplane"
@@ -47,7 +51,8 @@ func TestTheCloudLaneAnswersAPromptThroughByorelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := daemon.New(daemon.Config{RelayURL: w.Origin, Keys: deviceKeys, Backend: daemon.EchoBackend{}, Sleep: quickSleep})
+	d, err := daemon.New(daemon.Config{RelayURL: w.Origin, Keys: deviceKeys, Backend: daemon.EchoBackend{Drip: 20 * time.Millisecond}, Sleep: quickSleep,
+		Streams: daemon.Streaming{Enabled: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +83,17 @@ func TestTheCloudLaneAnswersAPromptThroughByorelay(t *testing.T) {
 	if !last.Done || last.State != "ok" || last.Answer != "echo: "+prompt || last.Error != "" {
 		t.Fatalf("the stream ended with %+v, want ok %q", last, "echo: "+prompt)
 	}
+	// The answer streamed live too: the page's /live (authorised for the
+	// owner) reads the relay's frames, whole and in order, after the
+	// result; a job that is not there is refused.
+	if got := readLive(t, ts.URL+"/live?job="+asked.ID); got != "echo: "+prompt {
+		t.Fatalf("/live streamed %q, want %q", got, "echo: "+prompt)
+	}
+	if resp, err := http.Get(ts.URL + "/live?job=nope"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("/live for no such job: %v %v, want 404", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	// The relay's own pairing, not the page's: the cloud page has no form.
 	resp, err := http.Post(ts.URL+"/pair", "application/json", nil)
 	if err != nil {
@@ -87,4 +103,33 @@ func TestTheCloudLaneAnswersAPromptThroughByorelay(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Fatalf("POST /pair in the cloud lane: %d, want no such endpoint", resp.StatusCode)
 	}
+}
+
+// readLive reads a /live answer to its end and returns the text it sent.
+func readLive(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d", url, resp.StatusCode)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for _, line := range strings.Split(string(body), "\n") {
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			var d struct {
+				Text string `json:"text"`
+			}
+			if json.Unmarshal([]byte(data), &d) == nil {
+				text.WriteString(d.Text)
+			}
+		}
+	}
+	return text.String()
 }

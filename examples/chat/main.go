@@ -162,7 +162,11 @@ func build(o options, keys *protocol.Keys, origin string, store sitestore.Store)
 		pump := func(ctx context.Context) error {
 			return app.Run(ctx, 250*time.Millisecond, func(site.Report) {})
 		}
-		return (&Web{Lane: lane, Owner: o.owner}).Handler(), pump, nil
+		live, err := lane.live(o.owner)
+		if err != nil {
+			return nil, nil, err
+		}
+		return (&Web{Lane: lane, Owner: o.owner, Live: live}).Handler(), pump, nil
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/byollm/", app) // the daemon endpoints, on the page's origin

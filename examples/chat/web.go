@@ -50,6 +50,9 @@ type Web struct {
 	// Pair, when set, approves a pairing code for Owner (the direct lane,
 	// where this site is what daemons pair with).
 	Pair func(ctx context.Context, userCode, owner string) (runnerID string, err error)
+	// Live, when set, serves GET /live?job=<id>: the answer's text as it
+	// is produced (site.Client.StreamHandler, authorised for Owner).
+	Live http.Handler
 }
 
 // Handler serves the page and its JSON and SSE endpoints.
@@ -61,13 +64,16 @@ func (w *Web) Handler() http.Handler {
 		_, _ = rw.Write(page)
 	})
 	mux.HandleFunc("GET /config", func(rw http.ResponseWriter, r *http.Request) {
-		writeJSON(rw, http.StatusOK, map[string]any{"owner": w.Owner, "pairing": w.Pair != nil})
+		writeJSON(rw, http.StatusOK, map[string]any{"owner": w.Owner, "pairing": w.Pair != nil, "live": w.Live != nil})
 	})
 	mux.HandleFunc("POST /ask", w.ask)
 	mux.HandleFunc("GET /jobs/{id}", w.job)
 	mux.HandleFunc("GET /jobs/{id}/events", w.events)
 	if w.Pair != nil {
 		mux.HandleFunc("POST /pair", w.pair)
+	}
+	if w.Live != nil {
+		mux.Handle("GET /live", w.Live)
 	}
 	return mux
 }
