@@ -63,7 +63,24 @@ func pairingPK(deviceCode string) string { return "C#" + deviceCode }
 func userCodePK(userCode string) string  { return "CU#" + userCode }
 func keypairPK(identity string) string   { return "CK#" + identity }
 
-const pairingLedgerPK = "CL"
+// ledgerShards is how many items the pairing ledger is spread over. Every
+// pairing start writes its shard through a compare-and-set; on one item
+// every start in the relay races every other for it, and concurrent
+// starters lose, retry and run out of attempts (docs/performance.md has
+// the measured rate). A keypair's codes always go to one shard
+// (ledgerShard), so one keypair's replacement stays one transaction.
+const ledgerShards = 16
+
+// ledgerPK is a ledger shard's partition: its count of live codes (sk C)
+// and its part of the operator's list (pairing_list.go).
+func ledgerPK(shard int) string { return "CL#" + strconv.Itoa(shard) }
+
+// ledgerShard is the shard that counts and lists identity's codes.
+func ledgerShard(identity string) int {
+	h := fnv.New32a()
+	h.Write([]byte(identity))
+	return int(h.Sum32() % ledgerShards)
+}
 
 // Queue index partitions. A queued job sits in exactly one: its (site, job
 // owner, kind, audience) partition, or, once a site abandoned a grant on

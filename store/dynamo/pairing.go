@@ -15,29 +15,34 @@ import (
 )
 
 // Pending pairings are five kinds of item: the pairing by device code
-// (C#), a pointer by user code (CU#), a pointer by keypair (CK#), one
-// ledger (CL) counting live codes by expiry instant, and beside the ledger
-// in its partition an entry per live code for the operator's list
-// (pairing_list.go). The ledger makes the
-// global ceiling and the one-code-per-keypair rule atomic across replicas:
-// every put and every drop is one transaction conditioned on the ledger
-// version it read. Counting by expiry instant (not listing codes) keeps the
-// ledger small: codes minted in one millisecond share an entry, and
-// entries in the past are pruned on every write. Pairing is human-paced,
-// so one item serialising it costs nothing that matters.
+// (C#), a pointer by user code (CU#), a pointer by keypair (CK#), a ledger
+// spread over ledgerShards items (CL#<n>) counting live codes by expiry
+// instant, and beside each shard in its partition an entry per live code
+// it counts, for the operator's list (pairing_list.go). A keypair's codes
+// are all on one shard (ledgerShard). Every put and every drop is one
+// transaction conditioned on the version of the shard it read, so the
+// one-code-per-keypair rule is atomic across replicas. The global ceiling
+// is checked against every shard, read just before the write: each start
+// decides on a count at most one round trip old, so concurrent starts on
+// different shards can pass the ceiling by at most one each (ledgerShards
+// - 1 in all), and a relay with starts one after another holds it exactly.
+// Counting by expiry instant (not listing codes) keeps each shard small:
+// codes minted in one millisecond share an entry, and entries in the past
+// are pruned on every write.
 
 type ledger struct {
+	shard   int
 	exists  bool
 	ver     int64
 	buckets map[int64]int64 // expiresAt → live codes expiring then
 }
 
-func (s *Store) readLedger(ctx context.Context) (ledger, error) {
-	av, err := s.getRaw(ctx, pairingLedgerPK, skPairing)
+func (s *Store) readLedger(ctx context.Context, shard int) (ledger, error) {
+	av, err := s.getRaw(ctx, ledgerPK(shard), skPairing)
 	if err != nil {
 		return ledger{}, err
 	}
-	l := ledger{exists: av != nil, ver: getN(av, "ver"), buckets: map[int64]int64{}}
+	l := ledger{shard: shard, exists: av != nil, ver: getN(av, "ver"), buckets: map[int64]int64{}}
 	if m, ok := av["live"].(*types.AttributeValueMemberM); ok {
 		for k, v := range m.Value {
 			at, _ := strconv.ParseInt(k, 10, 64)
@@ -50,11 +55,13 @@ func (s *Store) readLedger(ctx context.Context) (ledger, error) {
 	return l, nil
 }
 
-// live counts codes still live at now.
+// live counts codes still live at now. A bucket at or below zero counts
+// nothing: a code this shard never counted (one stored before the ledger
+// was sharded) taken off must not hide another.
 func (l ledger) live(now int64) int64 {
 	n := int64(0)
 	for at, c := range l.buckets {
-		if at > now {
+		if at > now && c > 0 {
 			n += c
 		}
 	}
@@ -70,7 +77,7 @@ func (s *Store) writeLedger(l ledger, now int64) types.TransactWriteItem {
 		}
 	}
 	put := &types.Put{TableName: &s.table, Item: map[string]types.AttributeValue{
-		"pk": str(pairingLedgerPK), "sk": str(skPairing), "ver": num(l.ver + 1),
+		"pk": str(ledgerPK(l.shard)), "sk": str(skPairing), "ver": num(l.ver + 1),
 		"live": &types.AttributeValueMemberM{Value: live},
 	}}
 	if !l.exists {
@@ -121,7 +128,11 @@ func (s *Store) PutPairing(ctx context.Context, p store.PendingPairing) (store.P
 	}
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		now := s.now()
-		l, err := s.readLedger(ctx)
+		l, err := s.readLedger(ctx, ledgerShard(p.Device.Identity))
+		if err != nil {
+			return "", err
+		}
+		others, err := s.liveElsewhere(ctx, l.shard, now)
 		if err != nil {
 			return "", err
 		}
@@ -143,7 +154,7 @@ func (s *Store) PutPairing(ctx context.Context, p store.PendingPairing) (store.P
 			}
 		}
 		result := store.PutStored
-		if l.live(now) >= int64(s.pairingCapacity) {
+		if others+l.live(now) >= int64(s.pairingCapacity) {
 			result = store.PutAtCapacity
 		}
 		var items []types.TransactWriteItem
@@ -194,6 +205,25 @@ func (s *Store) PutPairing(ctx context.Context, p store.PendingPairing) (store.P
 	return "", ErrContention
 }
 
+// liveElsewhere counts the live codes on every ledger shard but own, each
+// read strongly consistent and at once.
+func (s *Store) liveElsewhere(ctx context.Context, own int, now int64) (int64, error) {
+	counts := make([]int64, ledgerShards)
+	err := each(ledgerShards, func(i int) error {
+		if i == own {
+			return nil
+		}
+		l, err := s.readLedger(ctx, i)
+		counts[i] = l.live(now)
+		return err
+	})
+	n := int64(0)
+	for _, c := range counts {
+		n += c
+	}
+	return n, err
+}
+
 // pairing reads a stored pairing whether or not it has expired.
 func (s *Store) pairing(ctx context.Context, deviceCode string) (store.PendingPairing, bool, error) {
 	av, err := s.getRaw(ctx, pairingPK(deviceCode), skPairing)
@@ -238,7 +268,7 @@ func (s *Store) DropPairing(ctx context.Context, deviceCode string) error {
 		if err != nil || !ok {
 			return err
 		}
-		l, err := s.readLedger(ctx)
+		l, err := s.readLedger(ctx, ledgerShard(p.Device.Identity))
 		if err != nil {
 			return err
 		}
