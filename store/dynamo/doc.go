@@ -30,10 +30,10 @@
 //	                      until the site collects it (TTL past the deadline)
 //	P#<runnerId>          presence
 //	X#<site>\0<owner>     churn: expiry times in the window, last report
-//	C#, CU#, CK#, CL      pending pairings, by device code, user code and
-//	                      keypair, and the ledger of live codes
-//	CL, P#<exp>#<key>     beside the ledger, each live pairing without its
-//	                      device code: the operator's list, one Query
+//	C#, CU#, CK#, CL#<n>  pending pairings, by device code, user code and
+//	                      keypair, and the ledger of live codes in 16 shards
+//	CL#<n>, P#<exp>#<key> beside its shard, each live pairing without its
+//	                      device code: the operator's list, one Query a shard
 //
 // # Indexes (sparse)
 //
