@@ -40,7 +40,12 @@ const (
 	MetricSweepRequeued  = "SweepRequeued"
 	MetricSweepRemoved   = "SweepRemoved"
 	MetricSweepFailures  = "SweepFailures"
-	MetricChurn          = "UnsealedChurn"
+	// MetricSweepBacklog is the age in seconds of the oldest due entry a
+	// scheduled sweep found; MetricSweepFailedItems the due items it went
+	// on past.
+	MetricSweepBacklog     = "SweepBacklogSeconds"
+	MetricSweepFailedItems = "SweepFailedItems"
+	MetricChurn            = "UnsealedChurn"
 	// The store clock against DynamoDB's (dynamo.ServerClock): the offset
 	// (DynamoDB's minus the host's) and its uncertainty, in milliseconds.
 	// The sweep decides no expiry while the uncertainty is above
@@ -92,6 +97,13 @@ func (m *EMF) Swept(requeued, removed int) {
 // SweepFailed counts a sweeper run that failed; the template alarms on it.
 func (m *EMF) SweepFailed() {
 	m.emit(nil, nil, metric{MetricSweepFailures, 1})
+}
+
+// SweepBacklog publishes a scheduled sweep's backlog (the oldest due
+// entry's age) and the due items it failed; the template alarms on the
+// backlog.
+func (m *EMF) SweepBacklog(seconds float64, failedItems int) {
+	m.emit(nil, nil, metric{MetricSweepBacklog, seconds}, metric{MetricSweepFailedItems, float64(failedItems)})
 }
 
 // Churn implements relay.Metrics.

@@ -20,6 +20,10 @@ type SweepReport struct {
 	Trigger  string `json:"trigger"`
 	Requeued int    `json:"requeued"`
 	Removed  int    `json:"removed"`
+	// Failed counts the due items the sweep could not handle and went on
+	// past; BacklogSeconds is the oldest due entry's age when it started.
+	Failed         int     `json:"failed"`
+	BacklogSeconds float64 `json:"backlogSeconds"`
 }
 
 // SweepHandler is the sweeper as a Lambda handler. A failed sweep is a
@@ -37,16 +41,22 @@ func (st *Stack) SweepHandler() func(ctx context.Context, ev json.RawMessage) (S
 			return SweepReport{}, fmt.Errorf("sweep: %w", err)
 		}
 		st.Calibrate(ctx)
-		res, err := r.Sweep(ctx)
+		stats, err := r.SweepPages(ctx)
 		st.noteClock()
+		rep := SweepReport{Trigger: in.Trigger, Requeued: stats.Requeued, Removed: stats.Removed,
+			Failed: stats.Failed, BacklogSeconds: float64(stats.BacklogMs) / 1000}
+		// Published on every run, failed or not: a sweeper falling behind
+		// is seen by its backlog's age before the jobs it owes are missed.
+		st.Metrics.SweepBacklog(rep.BacklogSeconds, rep.Failed)
 		if err != nil {
 			st.Metrics.SweepFailed()
-			st.log.ErrorContext(ctx, "sweep failed", slog.String("trigger", in.Trigger), slog.String("problem", err.Error()))
+			st.log.ErrorContext(ctx, "sweep failed", slog.String("trigger", in.Trigger),
+				slog.Int("failedItems", rep.Failed), slog.String("problem", err.Error()))
 			return SweepReport{}, fmt.Errorf("sweep: %w", err)
 		}
-		rep := SweepReport{Trigger: in.Trigger, Requeued: len(res.Requeued), Removed: len(res.Removed)}
 		st.log.InfoContext(ctx, "sweep done", slog.String("trigger", rep.Trigger),
-			slog.Int("requeued", rep.Requeued), slog.Int("removed", rep.Removed))
+			slog.Int("requeued", rep.Requeued), slog.Int("removed", rep.Removed),
+			slog.Float64("backlogSeconds", rep.BacklogSeconds))
 		return rep, nil
 	}
 }

@@ -275,6 +275,29 @@ func New(cfg Config) (*Relay, error) {
 // now is the relay-local clock in epoch ms.
 func (r *Relay) now() int64 { return r.clock.Now().UnixMilli() }
 
+// SweepPages is Sweep in bounded memory, the scheduled sweeper's call: a
+// store that sweeps page by page (store.PagedSweeper) has each page's jobs
+// logged and counted as it goes and answers counts only; any other store
+// is swept whole. The streams are swept even when some due item failed:
+// the failure is the store's, and their sweep does not depend on it.
+func (r *Relay) SweepPages(ctx context.Context) (store.SweepStats, error) {
+	p, ok := r.store.(store.PagedSweeper)
+	if !ok {
+		res, err := r.Sweep(ctx)
+		return store.SweepStats{Requeued: len(res.Requeued), Removed: len(res.Removed)}, err
+	}
+	var mu sync.Mutex
+	stats, err := p.SweepPages(ctx, func(page store.SweepResult) {
+		mu.Lock()
+		defer mu.Unlock()
+		r.noteSweep(ctx, "scheduled", page)
+	})
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return stats, err
+	}
+	return stats, errors.Join(err, r.sweepStreams(ctx))
+}
+
 // Sweep fires everything the store's clock says is due and reports it: the
 // scheduled sweeper's call. Claims, heartbeats and pending run a bounded
 // in-line sweep (store.SweepInline) so no request carries an outage's

@@ -421,6 +421,27 @@ type SweepResult struct {
 	Removed  []Job
 }
 
+// SweepStats is what a scheduled sweep did, in counts only: a store that
+// sweeps a large backlog reports its jobs page by page (PagedSweeper)
+// rather than holding them all.
+type SweepStats struct {
+	Requeued, Removed int
+	// Failed counts the due items whose handling failed; the sweep went on
+	// past each, and each is still due, so the next sweep retries it.
+	Failed int
+	// BacklogMs is the age of the oldest due entry when the sweep started
+	// (0: nothing was due): how far behind the sweepers are.
+	BacklogMs int64
+}
+
+// PagedSweeper is a store whose scheduled sweep runs in bounded memory:
+// page is called with what each page of due entries moved, possibly from
+// several goroutines at once, and the answer holds only counts. A sweep
+// that keeps every moved job for its answer holds the whole backlog.
+type PagedSweeper interface {
+	SweepPages(ctx context.Context, page func(SweepResult)) (SweepStats, error)
+}
+
 // All is the reference's single list: requeued first, then removed. The
 // relay's sweep answer ({requeued: ids}) is built from it.
 func (r SweepResult) All() []Job {

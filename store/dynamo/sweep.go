@@ -1,13 +1,13 @@
 package dynamo
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -51,6 +51,18 @@ type dueEntry struct {
 	du     int64
 }
 
+// sweepPage is how many due entries a scheduled sweep's worker reads in
+// one Query before it handles them and reads the next: its memory is one
+// page, whatever the backlog. Without the bound a backlog loaded whole runs
+// the function out of memory exactly when the sweeper is most needed.
+const sweepPage = 100
+
+// swept is one job a sweep moved, with its enqueue order.
+type swept struct {
+	seq string
+	job store.Job
+}
+
 // sweep handles up to limit due items (0: every one).
 //
 // With a ServerClock it first makes sure the clock is within
@@ -58,82 +70,162 @@ type dueEntry struct {
 // scheduled sweep fails with ErrClockUncertain (counted and alarmed), and
 // an in-line sweep moves nothing, so the request it runs in still answers.
 func (s *Store) sweep(ctx context.Context, limit int) (store.SweepResult, error) {
+	if limit == 0 {
+		var mu sync.Mutex
+		var requeued, removed []swept
+		_, err := s.sweepAll(ctx, func(rq, rm []swept) {
+			mu.Lock()
+			defer mu.Unlock()
+			requeued = append(requeued, rq...)
+			removed = append(removed, rm...)
+		})
+		if err != nil {
+			return store.SweepResult{}, err
+		}
+		return sortedResult(requeued, removed), nil
+	}
 	ctx = context.WithValue(ctx, sweepingKey{}, true)
 	settled, err := s.clockSettled(ctx)
 	if err != nil {
 		return store.SweepResult{}, err
 	}
 	if !settled {
-		if limit > 0 {
-			return store.SweepResult{Requeued: []store.Job{}, Removed: []store.Job{}}, nil
-		}
-		return store.SweepResult{}, ErrClockUncertain
+		return store.SweepResult{Requeued: []store.Job{}, Removed: []store.Job{}}, nil
 	}
 	now := s.now()
-	type swept struct {
-		seq string
-		job store.Job
+	// One shard a call, each call the next: every shard is read by the
+	// replica's requests in turn, and a request pays one Query however
+	// many shards there are. Reading them all would make every claim and
+	// heartbeat pay for the shard count that lets the index scale.
+	shard := int(s.inlineShard.Add(1) % uint64(s.shards))
+	page, _, err := s.queryDue(ctx, dueShardKey(shard), now, limit, nil)
+	if err != nil {
+		return store.SweepResult{}, err
 	}
-	var requeued, removed []swept
-	var reports []store.UnsealedChurn
-	// The shards are read at once, then what they name is handled in turn.
-	// The end hooks' shards only by the scheduled sweep (endDueKey).
+	requeued, removed, _, err := s.handleDue(ctx, page, now, false)
+	if err != nil {
+		return store.SweepResult{}, err
+	}
+	return sortedResult(requeued, removed), nil
+}
+
+// SweepPages is the scheduled sweep in bounded memory (store.PagedSweeper).
+func (s *Store) SweepPages(ctx context.Context, page func(store.SweepResult)) (store.SweepStats, error) {
+	return s.sweepAll(ctx, func(requeued, removed []swept) {
+		if page != nil {
+			page(sortedResult(requeued, removed))
+		}
+	})
+}
+
+// sweepAll is the scheduled sweep: one worker per shard of the due index
+// (the request shards and the end hooks' shards, endDueKey), at most
+// maxInFlight at once, each reading its shard a page at a time and handling
+// the page before it reads the next. An item whose handling fails is
+// counted and skipped, so one bad job cannot hold up the rest of the
+// backlog; the sweep then still answers an error naming the failures, so
+// the invocation fails and is alarmed on.
+func (s *Store) sweepAll(ctx context.Context, page func(requeued, removed []swept)) (store.SweepStats, error) {
+	ctx = context.WithValue(ctx, sweepingKey{}, true)
+	settled, err := s.clockSettled(ctx)
+	if err != nil {
+		return store.SweepStats{}, err
+	}
+	if !settled {
+		return store.SweepStats{}, ErrClockUncertain
+	}
+	now := s.now()
 	shardKeys := make([]string, 0, 2*s.shards)
 	for shard := range s.shards {
 		shardKeys = append(shardKeys, dueShardKey(shard))
 	}
-	if limit == 0 {
-		for shard := range s.shards {
-			shardKeys = append(shardKeys, endDueShardKey(shard))
-		}
+	for shard := range s.shards {
+		shardKeys = append(shardKeys, endDueShardKey(shard))
 	}
-	due := make([][]dueEntry, len(shardKeys))
-	err = each(len(shardKeys), func(shard int) error {
-		in := &dynamodb.QueryInput{
-			TableName:              &s.table,
-			IndexName:              aws.String("due"),
-			KeyConditionExpression: aws.String("dk = :dk AND du <= :now"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":dk": str(shardKeys[shard]), ":now": num(now),
-			},
-		}
-		if limit > 0 {
-			// Each shard's earliest limit are a superset of its share of
-			// the earliest limit overall.
-			in.Limit = aws.Int32(int32(limit))
-		}
+	var (
+		mu     sync.Mutex
+		stats  store.SweepStats
+		failed []error
+		oldest = now
+	)
+	err = each(len(shardKeys), func(i int) error {
+		var start map[string]types.AttributeValue
+		first := true
 		for {
-			out, err := s.db.Query(ctx, in)
+			entries, next, err := s.queryDue(ctx, shardKeys[i], now, sweepPage, start)
 			if err != nil {
-				return fmt.Errorf("query due: %w", err)
+				return err
 			}
-			for _, av := range out.Items {
-				due[shard] = append(due[shard], dueEntry{pk: getS(av, "pk"), sk: getS(av, "sk"), du: getN(av, "du")})
+			if first && len(entries) > 0 {
+				mu.Lock()
+				oldest = min(oldest, entries[0].du)
+				mu.Unlock()
 			}
-			if len(out.LastEvaluatedKey) == 0 || limit > 0 {
+			first = false
+			requeued, removed, errs, err := s.handleDue(ctx, entries, now, true)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			stats.Requeued += len(requeued)
+			stats.Removed += len(removed)
+			stats.Failed += len(errs)
+			if len(failed) < 10 {
+				failed = append(failed, errs[:min(len(errs), 10-len(failed))]...)
+			}
+			mu.Unlock()
+			if len(requeued)+len(removed) > 0 {
+				page(requeued, removed)
+			}
+			if len(next) == 0 {
 				return nil
 			}
-			in.ExclusiveStartKey = out.LastEvaluatedKey
+			start = next
 		}
 	})
+	stats.BacklogMs = now - oldest
 	if err != nil {
-		return store.SweepResult{}, err
+		return stats, err
 	}
-	var entries []dueEntry
-	for _, d := range due {
-		entries = append(entries, d...)
+	if stats.Failed > 0 {
+		return stats, fmt.Errorf("sweep: %d due items failed, first: %w", stats.Failed, errors.Join(failed...))
 	}
-	if limit > 0 && len(entries) > limit {
-		slices.SortFunc(entries, func(a, b dueEntry) int {
-			if c := cmp.Compare(a.du, b.du); c != 0 {
-				return c
-			}
-			return strings.Compare(a.pk+"\x00"+a.sk, b.pk+"\x00"+b.sk)
-		})
-		entries = entries[:limit]
+	return stats, nil
+}
+
+// queryDue reads one page (at most limit entries) of a due shard's entries
+// due by now, earliest first, from start; next is where the next page
+// begins (nil: the shard has no more due).
+func (s *Store) queryDue(ctx context.Context, dk string, now int64, limit int, start map[string]types.AttributeValue) ([]dueEntry, map[string]types.AttributeValue, error) {
+	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+		TableName:              &s.table,
+		IndexName:              aws.String("due"),
+		KeyConditionExpression: aws.String("dk = :dk AND du <= :now"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":dk": str(dk), ":now": num(now),
+		},
+		Limit:             aws.Int32(int32(limit)),
+		ExclusiveStartKey: start,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("query due: %w", err)
 	}
+	entries := make([]dueEntry, 0, len(out.Items))
+	for _, av := range out.Items {
+		entries = append(entries, dueEntry{pk: getS(av, "pk"), sk: getS(av, "sk"), du: getN(av, "du")})
+	}
+	return entries, out.LastEvaluatedKey, nil
+}
+
+// handleDue decides the due entries of one page, in turn. With skip set an
+// item whose handling fails is left (still due) and its error returned in
+// errs, and the rest are handled; without it the first failure ends the
+// page and is the error.
+func (s *Store) handleDue(ctx context.Context, entries []dueEntry, now int64, skip bool) (requeued, removed []swept, errs []error, err error) {
+	var reports []store.UnsealedChurn
 	ended := map[string]bool{}
 	for _, e := range entries {
+		var err error
 		switch {
 		case strings.HasPrefix(e.pk, "J#") && e.sk != skJob:
 			// A job's end hook: one pass ends the job's whole partition,
@@ -142,33 +234,43 @@ func (s *Store) sweep(ctx context.Context, limit int) (store.SweepResult, error)
 				continue
 			}
 			ended[e.pk] = true
-			r, err := s.endJob(ctx, e.pk, now)
-			if err != nil {
-				return store.SweepResult{}, err
-			}
-			if r.did == didRemove {
+			var r sweepResult
+			r, err = s.endJob(ctx, e.pk, now)
+			if err == nil && r.did == didRemove {
 				removed = append(removed, swept{r.seq, r.job})
 			}
 		case strings.HasPrefix(e.pk, "J#"):
-			r, err := s.sweepJob(ctx, e.pk, now)
-			if err != nil {
-				return store.SweepResult{}, err
-			}
-			switch r.did {
-			case didRequeue:
-				requeued = append(requeued, swept{r.seq, r.job})
-			case didRemove:
-				removed = append(removed, swept{r.seq, r.job})
-			}
-			if r.churn != nil {
-				reports = append(reports, *r.churn)
+			var r sweepResult
+			r, err = s.sweepJob(ctx, e.pk, now)
+			if err == nil {
+				switch r.did {
+				case didRequeue:
+					requeued = append(requeued, swept{r.seq, r.job})
+				case didRemove:
+					removed = append(removed, swept{r.seq, r.job})
+				}
+				if r.churn != nil {
+					reports = append(reports, *r.churn)
+				}
 			}
 		case strings.HasPrefix(e.pk, "U#"):
-			if err := s.repairSlots(ctx, e.pk, e.sk, now); err != nil {
-				return store.SweepResult{}, err
+			err = s.repairSlots(ctx, e.pk, e.sk, now)
+		}
+		if err != nil {
+			if !skip || ctx.Err() != nil {
+				return nil, nil, nil, err
 			}
+			errs = append(errs, fmt.Errorf("%q: %w", e.pk, err))
 		}
 	}
+	for _, c := range reports {
+		s.report(c)
+	}
+	return requeued, removed, errs, nil
+}
+
+// sortedResult orders both halves by enqueue order, the reference's.
+func sortedResult(requeued, removed []swept) store.SweepResult {
 	bySeq := func(a, b swept) int { return strings.Compare(a.seq, b.seq) }
 	slices.SortFunc(requeued, bySeq)
 	slices.SortFunc(removed, bySeq)
@@ -179,10 +281,7 @@ func (s *Store) sweep(ctx context.Context, limit int) (store.SweepResult, error)
 	for _, r := range removed {
 		res.Removed = append(res.Removed, r.job)
 	}
-	for _, c := range reports {
-		s.report(c)
-	}
-	return res, nil
+	return res
 }
 
 type sweepDid int

@@ -1,0 +1,277 @@
+package dynamo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
+	"github.com/byorelay/byorelay/store/storetest"
+)
+
+// dueQueries counts the Queries of the due index, by shard key, and can
+// fail the GetItem of chosen job partitions.
+type dueQueries struct {
+	API
+	mu     sync.Mutex
+	shards map[string]int
+	fail   map[string]bool
+}
+
+func (d *dueQueries) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	if in.IndexName != nil && *in.IndexName == "due" {
+		dk := in.ExpressionAttributeValues[":dk"].(*types.AttributeValueMemberS).Value
+		d.mu.Lock()
+		d.shards[dk]++
+		d.mu.Unlock()
+	}
+	return d.API.Query(ctx, in, opts...)
+}
+
+func (d *dueQueries) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	pk := in.Key["pk"].(*types.AttributeValueMemberS).Value
+	d.mu.Lock()
+	failing := d.fail[pk]
+	d.mu.Unlock()
+	if failing {
+		return nil, errors.New("injected read failure")
+	}
+	return d.API.GetItem(ctx, in, opts...)
+}
+
+func (d *dueQueries) take() map[string]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	got := d.shards
+	d.shards = map[string]int{}
+	return got
+}
+
+// An in-line sweep reads one shard of the due index, one Query, and
+// successive sweeps read every shard in turn.
+func TestSweepInlineReadsOneShard(t *testing.T) {
+	ctx := context.Background()
+	const shards = 8
+	db := &dueQueries{API: localtest.DynamoClient(t), shards: map[string]int{}}
+	s, err := New(Config{DB: db, Table: newTable(t), DueShards: shards,
+		Options: store.Options{Clock: store.NewManualClock(storetest.Start)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for range shards {
+		if _, err := s.SweepInline(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := db.take()
+		if len(got) != 1 {
+			t.Fatalf("one in-line sweep queried shards %v, want exactly one", got)
+		}
+		for dk, n := range got {
+			if n != 1 {
+				t.Fatalf("one in-line sweep queried %s %d times, want once", dk, n)
+			}
+			if dk[:2] != "D#" {
+				t.Fatalf("in-line sweep read %s, which only the scheduled sweep reads", dk)
+			}
+			seen[dk] = true
+		}
+	}
+	if len(seen) != shards {
+		t.Fatalf("%d in-line sweeps read shards %v, want all %d", shards, seen, shards)
+	}
+	// The scheduled sweep reads them all, request shards and end shards.
+	if _, err := s.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := db.take(); len(got) != 2*shards {
+		t.Fatalf("scheduled sweep queried %d shards (%v), want %d", len(got), got, 2*shards)
+	}
+}
+
+// loadDue writes n queued jobs already past their deadline, straight to
+// the table with BatchWriteItem (the items Enqueue writes, without a
+// conditional put each): n due entries for the sweep to remove.
+func loadDue(t testing.TB, db *dynamodb.Client, s *Store, n int, deadline int64) {
+	t.Helper()
+	ctx := context.Background()
+	const workers = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var batch []types.WriteRequest
+			flush := func() error {
+				req := map[string][]types.WriteRequest{s.table: batch}
+				for len(req[s.table]) > 0 {
+					out, err := db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: req})
+					if err != nil {
+						return err
+					}
+					req = out.UnprocessedItems
+				}
+				batch = batch[:0]
+				return nil
+			}
+			for i := w; i < n; i += workers {
+				id := fmt.Sprintf("due-%07d", i)
+				st := protocol.JobStub{ID: id, Kind: "llm.generate", Owner: "alice", Site: "K", Audience: "private", SizeClass: "small", DeadlineAt: deadline}
+				j := &jobItem{PK: jobPK("site", id), SK: skJob, Site: "site", JobID: id, Owner: "alice", Kind: st.Kind, Audience: st.Audience,
+					Deadline: deadline - int64(i%1000), State: string(store.StateQueued), Ver: 1, WID: "load", Seq: fmt.Sprintf("%013d.%016d", deadline, i)}
+				stub, _ := json.Marshal(st)
+				j.Stub = string(stub)
+				j.index(s.shards)
+				item, err := j.marshal()
+				if err != nil {
+					errs <- err
+					return
+				}
+				batch = append(batch, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
+				if len(batch) == 25 {
+					if err := flush(); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+			if len(batch) > 0 {
+				if err := flush(); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// The scheduled sweep goes on past an item it cannot handle: it counts
+// it, clears every other due entry, answers an error naming it, and the
+// next sweep (the fault gone) clears it too. It reports how old the
+// oldest due entry was.
+func TestSweepSkipsFailedItem(t *testing.T) {
+	ctx := context.Background()
+	clock := store.NewManualClock(storetest.Start)
+	db := &dueQueries{API: localtest.DynamoClient(t), shards: map[string]int{}, fail: map[string]bool{}}
+	s, err := New(Config{DB: db, Table: newTable(t), Options: store.Options{Clock: clock}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	loadDue(t, localtest.DynamoClient(t), s, n, storetest.Start.UnixMilli()-5_000)
+	bad := jobPK("site", "due-0000007")
+	db.fail[bad] = true
+	var pages atomic.Int64
+	stats, err := s.SweepPages(ctx, func(r store.SweepResult) { pages.Add(int64(len(r.Removed))) })
+	if err == nil {
+		t.Fatal("a sweep with a failed item answered no error")
+	}
+	if stats.Failed != 1 || stats.Removed != n-1 || pages.Load() != n-1 {
+		t.Fatalf("stats %+v, pages reported %d removed; want 1 failed, %d removed", stats, pages.Load(), n-1)
+	}
+	// The deadlines spread over the 1,000 ms before Start-5000; the oldest
+	// of the n loaded is (n-1)%1000 ms before that.
+	if stats.BacklogMs != 5_000+(n-1)%1000 {
+		t.Fatalf("backlog %d ms, want %d", stats.BacklogMs, 5_000+(n-1)%1000)
+	}
+	db.fail[bad] = false
+	stats, err = s.SweepPages(ctx, nil)
+	if err != nil || stats.Removed != 1 || stats.Failed != 0 {
+		t.Fatalf("second sweep: %+v %v, want the one left removed", stats, err)
+	}
+	if stats, err = s.SweepPages(ctx, nil); err != nil || stats.Removed != 0 || stats.BacklogMs != 0 {
+		t.Fatalf("third sweep: %+v %v, want nothing due", stats, err)
+	}
+}
+
+// TestSweepLoad loads a backlog of due entries on DynamoDB Local and has
+// the scheduled sweep clear it, page by page: it logs the items a second
+// per worker and asserts the heap the sweep holds stays under a bound that
+// does not depend on the backlog. SWEEP_LOAD sets the backlog (make
+// sweep-load: 100,000); the default is a smoke of 5,000.
+func TestSweepLoad(t *testing.T) {
+	n := 5_000
+	if v := os.Getenv("SWEEP_LOAD"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	clock := store.NewManualClock(storetest.Start)
+	s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), Options: store.Options{Clock: clock}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadDue(t, localtest.DynamoClient(t), s, n, storetest.Start.UnixMilli()-1_000)
+
+	// Sample the live heap while the sweep runs.
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				var m runtime.MemStats
+				runtime.ReadMemStats(&m)
+				if m.HeapAlloc > peak.Load() {
+					peak.Store(m.HeapAlloc)
+				}
+			}
+		}
+	}()
+	started := time.Now()
+	var reported atomic.Int64
+	stats, err := s.SweepPages(ctx, func(r store.SweepResult) { reported.Add(int64(len(r.Removed))) })
+	took := time.Since(started)
+	close(done)
+	<-sampled
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Removed != n || reported.Load() != int64(n) {
+		t.Fatalf("removed %d (pages reported %d), want %d", stats.Removed, reported.Load(), n)
+	}
+	if left, err := s.SweepPages(ctx, nil); err != nil || left.Removed != 0 || left.BacklogMs != 0 {
+		t.Fatalf("a second sweep found %+v %v, want nothing due", left, err)
+	}
+	workers := min(2*s.shards, maxInFlight)
+	perWorker := float64(n) / took.Seconds() / float64(workers)
+	grown := int64(peak.Load()) - int64(base.HeapAlloc)
+	t.Logf("swept %d due entries in %v with %d workers: %.0f items/s per worker; heap grew at most %.1f MB",
+		n, took.Round(time.Millisecond), workers, perWorker, float64(grown)/(1<<20))
+	// A page of sweepPage entries per worker, the jobs it handles and the
+	// SDK's buffers: a few MB whatever the backlog. Loaded whole, 100,000
+	// entries hold well over 100 MB.
+	const boundMB = 32
+	if grown > boundMB<<20 {
+		t.Fatalf("heap grew %.1f MB during the sweep, over the %d MB bound", float64(grown)/(1<<20), boundMB)
+	}
+}
