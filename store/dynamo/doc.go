@@ -140,12 +140,29 @@
 // reads past up to 100 of them per partition.
 //
 // Sweep reads the due index, so it costs what is due, not what is stored.
-// The scheduled sweeper calls Sweep, which handles everything due;
+// The scheduled sweeper calls SweepPages (Sweep is the same pass,
+// collecting its jobs for the contract's answer), which handles everything
+// due: one worker per shard, request shards and end shards alike, at most
+// maxInFlight at once, each reading its shard sweepPage entries at a time
+// and handling a page before it reads the next, so its memory is a page
+// per worker whatever the backlog. Goroutines in one invocation rather
+// than an invocation per shard: the shards are few (2 x DueShards), a
+// worker spends its time waiting on DynamoDB, not on CPU, and one
+// invocation keeps one clock check and one report per run, where an
+// invocation per shard would add a fan-out step and its failure modes. A
+// due item whose handling fails is counted and skipped (it stays due, the
+// next sweep retries it), and the pass ends with an error naming it. The
+// oldest due entry's age when the pass started is its backlog, published
+// as SweepBacklogSeconds and alarmed on in template.yaml.
+//
 // SweepInline, which Claim runs first and the relay's heartbeat and pending
-// paths should call, reads at most Options.InlineSweepLimit entries from
-// each shard and handles the earliest InlineSweepLimit of them (jobs and
+// paths should call, reads one request shard, at most
+// Options.InlineSweepLimit entries, and handles them (jobs and
 // unsealed-set repairs alike), so a backlog after an outage is never
-// carried inside one request. Nothing depends on a sweep having reached an
+// carried inside one request and a request pays one Query whatever the
+// shard count. Each call reads the next shard in turn, starting at a
+// random one per Store, so every shard is read by the replicas' requests;
+// the scheduled sweep reads them all. Nothing depends on a sweep having reached an
 // item: Claim skips a job past its deadline, and RenewLeases and Awaiting
 // treat a grant past its deadline, window or lease as over.
 //
