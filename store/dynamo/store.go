@@ -48,7 +48,11 @@ type Config struct {
 	// InlineEnvelopeBytes overrides DefaultInlineEnvelopeBytes.
 	InlineEnvelopeBytes int
 	// DueShards overrides DefaultDueShards. Every replica of one table must
-	// use the same value, or some deadlines are never read.
+	// use the same value, or some deadlines are never read. It may be
+	// raised on a live table: an entry is keyed D#k with k below the count
+	// it was written under, so every old entry is on one of the larger
+	// count's shards, and a sweeper running the larger count reads it.
+	// Lowering it strands the entries on the shards above the new count.
 	DueShards int
 	// Meter, when set, asks DynamoDB for the capacity every call consumes
 	// and adds it up.

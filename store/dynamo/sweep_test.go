@@ -275,3 +275,26 @@ func TestSweepLoad(t *testing.T) {
 		t.Fatalf("heap grew %.1f MB during the sweep, over the %d MB bound", float64(grown)/(1<<20), boundMB)
 	}
 }
+
+// Raising the shard count on a live table is safe: an entry written under
+// the old count sits on a shard D#k with k below it, which is one of the
+// new count's shards, so the new count's sweeps still find it.
+func TestSweepFindsEntriesOfASmallerShardCount(t *testing.T) {
+	ctx := context.Background()
+	clock := store.NewManualClock(storetest.Start)
+	table := newTable(t)
+	old, err := New(Config{DB: localtest.DynamoClient(t), Table: table, DueShards: 2, Options: store.Options{Clock: clock}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	loadDue(t, localtest.DynamoClient(t), old, n, storetest.Start.UnixMilli()-1_000)
+	grown, err := New(Config{DB: localtest.DynamoClient(t), Table: table, DueShards: 8, Options: store.Options{Clock: clock}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats, err := grown.SweepPages(ctx, nil)
+	if err != nil || stats.Removed != n {
+		t.Fatalf("a sweep at 8 shards over entries written at 2: %+v %v, want %d removed", stats, err, n)
+	}
+}
