@@ -156,13 +156,12 @@
 // as SweepBacklogSeconds and alarmed on in template.yaml.
 //
 // SweepInline, which Claim runs first and the relay's heartbeat and pending
-// paths should call, reads one request shard, at most
-// Options.InlineSweepLimit entries, and handles them (jobs and
-// unsealed-set repairs alike), so a backlog after an outage is never
-// carried inside one request and a request pays one Query whatever the
-// shard count. Each call reads the next shard in turn, starting at a
-// random one per Store, so every shard is read by the replicas' requests;
-// the scheduled sweep reads them all. Nothing depends on a sweep having reached an
+// paths should call, reads at most Options.InlineSweepLimit entries from
+// each request shard and handles the earliest InlineSweepLimit of them
+// (jobs and unsealed-set repairs alike), so a backlog after an outage is
+// never carried inside one request. It reads every request shard, not one:
+// the store contract and the reference relay have a request after a lapse
+// see that lapse swept, wherever its entry sits. Nothing depends on a sweep having reached an
 // item: Claim skips a job past its deadline, and RenewLeases and Awaiting
 // treat a grant past its deadline, window or lease as over.
 //

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 
@@ -85,11 +84,6 @@ type Store struct {
 	// seq breaks ties in enqueue order between jobs this instance enqueues
 	// in the same millisecond (a test clock that does not move).
 	seq atomic.Uint64
-
-	// inlineShard picks the due shard the next in-line sweep reads
-	// (sweep.go): it starts at a random shard, so replicas started together
-	// do not all read the same shard first.
-	inlineShard atomic.Uint64
 }
 
 var (
@@ -127,7 +121,6 @@ func New(cfg Config) (*Store, error) {
 	if s.shards == 0 {
 		s.shards = DefaultDueShards
 	}
-	s.inlineShard.Store(rand.Uint64N(uint64(s.shards)))
 	if sc, ok := s.clock.(*ServerClock); ok {
 		// Every response the store sees calibrates its clock, so the clock
 		// and the client cannot be wired apart.

@@ -1,6 +1,7 @@
 package dynamo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -93,14 +94,31 @@ func (s *Store) sweep(ctx context.Context, limit int) (store.SweepResult, error)
 		return store.SweepResult{Requeued: []store.Job{}, Removed: []store.Job{}}, nil
 	}
 	now := s.now()
-	// One shard a call, each call the next: every shard is read by the
-	// replica's requests in turn, and a request pays one Query however
-	// many shards there are. Reading them all would make every claim and
-	// heartbeat pay for the shard count that lets the index scale.
-	shard := int(s.inlineShard.Add(1) % uint64(s.shards))
-	page, _, err := s.queryDue(ctx, dueShardKey(shard), now, limit, nil)
+	// Every request shard, each its earliest limit (a superset of its share
+	// of the earliest limit overall), then the earliest limit of them all:
+	// an in-line sweep must see whatever is due first, wherever it is, for
+	// the request it runs in to answer as the reference relay does.
+	due := make([][]dueEntry, s.shards)
+	err = each(s.shards, func(shard int) error {
+		var err error
+		due[shard], _, err = s.queryDue(ctx, dueShardKey(shard), now, limit, nil)
+		return err
+	})
 	if err != nil {
 		return store.SweepResult{}, err
+	}
+	var page []dueEntry
+	for _, d := range due {
+		page = append(page, d...)
+	}
+	if len(page) > limit {
+		slices.SortFunc(page, func(a, b dueEntry) int {
+			if c := cmp.Compare(a.du, b.du); c != 0 {
+				return c
+			}
+			return strings.Compare(a.pk+"\x00"+a.sk, b.pk+"\x00"+b.sk)
+		})
+		page = page[:limit]
 	}
 	requeued, removed, _, err := s.handleDue(ctx, page, now, false)
 	if err != nil {
