@@ -60,6 +60,11 @@ func (r *Relay) noteSweep(ctx context.Context, trigger string, res store.SweepRe
 		return
 	}
 	r.metrics.Swept(len(res.Requeued), len(res.Removed))
+	r.logSweep(ctx, trigger, res)
+}
+
+// logSweep logs each job a sweep moved, both halves.
+func (r *Relay) logSweep(ctx context.Context, trigger string, res store.SweepResult) {
 	for _, j := range res.Requeued {
 		r.log.InfoContext(ctx, "sweep requeued job",
 			slog.String("requestId", requestIDFrom(ctx)),

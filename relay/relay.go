@@ -277,7 +277,7 @@ func (r *Relay) now() int64 { return r.clock.Now().UnixMilli() }
 
 // SweepPages is Sweep in bounded memory, the scheduled sweeper's call: a
 // store that sweeps page by page (store.PagedSweeper) has each page's jobs
-// logged and counted as it goes and answers counts only; any other store
+// logged as it goes, counted once at the end, and answers counts only; any other store
 // is swept whole. The streams are swept even when some due item failed:
 // the failure is the store's, and their sweep does not depend on it.
 func (r *Relay) SweepPages(ctx context.Context) (store.SweepStats, error) {
@@ -290,8 +290,13 @@ func (r *Relay) SweepPages(ctx context.Context) (store.SweepStats, error) {
 	stats, err := p.SweepPages(ctx, func(page store.SweepResult) {
 		mu.Lock()
 		defer mu.Unlock()
-		r.noteSweep(ctx, "scheduled", page)
+		r.logSweep(ctx, "scheduled", page)
 	})
+	// Counted once a run, as Sweep counts it: a count per page would
+	// inflate the Sweeps metric by the number of pages.
+	if stats.Requeued+stats.Removed > 0 {
+		r.metrics.Swept(stats.Requeued, stats.Removed)
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return stats, err
 	}
