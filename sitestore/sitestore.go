@@ -249,6 +249,14 @@ type StreamGrant struct {
 	Device  protocol.PublicIdentity
 }
 
+// Checkpoint is the text of a job's live stream up to Seq (its length in
+// UTF-16 code units, the lane's offsets), sealed by the site to its own
+// key as the job's at-rest envelope is: the store holds ciphertext only.
+type Checkpoint struct {
+	Seq      int64
+	Envelope protocol.SealedEnvelope
+}
+
 // SealToInput records, before the sealed payload is posted, the relay's
 // lease on a job and the device the payload is sealed to.
 type SealToInput struct {
@@ -364,6 +372,9 @@ var (
 	// ErrTooLarge is Create's refusal of an envelope the store cannot
 	// keep; nothing is stored.
 	ErrTooLarge = errors.New("sitestore: the sealed payload is too large for this store")
+	// ErrBadCheckpoint is PutCheckpoint's refusal of a checkpoint with no
+	// job id or a Seq below 1; nothing is stored.
+	ErrBadCheckpoint = errors.New("sitestore: a checkpoint needs a job id and a sequence of at least 1")
 	// ErrContention is an operation that lost to other writers more often
 	// than it retries: nothing changed, the caller may try again.
 	ErrContention = errors.New("sitestore: too much contention, nothing changed; try again")
@@ -447,6 +458,17 @@ type JobStore interface {
 	// End expires the job if due, then applies EndJob. The job as it
 	// stands and whether this call ended it.
 	End(ctx context.Context, in EndInput) (Job, bool, error)
+
+	// PutCheckpoint stores a job's durable checkpoint (docs/streaming.md)
+	// when cp.Seq is greater than the stored one's, or none is stored, in
+	// one conditional write; false, with nothing written, otherwise. The
+	// compare-and-set is what keeps a stale writer (a process that read
+	// less of the stream) from rolling the checkpoint back. The store does
+	// not read the job: the caller writes only for a job it holds a stream
+	// grant for. ErrBadCheckpoint for a job id "" or a Seq below 1.
+	PutCheckpoint(ctx context.Context, jobID string, cp Checkpoint) (bool, error)
+	// Checkpoint reads a job's checkpoint; false if none is stored.
+	Checkpoint(ctx context.Context, jobID string) (Checkpoint, bool, error)
 
 	// Subscribe calls onChange after every write this store makes to the
 	// job (the push seam). The returned function unsubscribes and is safe

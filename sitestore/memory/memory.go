@@ -34,6 +34,9 @@ type Store struct {
 	jobs     map[string]sitestore.Job
 	runners  map[string]sitestore.Runner
 	pairings map[string]sitestore.Pairing // by device code hash
+	// checkpoints are by job id, apart from the jobs: a checkpoint write
+	// never touches a job.
+	checkpoints map[string]sitestore.Checkpoint
 
 	watchers sitestore.Watchers
 }
@@ -60,6 +63,7 @@ func (s *Store) reset() {
 	s.jobs = map[string]sitestore.Job{}
 	s.runners = map[string]sitestore.Runner{}
 	s.pairings = map[string]sitestore.Pairing{}
+	s.checkpoints = map[string]sitestore.Checkpoint{}
 }
 
 // Reset drops every job, runner and pairing.
@@ -403,4 +407,26 @@ func (s *Store) applyOne(id string, rule func(sitestore.Job, int64) (sitestore.J
 		s.write(j, &changed)
 	}
 	return sitestore.CopyJob(j), applied, nil
+}
+
+// PutCheckpoint stores cp when its Seq is above the stored one's.
+func (s *Store) PutCheckpoint(_ context.Context, jobID string, cp sitestore.Checkpoint) (bool, error) {
+	if jobID == "" || cp.Seq < 1 {
+		return false, sitestore.ErrBadCheckpoint
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.checkpoints[jobID]; ok && old.Seq >= cp.Seq {
+		return false, nil
+	}
+	s.checkpoints[jobID] = cp
+	return true, nil
+}
+
+// Checkpoint reads a job's checkpoint.
+func (s *Store) Checkpoint(_ context.Context, jobID string) (sitestore.Checkpoint, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cp, ok := s.checkpoints[jobID]
+	return cp, ok, nil
 }

@@ -56,6 +56,7 @@ func cases() []testCase {
 	all = append(all, cloudCases()...)
 	all = append(all, holderCases()...)
 	all = append(all, envelopeCases()...)
+	all = append(all, checkpointCases()...)
 	return all
 }
 
