@@ -178,7 +178,27 @@ func (l *storeLedger) stubOf(j sitestore.Job) protocol.JobStub {
 func (l *storeLedger) trackedOf(j sitestore.Job) site.Tracked {
 	return site.Tracked{Stub: l.stubOf(j), AtRest: j.Envelope, CreatedAt: j.CreatedAt, Published: !j.AwaitingPublish,
 		Cancelled: j.State == sitestore.StateCanceled || j.CancelRequested, Ended: FateOf(j), SealedTo: j.SealedTo,
-		Stream: streamOf(j)}
+		Stream: streamOf(j), Result: resultOf(j)}
+}
+
+// resultOf is a verified job's outcome, nil for every other fate.
+func resultOf(j sitestore.Job) *site.Outcome {
+	if FateOf(j) != site.FateVerified || j.Outcome == nil {
+		return nil
+	}
+	o := *j.Outcome
+	return &o
+}
+
+// PutCheckpoint keeps client/site's durable checkpoint in the site store.
+func (l *storeLedger) PutCheckpoint(ctx context.Context, jobID string, seq int64, sealed protocol.SealedEnvelope) (bool, error) {
+	return l.store.PutCheckpoint(ctx, jobID, sitestore.Checkpoint{Seq: seq, Envelope: sealed})
+}
+
+// Checkpoint reads it back.
+func (l *storeLedger) Checkpoint(ctx context.Context, jobID string) (int64, protocol.SealedEnvelope, bool, error) {
+	cp, ok, err := l.store.Checkpoint(ctx, jobID)
+	return cp.Seq, cp.Envelope, ok, err
 }
 
 func streamOf(j sitestore.Job) *site.StreamGrant {

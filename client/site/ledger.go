@@ -31,6 +31,11 @@ type Tracked struct {
 	// is accepted only from one of them, whatever lease the relay recorded
 	// it under.
 	SealedTo []protocol.PublicIdentity
+	// Result is the verified result's outcome once the ledger holds it
+	// (nil until then, and for every fate but verified): StreamHandler
+	// sends it after a stream that ended without its seal. A ledger that
+	// does not keep results leaves it nil.
+	Result *Outcome
 	// Stream is the lease and device the job's live stream is keyed to:
 	// the latest seal, recorded by Sealing in the same write as SealedTo.
 	// A stream is read from it, so any process sharing a durable ledger
@@ -188,6 +193,10 @@ func (m *memoryLedger) End(_ context.Context, e Ending) (bool, error) {
 		return false, nil
 	}
 	j.Ended = e.Fate
+	if e.Fate == FateVerified && e.Result != nil {
+		o := e.Result.Outcome
+		j.Result = &o
+	}
 	return true, nil
 }
 
@@ -227,6 +236,10 @@ func (m *memoryLedger) pending() int {
 
 func copyTracked(t Tracked) Tracked {
 	t.SealedTo = slices.Clone(t.SealedTo)
+	if t.Result != nil {
+		r := *t.Result
+		t.Result = &r
+	}
 	if t.Stream != nil {
 		g := *t.Stream
 		t.Stream = &g

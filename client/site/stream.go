@@ -39,12 +39,20 @@ var (
 // sealed to a device by this client (Pump) before a stream can be read.
 func (c *Client) Stream(ctx context.Context, jobID string) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
-		key, err := c.streamKey(ctx, jobID)
+		key, tracked, err := c.streamKey(ctx, jobID)
 		if err != nil {
 			yield("", err)
 			return
 		}
-		var held string
+		// The durable plane first: the checkpointed text is yielded as one
+		// delta and the relay is asked only for what follows it, so a
+		// reader whose relay frames are gone still has what was said.
+		held := c.readCheckpoint(ctx, jobID)
+		if held != "" && !yield(held, nil) {
+			return
+		}
+		cp := c.startCheckpoints(ctx, jobID, tracked.CreatedAt, held)
+		defer cp.close()
 		for {
 			from := stream.UTF16Len(held)
 			reader := seal.NewReader(key, jobID, from, held, nil)
@@ -53,6 +61,7 @@ func (c *Client) Stream(ctx context.Context, jobID string) iter.Seq2[string, err
 				before := reader.Text()
 				reader.Feed(raw)
 				if after := reader.Text(); len(after) > len(before) && strings.HasPrefix(after, before) {
+					cp.offer(after)
 					if !yield(after[len(before):], nil) {
 						stopped = true
 						return false
@@ -96,20 +105,21 @@ var errAttachClosed = errors.New("site: attach closed")
 // streamKey derives the job's stream key from the grant the ledger holds,
 // never from this process's memory: with a durable ledger, a job sealed by
 // another process (or by this one before a restart) is read the same way.
-func (c *Client) streamKey(ctx context.Context, jobID string) (seal.Key, error) {
+func (c *Client) streamKey(ctx context.Context, jobID string) (seal.Key, Tracked, error) {
 	t, ok, err := c.ledger.Lookup(ctx, jobID)
 	if err != nil {
-		return seal.Key{}, ledgerErr(err)
+		return seal.Key{}, Tracked{}, ledgerErr(err)
 	}
 	if !ok || t.Stream == nil || t.Stream.LeaseID == "" {
-		return seal.Key{}, ErrStreamAbsent
+		return seal.Key{}, Tracked{}, ErrStreamAbsent
 	}
 	lease, device := t.Stream.LeaseID, t.Stream.Device
 	deviceKeyID, err := protocol.KeyID(device.Identity)
 	if err != nil {
-		return seal.Key{}, err
+		return seal.Key{}, Tracked{}, err
 	}
-	return seal.SiteKey(c.keys, device, seal.Context{JobID: jobID, LeaseID: lease, DeviceKeyID: deviceKeyID, SiteKeyID: c.keys.KeyID()})
+	key, err := seal.SiteKey(c.keys, device, seal.Context{JobID: jobID, LeaseID: lease, DeviceKeyID: deviceKeyID, SiteKeyID: c.keys.KeyID()})
+	return key, t, err
 }
 
 // attach reads one SSE attach, handing each event's data to each until it
@@ -237,7 +247,7 @@ func (c *Client) StreamHandler(authorize Authorize) (http.Handler, error) {
 			return
 		}
 		for wait := time.Now().Add(time.Minute); ; {
-			if _, err := c.streamKey(ctx, jobID); err == nil || time.Now().After(wait) {
+			if _, _, err := c.streamKey(ctx, jobID); err == nil || time.Now().After(wait) {
 				break
 			}
 			select {
@@ -276,13 +286,49 @@ func (c *Client) StreamHandler(authorize Authorize) (http.Handler, error) {
 				send("", map[string]string{"text": delta})
 			case err == nil:
 				send("end", map[string]bool{"ok": true})
-			case errors.Is(err, ErrStreamAbsent):
-				send("absent", map[string]bool{"ok": false})
 			default:
-				send("stale", map[string]bool{"ok": false})
+				// No seal from the live plane: the result supersedes what
+				// was sent, whole, once this site has it.
+				if text, ok := c.awaitResult(ctx, jobID); ok {
+					send("result", map[string]string{"text": text})
+				} else if errors.Is(err, ErrStreamAbsent) {
+					send("absent", map[string]bool{"ok": false})
+				} else {
+					send("stale", map[string]bool{"ok": false})
+				}
 			}
 		}
 	}), nil
+}
+
+// resultWait bounds how long StreamHandler waits, after a stream that
+// ended without its seal, for the result to reach the ledger (Pump collects
+// it); a job that ends without one stops the wait at once.
+const resultWait = time.Minute
+
+// awaitResult is the job's verified ok text once the ledger holds it;
+// false if the job ended otherwise, or resultWait passed, or ctx ended.
+func (c *Client) awaitResult(ctx context.Context, jobID string) (string, bool) {
+	for wait := time.Now().Add(resultWait); ; {
+		t, ok, err := c.ledger.Lookup(ctx, jobID)
+		if err == nil && ok && t.Ended != "" {
+			if t.Result == nil || t.Result.Outcome != OutcomeOK || t.Result.Text == nil {
+				return "", false
+			}
+			return *t.Result.Text, true
+		}
+		if err == nil && !ok {
+			return "", false
+		}
+		if time.Now().After(wait) {
+			return "", false
+		}
+		select {
+		case <-ctx.Done():
+			return "", false
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // resumeOffset is where a browser resumes: the larger of Last-Event-ID and
