@@ -211,8 +211,12 @@ const streamRefusal = "no such stream"
 
 // StreamHandler re-serves a job's live stream to a browser as Server-Sent
 // Events: GET ?job=<id> answers `id: <offset>` and `data: {"text": …}`
-// per delta, then one `event: end` (data {"ok": true}) or `event: stale` /
-// `event: absent`. The offset is the lane's: UTF-16 code units of text
+// per delta, then one `event: end` (data {"ok": true}); after a stream
+// that ended without its seal, `event: result` (data {"text": …}, the
+// verified result whole, superseding what was sent) once the ledger has
+// it, or else `event: stale` / `event: absent`. A ledger that keeps
+// checkpoints (CheckpointLedger) is read first, so the text so far is sent
+// even when the relay's frames are gone. The offset is the lane's: UTF-16 code units of text
 // sent so far. A browser resuming with `Last-Event-ID` (EventSource does
 // on reconnect) or `?from=<offset>` is sent the text after that offset
 // only (the larger of the two when both are given), so no character is

@@ -96,6 +96,7 @@ document.getElementById('ask').addEventListener('submit', async (e) => {
   for (const end of ['end', 'stale', 'absent']) {
     es.addEventListener(end, () => { es.close(); status.textContent = end === 'end' ? 'done' : end; });
   }
+  es.addEventListener('result', (m) => { answer.textContent = JSON.parse(m.data).text; es.close(); status.textContent = 'done'; });
 });
 </script>
 </body></html>
