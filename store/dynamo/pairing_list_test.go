@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -13,14 +14,15 @@ import (
 )
 
 // queryCounter counts the reads a list makes, and fails a Scan outright.
+// A list queries the ledger's shards at once, so the count is atomic.
 type queryCounter struct {
 	API
 	t       *testing.T
-	queries int
+	queries atomic.Int64
 }
 
 func (q *queryCounter) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	q.queries++
+	q.queries.Add(1)
 	return q.API.Query(ctx, in, o...)
 }
 
@@ -57,7 +59,7 @@ func TestListingPairingsFollowsQueryPagesOnDynamoDBLocal(t *testing.T) {
 			t.Fatalf("put %d: %v %v", i, res, err)
 		}
 	}
-	counter.queries = 0
+	counter.queries.Store(0)
 	list, err := s.ListPairings(ctx, 50)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +73,7 @@ func TestListingPairingsFollowsQueryPagesOnDynamoDBLocal(t *testing.T) {
 				i, p.UserCode, p.DeviceCode, len(p.Capabilities[0].KnownModels), want)
 		}
 	}
-	if counter.queries < 2 {
-		t.Fatalf("%d Query calls for %d pairings of ~110 KB each: the pages were not followed", counter.queries, n)
+	if got := counter.queries.Load(); got < 2 {
+		t.Fatalf("%d Query calls for %d pairings of ~110 KB each: the pages were not followed", got, n)
 	}
 }
