@@ -72,12 +72,20 @@ func BenchmarkClaimCapacity(b *testing.B) {
 	}
 }
 
-// loadQueue writes n queued jobs for (site, alice) with BatchWriteItem, in
-// parallel: the items Enqueue would write, without a conditional put each.
+// loadQueue writes n queued jobs for (site, alice), due far ahead.
 func loadQueue(b *testing.B, db *dynamodb.Client, s *Store, n int) {
-	b.Helper()
-	ctx := context.Background()
 	now := s.now()
+	writeQueued(b, db, s, n, func(i int) (string, int64, int64) {
+		return fmt.Sprintf("job-%06d", i), 4_102_444_800_000, now
+	})
+}
+
+// writeQueued writes n queued jobs for (site, alice) with BatchWriteItem,
+// in parallel: the items Enqueue would write, without a conditional put
+// each. job names the i-th job's id, deadline and enqueue time.
+func writeQueued(tb testing.TB, db *dynamodb.Client, s *Store, n int, job func(i int) (id string, deadline, enqueuedAt int64)) {
+	tb.Helper()
+	ctx := context.Background()
 	const workers = 8
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
@@ -99,10 +107,10 @@ func loadQueue(b *testing.B, db *dynamodb.Client, s *Store, n int) {
 				return nil
 			}
 			for i := w; i < n; i += workers {
-				id := fmt.Sprintf("job-%06d", i)
-				st := protocol.JobStub{ID: id, Kind: "llm.generate", Owner: "alice", Site: "K", Audience: "private", SizeClass: "small", DeadlineAt: 4_102_444_800_000}
+				id, deadline, enqueuedAt := job(i)
+				st := protocol.JobStub{ID: id, Kind: "llm.generate", Owner: "alice", Site: "K", Audience: "private", SizeClass: "small", DeadlineAt: deadline}
 				j := &jobItem{PK: jobPK("site", id), SK: skJob, Site: "site", JobID: id, Owner: "alice", Kind: st.Kind, Audience: st.Audience,
-					Deadline: st.DeadlineAt, State: string(store.StateQueued), Ver: 1, WID: "load", Seq: fmt.Sprintf("%013d.%016d", now, i)}
+					Deadline: deadline, State: string(store.StateQueued), Ver: 1, WID: "load", Seq: fmt.Sprintf("%013d.%016d", enqueuedAt, i)}
 				stub, _ := json.Marshal(st)
 				j.Stub = string(stub)
 				j.index(s.shards)
@@ -129,6 +137,6 @@ func loadQueue(b *testing.B, db *dynamodb.Client, s *Store, n int) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 }

@@ -2,7 +2,6 @@ package dynamo
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -17,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/byorelay/byorelay/localtest"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/storetest"
 )
@@ -96,60 +94,9 @@ func TestSweepInlineQueriesEachRequestShardOnce(t *testing.T) {
 // conditional put each): n due entries for the sweep to remove.
 func loadDue(t testing.TB, db *dynamodb.Client, s *Store, n int, deadline int64) {
 	t.Helper()
-	ctx := context.Background()
-	const workers = 8
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var batch []types.WriteRequest
-			flush := func() error {
-				req := map[string][]types.WriteRequest{s.table: batch}
-				for len(req[s.table]) > 0 {
-					out, err := db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: req})
-					if err != nil {
-						return err
-					}
-					req = out.UnprocessedItems
-				}
-				batch = batch[:0]
-				return nil
-			}
-			for i := w; i < n; i += workers {
-				id := fmt.Sprintf("due-%07d", i)
-				st := protocol.JobStub{ID: id, Kind: "llm.generate", Owner: "alice", Site: "K", Audience: "private", SizeClass: "small", DeadlineAt: deadline}
-				j := &jobItem{PK: jobPK("site", id), SK: skJob, Site: "site", JobID: id, Owner: "alice", Kind: st.Kind, Audience: st.Audience,
-					Deadline: deadline - int64(i%1000), State: string(store.StateQueued), Ver: 1, WID: "load", Seq: fmt.Sprintf("%013d.%016d", deadline, i)}
-				stub, _ := json.Marshal(st)
-				j.Stub = string(stub)
-				j.index(s.shards)
-				item, err := j.marshal()
-				if err != nil {
-					errs <- err
-					return
-				}
-				batch = append(batch, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
-				if len(batch) == 25 {
-					if err := flush(); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}
-			if len(batch) > 0 {
-				if err := flush(); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	writeQueued(t, db, s, n, func(i int) (string, int64, int64) {
+		return fmt.Sprintf("due-%07d", i), deadline - int64(i%1000), deadline
+	})
 }
 
 // The scheduled sweep goes on past an item it cannot handle: it counts
