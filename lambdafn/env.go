@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+
+	"github.com/byorelay/byorelay/store/dynamo"
 )
 
 // Env is a function's configuration, read from its environment variables
@@ -28,6 +30,11 @@ type Env struct {
 	// (AWAITING_PAYLOAD_MS); 0 means the store's default, the reference's
 	// 10 s.
 	AwaitingPayloadMs int64
+	// DueShards is how many shards the routing table's due index is spread
+	// over (DUE_SHARDS); 0 means dynamo.DefaultDueShards. A table setting:
+	// every function of one deployment must read the same value, which
+	// template.yaml's DueShards parameter gives them all.
+	DueShards int
 	// BasePath mounts the daemon plane (BASE_PATH); "" means /byollm.
 	BasePath string
 	// VerificationURL is where a human approves a pairing code
@@ -99,6 +106,13 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 	}
 	if e.AwaitingPayloadMs, err = positiveMs(getenv, "AWAITING_PAYLOAD_MS"); err != nil {
 		return Env{}, err
+	}
+	if v := getenv("DUE_SHARDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > dynamo.MaxDueShards {
+			return Env{}, fmt.Errorf("lambdafn: DUE_SHARDS=%q is not a shard count from 1 to %d", v, dynamo.MaxDueShards)
+		}
+		e.DueShards = n
 	}
 	if e.MetricsNamespace == "" {
 		e.MetricsNamespace = "byorelay"

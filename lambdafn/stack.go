@@ -116,8 +116,9 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 
 	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = endpoint("dynamodb", o.BaseEndpoint) })
 	dcfg := dynamo.Config{
-		DB:    db,
-		Table: env.TableName,
+		DB:        db,
+		Table:     env.TableName,
+		DueShards: env.DueShards,
 		Options: store.Options{
 			Clock:             storeClock,
 			OnChurn:           st.onChurn(),

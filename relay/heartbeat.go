@@ -94,6 +94,9 @@ func (r *Relay) heartbeat(c *call, d daemonRequest) (reply, error) {
 		for _, l := range req.ActiveLeases {
 			lost = append(lost, protocol.GrantRef{JobID: l.JobID, LeaseID: l.LeaseID})
 		}
+		if err := r.sweepLapsed(c, "heartbeat", store.LapsedInput{Grants: lost}); err != nil {
+			return reply{}, err
+		}
 		r.decide(c, "heartbeat-nothing-to-serve", slog.Int("lost", len(lost)))
 		return ok(protocol.HeartbeatResponse{
 			Sites:           sites,
@@ -128,6 +131,11 @@ func (r *Relay) heartbeat(c *call, d daemonRequest) (reply, error) {
 	lost := renewed.Lost
 	if lost == nil {
 		lost = []protocol.GrantRef{}
+	}
+	// A lease reported lost because it lapsed goes back to the queue now,
+	// as the reference's sweep-first heartbeat leaves it.
+	if err := r.sweepLapsed(c, "heartbeat", store.LapsedInput{Grants: lost}); err != nil {
+		return reply{}, err
 	}
 	r.decide(c, "heartbeat",
 		slog.Int("sites", len(sites)),

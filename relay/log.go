@@ -63,6 +63,23 @@ func (r *Relay) noteSweep(ctx context.Context, trigger string, res store.SweepRe
 	r.logSweep(ctx, trigger, res)
 }
 
+// sweepLapsed runs the targeted half of a request's in-line sweep on a
+// store whose in-line sweep reads only part of what is due
+// (store.LapseSweeper), and notes what it moved. Nothing named, nothing
+// read.
+func (r *Relay) sweepLapsed(c *call, trigger string, in store.LapsedInput) error {
+	sweeper, ok := r.store.(store.LapseSweeper)
+	if !ok || (len(in.Grants) == 0 && in.SiteID == "") {
+		return nil
+	}
+	res, err := sweeper.SweepLapsed(c.ctx, in)
+	if err != nil {
+		return err
+	}
+	r.noteSweep(c.ctx, trigger, res)
+	return nil
+}
+
 // logSweep logs each job a sweep moved, both halves.
 func (r *Relay) logSweep(ctx context.Context, trigger string, res store.SweepResult) {
 	for _, j := range res.Requeued {

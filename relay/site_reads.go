@@ -35,6 +35,11 @@ func (r *Relay) pending(c *call, s siteRequest) (reply, error) {
 		return reply{}, err
 	}
 	r.noteSweep(c.ctx, "pending", swept)
+	// The site's grants whose awaiting window is over are requeued before
+	// the list is read, wherever their due entries are.
+	if err := r.sweepLapsed(c, "pending", store.LapsedInput{SiteID: siteID}); err != nil {
+		return reply{}, err
+	}
 	awaiting, err := r.store.Awaiting(c.ctx, siteID)
 	if err != nil {
 		return reply{}, err

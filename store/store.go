@@ -236,7 +236,12 @@ type RoutingStore interface {
 	// the first of its deadline, its awaiting window if awaiting-payload,
 	// its lease expiry if ready or running), each exactly as Sweep would.
 	// Claim runs it first; a relay that sweeps before a heartbeat or a
-	// pending read calls it rather than Sweep.
+	// pending read calls it rather than Sweep. A store may read only part
+	// of its due items a call (the DynamoDB store reads one shard of its
+	// due index, a different one each call) and then picks the earliest of
+	// that part; such a store implements LapseSweeper, and its Claim
+	// sweeps the lapsed grants and expired jobs it reads itself, so that
+	// no answer depends on which part a call read.
 	//
 	// Bounded because after an outage the backlog is arbitrary, and an
 	// unbounded in-line sweep puts all of it inside one device's claim: its
@@ -440,6 +445,27 @@ type SweepStats struct {
 // that keeps every moved job for its answer holds the whole backlog.
 type PagedSweeper interface {
 	SweepPages(ctx context.Context, page func(SweepResult)) (SweepStats, error)
+}
+
+// LapseSweeper is a store whose in-line sweep reads only part of its due
+// items a request (the DynamoDB store reads one shard of its due index),
+// so a request also asks it to end the lapsed grants the request itself
+// is about: SweepLapsed handles, each exactly as Sweep would, the grants
+// among Grants whose lease, awaiting window or deadline is over, and
+// SiteID's unsealed grants whose awaiting window is over; at most
+// Options.InlineSweepLimit jobs. A heartbeat passes the leases it was
+// told are lost, a pending read its site, so the job is back in the queue
+// when the answer says the grant is over, as it is after a sweep that
+// reads everything. A store whose SweepInline reads every due item (the
+// memory store) need not implement it.
+type LapseSweeper interface {
+	SweepLapsed(ctx context.Context, in LapsedInput) (SweepResult, error)
+}
+
+// LapsedInput names what SweepLapsed may end.
+type LapsedInput struct {
+	Grants []protocol.GrantRef
+	SiteID string
 }
 
 // All is the reference's single list: requeued first, then removed. The

@@ -52,6 +52,7 @@ type serveOptions struct {
 	sweepEvery  time.Duration
 	lease       time.Duration
 	awaiting    time.Duration
+	dueShards   int
 	quiet       bool
 	verbose     bool
 	grants      bool
@@ -72,6 +73,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.DurationVar(&o.sweepEvery, "sweep-every", time.Minute, "how often the sweeper runs, as its schedule does when deployed")
 	fs.DurationVar(&o.lease, "lease", time.Duration(store.DefaultLeaseMs)*time.Millisecond, "how long a claim's lease lasts without a heartbeat (LEASE_MS when deployed)")
 	fs.DurationVar(&o.awaiting, "awaiting", time.Duration(store.AwaitingPayloadMs)*time.Millisecond, "how long a site has to seal a claimed job before it is requeued\n(AWAITING_PAYLOAD_MS when deployed)")
+	fs.IntVar(&o.dueShards, "due-shards", dynamo.DefaultDueShards, "shards of the routing table's due index, a table setting: keep it for a table\n(DUE_SHARDS, template.yaml's DueShards, when deployed)")
 	fs.BoolVar(&o.quiet, "quiet", false, "log only warnings and errors")
 	fs.BoolVar(&o.verbose, "v", false, "also log every routed request (function, status, time)")
 	fs.BoolVar(&o.exposeAdmin, "expose-admin", false, "allow a non-loopback --host: the admin API (guarded by the per-run token,\nsent in clear over plain HTTP) is then reachable from the network too")
@@ -94,6 +96,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	}
 	if o.lease < time.Millisecond || o.awaiting < time.Millisecond {
 		return o, errors.New("--lease and --awaiting must be at least 1ms")
+	}
+	if o.dueShards < 1 || o.dueShards > dynamo.MaxDueShards {
+		return o, fmt.Errorf("--due-shards must be from 1 to %d", dynamo.MaxDueShards)
 	}
 	if !isLoopbackHost(o.host) && !o.exposeAdmin {
 		return o, fmt.Errorf("--host %s would serve the admin API (approve devices, change consents) to the network with the relay;\n"+
@@ -280,6 +285,7 @@ func (ls *localStack) dynamoBackend(ctx context.Context, opts serveOptions, auth
 		MetricsNamespace:  "byorelay",
 		LeaseMs:           opts.lease.Milliseconds(),
 		AwaitingPayloadMs: opts.awaiting.Milliseconds(),
+		DueShards:         opts.dueShards,
 	}
 	cfg := localtest.AWSConfig(ls.ddbEndpoint)
 	st, err := lambdafn.Open(ctx, env, lambdafn.Options{AWS: &cfg, Logger: log, MetricsOut: io.Discard, Grants: author})

@@ -32,9 +32,13 @@ const claimSlack = 6
 // cap), after a holder hint. Cost depends on the route set, never on how
 // deep the queue is.
 func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.ClaimedStub, error) {
-	if _, err := s.SweepInline(ctx); err != nil {
+	_, handled, err := s.sweepInline(ctx)
+	if err != nil {
 		return nil, err
 	}
+	// What the in-line sweep's shard left of the request's budget goes to
+	// the lapsed and expired jobs this claim reads itself.
+	budget := s.inlineLimit - handled
 	now := s.now()
 	granted := []protocol.ClaimedStub{}
 	if in.Max <= 0 {
@@ -73,7 +77,8 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 	// The partitions are read at once: a claim's latency is one query's,
 	// whatever the route set.
 	found := make([][]*jobItem, len(partitions))
-	err := each(len(partitions), func(i int) error {
+	expired := make([][]string, len(partitions))
+	err = each(len(partitions), func(i int) error {
 		qk := partitions[i]
 		// The sticky partition can hold jobs of routes this device no
 		// longer has; read it deeper so those cannot hide its own.
@@ -81,13 +86,25 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 		if strings.HasPrefix(qk, "R#") {
 			n = limit * 2
 		}
-		items, err := s.queue(ctx, qk, n, now)
-		found[i] = items
+		items, past, err := s.queue(ctx, qk, n, now)
+		found[i], expired[i] = items, past
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	// Jobs past their deadline at the head of a partition are removed here,
+	// within the budget, as the sweep would: a claim that reads them is
+	// the request that finds them due, whichever shard their entry is on.
+	var late []string
+	for _, pks := range expired {
+		late = append(late, pks...)
+	}
+	slices.Sort(late)
+	if _, _, err := s.sweepNamed(ctx, late, budget); err != nil {
+		return nil, err
+	}
+	budget = max(0, budget-len(late))
 	var candidates []*jobItem
 	for _, items := range found {
 		candidates = append(candidates, items...)
@@ -110,6 +127,33 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 		pair := store.Route{SiteID: c.Site, Owner: c.Owner}
 		if full[pair] {
 			continue
+		}
+		if c.lapsedGrant(now) {
+			// A grant whose awaiting window or lease is over, still in its
+			// queue partition (jobItem.index): swept here, as the sweep
+			// would (sticky re-offer, seal attempts, eviction), and judged
+			// again as it was left.
+			if budget <= 0 {
+				continue
+			}
+			budget--
+			if _, _, err := s.sweepNamed(ctx, []string{c.PK}, 1); err != nil {
+				if len(granted) > 0 {
+					return granted, nil
+				}
+				return nil, err
+			}
+			fresh, ok, err := s.readJob(ctx, c.PK)
+			if err != nil {
+				if len(granted) > 0 {
+					return granted, nil
+				}
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+			c = fresh
 		}
 		stub, lease, result, err := s.claimOne(ctx, c, in, routes, kinds, device, now)
 		if err != nil {
@@ -277,34 +321,40 @@ type holderDevice struct {
 const claimExpiredSkip = 100
 
 // queue reads up to n of the oldest jobs in one queue partition that are
-// not past their deadline, reading past at most claimExpiredSkip that are.
-func (s *Store) queue(ctx context.Context, qk string, n int32, now int64) ([]*jobItem, error) {
+// not past their deadline, reading past at most claimExpiredSkip that are;
+// past names those it read past, for the claim to remove.
+func (s *Store) queue(ctx context.Context, qk string, n int32, now int64) (items []*jobItem, past []string, err error) {
 	in := &dynamodb.QueryInput{
 		TableName:                 &s.table,
 		IndexName:                 aws.String("queue"),
 		KeyConditionExpression:    aws.String("qk = :qk"),
-		FilterExpression:          aws.String("dl > :now"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":qk": str(qk), ":now": num(now)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":qk": str(qk)},
 		Limit:                     aws.Int32(n),
 	}
-	items := make([]*jobItem, 0, n)
+	items = make([]*jobItem, 0, n)
 	skip := int32(claimExpiredSkip)
 	for {
 		out, err := s.db.Query(ctx, in)
 		if err != nil {
-			return nil, fmt.Errorf("query queue: %w", err)
+			return nil, nil, fmt.Errorf("query queue: %w", err)
 		}
 		for _, av := range out.Items {
 			j, err := unmarshalJob(av)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
+			}
+			// Filtered here rather than by a FilterExpression, which bills
+			// the same bytes read: the claim removes what it read past.
+			if j.Deadline <= now {
+				past = append(past, j.PK)
+				skip--
+				continue
 			}
 			items = append(items, j)
 		}
-		skip -= out.ScannedCount - out.Count
 		missing := n - int32(len(items))
 		if missing <= 0 || len(out.LastEvaluatedKey) == 0 || skip <= 0 {
-			return items, nil
+			return items, past, nil
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 		in.Limit = aws.Int32(min(missing, skip))

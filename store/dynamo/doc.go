@@ -40,18 +40,24 @@
 //	queue     qk = Q#<site>\0<owner>\0<kind>\0<private|team>[\0stream]
 //	          (the suffix for a live-stream job), or R#<runner>
 //	          for a job re-offered only to one runner; sort seq (enqueue
-//	          order). Only queued, uncancelled jobs carry qk. Projection ALL.
+//	          order). Only queued and awaiting-payload (unsealed),
+//	          uncancelled jobs carry qk: an unsealed grant stays in the
+//	          partition it was claimed from, so the first claim that
+//	          reads the partition after its awaiting window ran out
+//	          sweeps it, wherever its due entry is. Projection ALL.
 //	sitelist  lk = S#<site>\0evicted: the site's eviction notices; sort
 //	          seq. Keys only: the list reads the items back consistently.
-//	          (An awaiting job is in no index list: its pair's set names
-//	          it.)
+//	          (The site's awaiting list is no index list: its pairs'
+//	          sets name the jobs.)
 //	due       dk = D#<shard>, du = when a sweep should next look at the job:
 //	          its next deadline (deadlineAt, the awaiting window or the
 //	          lease expiry, whichever is first), or earlier for a sealed
 //	          grant, whose due time moves later only when a sweep reaches it
-//	          (a seal and a renewal do not move the entry); also unsealed
-//	          sets, when their grants should be checked. A removed job's
-//	          tombstone carries no index key.
+//	          or its seal moves it (below: a renewal never does); also
+//	          unsealed sets, when their grants should be checked. The
+//	          shard is an FNV hash of the key modulo Config.DueShards
+//	          (DefaultDueShards, 128; DUE_SHARDS, template.yaml's
+//	          DueShards). A removed job's tombstone carries no index key.
 //	          dk = F#<site>, du = deadlineAt: the site's finished list, the
 //	          done jobs whose result it has not collected. No sweep reads
 //	          it: every read treats a finished job as gone from its
@@ -112,8 +118,10 @@
 // one strongly consistent Query of the site's set partition (U#<site>, one
 // item per owner), then a consistent BatchGet of the jobs its live members
 // name, each kept only while awaiting under that member's lease and inside
-// its window. So the job carries no awaiting-list index entry, which saved
-// an index write at claim and one at seal. The price: every claim, seal and
+// its window. So the job carries no awaiting-list index entry. (It keeps
+// its queue index entry while unsealed, for a claim to find it once its
+// window is over: the claim's write updates that entry instead of deleting
+// it, and the seal deletes it.) The price of the sets: every claim, seal and
 // check of any pair of one site writes that one partition, so a site's
 // claims and seals together are bounded by a partition's write throughput
 // (1,000 small writes a second; DynamoDB splits a hot item collection by
@@ -156,14 +164,53 @@
 // as SweepBacklogSeconds and alarmed on in template.yaml.
 //
 // SweepInline, which Claim runs first and the relay's heartbeat and pending
-// paths should call, reads at most Options.InlineSweepLimit entries from
-// each request shard and handles the earliest InlineSweepLimit of them
-// (jobs and unsealed-set repairs alike), so a backlog after an outage is
-// never carried inside one request. It reads every request shard, not one:
-// the store contract and the reference relay have a request after a lapse
-// see that lapse swept, wherever its entry sits. Nothing depends on a sweep having reached an
-// item: Claim skips a job past its deadline, and RenewLeases and Awaiting
-// treat a grant past its deadline, window or lease as over.
+// paths call, reads one request shard, the next in the Store's round robin
+// from a random start, at most Options.InlineSweepLimit entries, and
+// handles them (jobs and unsealed-set repairs alike): a backlog after an
+// outage is never carried inside one request, a request pays one Query
+// whatever the shard count, and the replicas' requests between them read
+// every shard. What a request answers, and what it leaves behind, does not
+// wait for a shard's turn:
+//
+//   - Claim, RenewLeases and Awaiting judge every deadline, window and
+//     lease by the clock: Claim never grants a job past its deadline, and
+//     a grant past its deadline, window or lease is over for the other two.
+//   - A claim removes the jobs past their deadline that it reads at the
+//     head of a queue partition, and sweeps an unsealed grant whose
+//     awaiting window ran out, which stays in its queue partition for the
+//     purpose (the queue index, above), before it judges the job again: so
+//     the grant goes back to the device that abandoned it, the seal
+//     attempt is counted, and the pair's slot is freed, as after a sweep.
+//   - The relay's heartbeat ends the grants it reports lost, and its
+//     pending read the site's unsealed grants whose window ran out
+//     (SweepLapsed, store.LapseSweeper), so each answer leaves the job in
+//     the queue as the reference's sweep-first answer does.
+//
+// These targeted sweeps take the budget the shard left, so a request still
+// handles at most InlineSweepLimit items. Only which due items a bounded
+// sweep picks differs from one reading everything: the earliest of one
+// shard, not of all. The contract's cases that pin that pick run over one
+// shard (contract_test.go). A lapsed lease of a sealed job nobody asks
+// about waits for its shard's turn or the scheduled sweep.
+//
+// The shard count is a table setting (Config.DueShards). DefaultDueShards
+// is 128: a job writes about 3 WCU on its request shard, so 10,000 jobs a
+// second put 234 WCU/s on each (23% of a partition's 1,000), and the
+// in-line sweeps of 1,000,000 idle daemons, about 0.2 Queries a
+// daemon-second at 0.5 RCU, put 781 RCU/s on each (26% of 3,000). 32
+// shards, the count that just carries the writes, would run them at 94%.
+//
+// A seal moves its job's due entry from the awaiting window's end to the
+// sealed job's next deadline (its lease expiry) only where that is cheaper
+// than the later rewrite (sealMovesDue): for a live-stream job, and for a
+// seal less than 2 s before the window ends, both of which outlive the
+// window. The move costs the seal two index writes (a delete and a put of
+// the entry); left in place, the entry costs nothing if the job is done
+// before the window ends, and otherwise a sweep's visit: a consistent read
+// of the job, a write of the whole item and the same two index writes. A
+// seal early in the window, the usual case, leaves it: most such jobs are
+// done first. A renewal never moves it: it would pay the two index writes
+// on every heartbeat to save one visit a lease.
 //
 // A payload is written to an item of its own before the seal that names it,
 // so the later writes of the job (fetch, renewals, result, removal) are not

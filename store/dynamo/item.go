@@ -99,17 +99,19 @@ const ttlGraceSeconds = 24 * 60 * 60
 func (j *jobItem) claimed() bool { return j.Lease != "" }
 
 // index sets the index attributes from the state. Sparse indexes: a job is
-// in the queue index only while queued and not cancelled, and on its site's
-// finished list only while done with a result the site has not collected.
-// An awaiting-payload job is in no list: its pair's unsealed set is the
-// site's awaiting list (Awaiting).
+// in the queue index only while queued or awaiting payload and not
+// cancelled (an unsealed grant stays for the next claim to sweep once its
+// window is over), and on its site's finished list only while done with a
+// result the site has not collected. The site's awaiting list is its
+// pairs' unsealed sets (Awaiting), not an index.
 //
 // The due time only ever moves later lazily: a sealed grant (ready or
 // running) keeps a due time that is earlier than its next deadline instead
-// of moving its due index entry (a delete and a put, billed twice inside a
-// transaction) on the seal and on every lease renewal. A sweep that reaches
-// it early finds nothing due and writes the real due time then (sweepJob),
-// which for most jobs never happens: they are done first.
+// of moving its due index entry (a delete and a put) on every lease
+// renewal, and on a seal unless sealMovesDue says the move is cheaper (the
+// seal then sets DU to 0). A sweep that reaches it early finds nothing due
+// and writes the real due time then (sweepJob), which for most jobs never
+// happens: they are done first.
 func (j *jobItem) index(shards int) {
 	stored := j.DU
 	j.QK, j.DK, j.DU = "", "", 0
@@ -118,9 +120,20 @@ func (j *jobItem) index(shards int) {
 		return
 	}
 	switch store.State(j.State) {
-	case store.StateQueued:
+	case store.StateQueued, store.StateAwaitingPayload:
 		// A cancelled job can never be claimed, so it leaves the queue
 		// instead of sitting at its head where every claim would read it.
+		//
+		// An unsealed grant stays in the partition it was claimed from
+		// until its seal: when its awaiting window runs out, the next
+		// claim that reads the partition finds it there and sweeps it
+		// (Claim), as the reference's claim, which sweeps everything
+		// first, would. The in-line sweep reads one due shard a request,
+		// so waiting for the grant's due entry to be read would leave the
+		// job out of every claim until its shard's turn. It costs the
+		// claim's write an index update instead of an index delete, and
+		// the seal an index delete; a pair has at most UnsealedPerPair
+		// such jobs, which the claim's slack reads past.
 		if !j.Cancelled {
 			if j.ReofferTo != "" {
 				j.QK = stickyQueueKey(j.ReofferTo)
@@ -147,6 +160,50 @@ func (j *jobItem) index(shards int) {
 	if (j.State == string(store.StateReady) || j.State == string(store.StateRunning)) && stored > 0 && stored < j.DU {
 		j.DU = stored
 	}
+}
+
+// sealMoveWithinMs: a seal that comes less than this before its grant's
+// due entry falls due (the awaiting window's end) moves the entry to the
+// job's real next deadline (sealMovesDue).
+const sealMoveWithinMs = 2_000
+
+// sealMovesDue decides, for the seal of j at now, whether the seal's write
+// moves j's due entry to the sealed job's next deadline (its lease expiry,
+// or its deadline) instead of leaving it at the awaiting window's end.
+//
+// Moving it costs the seal two index writes (the entry's delete and put;
+// the seal writes the job anyway). Leaving it costs nothing if the job is
+// done before the window ends, and otherwise a sweep's visit when it falls
+// due: a consistent read of the job, a write of the whole item and the
+// same two index writes, plus a place in an in-line sweep's bound. So the
+// move is cheaper exactly when the job will still be running at the
+// window's end, which the seal can tell in two cases:
+//   - a live-stream job: it is streamed because its answer takes long to
+//     generate, so it outlives a window that is seconds from its end;
+//   - a seal less than sealMoveWithinMs before the window ends: the device
+//     has still to fetch, run and report.
+//
+// Otherwise (a seal early in the window, the usual case) the job is
+// usually done before the window ends and nothing is rewritten. Where the
+// entry already sits at the sealed job's next deadline (a lease or a
+// deadline that ends before the window) there is nothing to move.
+func sealMovesDue(j *jobItem, now int64) bool {
+	if j.streaming() {
+		return true
+	}
+	return j.AwaitingUntil-now < sealMoveWithinMs
+}
+
+// lapsedGrant says whether j is a grant whose awaiting window or lease
+// is over at now: a sweep reaching it would requeue it.
+func (j *jobItem) lapsedGrant(now int64) bool {
+	switch store.State(j.State) {
+	case store.StateAwaitingPayload:
+		return j.AwaitingUntil <= now
+	case store.StateReady, store.StateRunning:
+		return j.claimed() && j.LeaseExp <= now
+	}
+	return false
 }
 
 // tombstone is what is left of j once a sweep removed it: the keys, the

@@ -187,35 +187,21 @@ func (s *Store) Awaiting(ctx context.Context, siteID string) ([]store.Job, error
 	now := s.now()
 	leases := map[string][]string{} // job pk → the leases its members name
 	var pks []string
-	in := &dynamodb.QueryInput{
-		TableName:                 &s.table,
-		KeyConditionExpression:    aws.String("pk = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(unsealedPK(siteID))},
-		ConsistentRead:            aws.Bool(true),
+	members, err := s.unsealedSets(ctx, siteID)
+	if err != nil {
+		return nil, err
 	}
-	for {
-		out, err := s.db.Query(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("query unsealed sets: %w", err)
+	for _, m := range members {
+		lease, jobID, window := parseSlotMember(m)
+		// A member past its window is no live grant: not read.
+		if window <= now {
+			continue
 		}
-		for _, av := range out.Items {
-			for _, m := range getSS(av, "held") {
-				lease, jobID, window := parseSlotMember(m)
-				// A member past its window is no live grant: not read.
-				if window <= now {
-					continue
-				}
-				pk := jobPK(siteID, jobID)
-				if leases[pk] == nil {
-					pks = append(pks, pk)
-				}
-				leases[pk] = append(leases[pk], lease)
-			}
+		pk := jobPK(siteID, jobID)
+		if leases[pk] == nil {
+			pks = append(pks, pk)
 		}
-		if len(out.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
+		leases[pk] = append(leases[pk], lease)
 	}
 	items, err := s.batchJobs(ctx, pks)
 	if err != nil {
@@ -227,6 +213,31 @@ func (s *Store) Awaiting(ctx context.Context, siteID string) ([]store.Job, error
 		return j.State != string(store.StateAwaitingPayload) || !slices.Contains(leases[j.PK], j.Lease) || j.nextDeadline() <= now
 	})
 	return s.toJobs(ctx, items)
+}
+
+// unsealedSets is every member of the site's unsealed sets: one strongly
+// consistent Query of the site's set partition.
+func (s *Store) unsealedSets(ctx context.Context, siteID string) ([]string, error) {
+	in := &dynamodb.QueryInput{
+		TableName:                 &s.table,
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(unsealedPK(siteID))},
+		ConsistentRead:            aws.Bool(true),
+	}
+	var members []string
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("query unsealed sets: %w", err)
+		}
+		for _, av := range out.Items {
+			members = append(members, getSS(av, "held")...)
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return members, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
 }
 
 // Finished lists the site's done jobs that carry a result and are not
@@ -334,6 +345,10 @@ func (s *Store) Seal(ctx context.Context, in store.SealInput) (store.SealResult,
 		next.Payload, next.PayloadItem, next.PayloadS3 = env.inline, env.item, env.s3Key
 		next.State = string(store.StateReady)
 		next.AwaitingUntil = 0
+		if sealMovesDue(j, s.now()) {
+			// index() writes the sealed job's next deadline.
+			next.DU = 0
+		}
 		// Consecutive failures to seal, not a lifetime quota: a job requeued
 		// twice for ordinary lease lapses must not be evicted for a payload
 		// problem it does not have.

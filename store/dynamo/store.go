@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 
@@ -18,8 +19,21 @@ const (
 	// is billed on the whole item, so a large inline envelope is paid for
 	// again and again. Two envelopes at this size keep an item under 70 KB.
 	DefaultInlineEnvelopeBytes = 32 * 1024
-	// DefaultDueShards is how many partitions the due index is spread over.
-	DefaultDueShards = 4
+	// DefaultDueShards is how many partitions the due index's request
+	// shards (and, as many again, its end shards) are spread over: a
+	// partition takes 1,000 WCU/s and 3,000 RCU/s. A job writes about 3
+	// WCU on its request shard (measured: docs/performance.md), so 10,000
+	// jobs/s is 30,000 WCU/s, 234 per shard at 128 (23% of the limit; 64
+	// shards would be 47%, 32 would be 94%). Every claim, heartbeat and
+	// pending read queries one shard (0.5 RCU), about 0.2 Queries per idle
+	// daemon-second at the default heartbeat, so 1,000,000 idle daemons
+	// read 100,000 RCU/s, 781 per shard at 128 (26%; 52% at 64). More
+	// shards cost only the scheduled sweep, one more empty Query a shard a
+	// run.
+	DefaultDueShards = 128
+	// MaxDueShards bounds Config.DueShards: the scheduled sweep queries
+	// every shard each run.
+	MaxDueShards = 1024
 )
 
 // ErrContention is returned when an operation lost its conditional write
@@ -46,12 +60,18 @@ type Config struct {
 	Options store.Options
 	// InlineEnvelopeBytes overrides DefaultInlineEnvelopeBytes.
 	InlineEnvelopeBytes int
-	// DueShards overrides DefaultDueShards. Every replica of one table must
-	// use the same value, or some deadlines are never read. It may be
-	// raised on a live table: an entry is keyed D#k with k below the count
-	// it was written under, so every old entry is on one of the larger
-	// count's shards, and a sweeper running the larger count reads it.
-	// Lowering it strands the entries on the shards above the new count.
+	// DueShards overrides DefaultDueShards (1 to MaxDueShards). It is a
+	// table setting: every replica and function over one table must use
+	// the same value (template.yaml's DueShards parameter, passed to every
+	// function as DUE_SHARDS), or a shard above a replica's count is read
+	// by nobody but the replicas that count it. Raising it on a live table
+	// is safe: an entry is keyed D#k with k below the count it was written
+	// under, so every old entry is on one of the larger count's shards,
+	// and the scheduled sweep reads them all. Lowering it strands the
+	// entries on the shards above the new count: no sweep reads them
+	// again, so their jobs are swept only when a request touches them or
+	// their next write moves their entry, and their end hooks wait for
+	// TTL. A smaller count is for a new table only.
 	DueShards int
 	// Meter, when set, asks DynamoDB for the capacity every call consumes
 	// and adds it up.
@@ -84,6 +104,12 @@ type Store struct {
 	// seq breaks ties in enqueue order between jobs this instance enqueues
 	// in the same millisecond (a test clock that does not move).
 	seq atomic.Uint64
+
+	// inlineShard picks the request shard the next in-line sweep reads
+	// (sweep.go): round robin from a random start, so every shard is read
+	// by some request of every replica, and replicas started together do
+	// not read the same shards in step.
+	inlineShard atomic.Uint64
 }
 
 var (
@@ -96,6 +122,9 @@ var (
 func New(cfg Config) (*Store, error) {
 	if cfg.DB == nil || cfg.Table == "" {
 		return nil, errors.New("dynamo: Config needs DB and Table")
+	}
+	if cfg.DueShards < 0 || cfg.DueShards > MaxDueShards {
+		return nil, fmt.Errorf("dynamo: DueShards must be 0 (the default) to %d", MaxDueShards)
 	}
 	s := &Store{
 		db:              cfg.DB,
@@ -121,6 +150,7 @@ func New(cfg Config) (*Store, error) {
 	if s.shards == 0 {
 		s.shards = DefaultDueShards
 	}
+	s.inlineShard.Store(rand.Uint64N(uint64(s.shards)))
 	if sc, ok := s.clock.(*ServerClock); ok {
 		// Every response the store sees calibrates its clock, so the clock
 		// and the client cannot be wired apart.

@@ -1,7 +1,6 @@
 package dynamo
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,16 +22,20 @@ import (
 // so any number of replicas may sweep at once: one wins each job, the rest
 // re-read and find nothing due.
 func (s *Store) Sweep(ctx context.Context) (store.SweepResult, error) {
-	return s.sweep(ctx, 0)
+	return s.sweep(ctx)
 }
 
-// SweepInline is Sweep bounded for a request path: it handles at most
-// inlineLimit due items, earliest due first, so a backlog left by an outage
-// is drained by the scheduled sweeper and many requests, not carried inside
-// one. An unsealed set due for repair is an item like a job: the bound is
-// on the work a request does, so it may move fewer jobs than the bound.
+// SweepInline is Sweep bounded for a request path: it reads one request
+// shard of the due index, the next in this Store's round robin, and
+// handles at most inlineLimit of its due items, earliest due first, so a
+// backlog left by an outage is drained by the scheduled sweeper and many
+// requests, not carried inside one, and a request pays one Query however
+// many shards there are. An unsealed set due for repair is an item like a
+// job: the bound is on the work a request does, so it may move fewer jobs
+// than the bound.
 func (s *Store) SweepInline(ctx context.Context) (store.SweepResult, error) {
-	return s.sweep(ctx, s.inlineLimit)
+	res, _, err := s.sweepInline(ctx)
+	return res, err
 }
 
 // sweepingKey marks the context of every call a sweep makes.
@@ -64,63 +67,143 @@ type swept struct {
 	job store.Job
 }
 
-// sweep handles up to limit due items (0: every one).
-//
-// With a ServerClock it first makes sure the clock is within
-// MaxClockUncertainty of DynamoDB's; if not, it decides no expiry: the
-// scheduled sweep fails with ErrClockUncertain (counted and alarmed), and
-// an in-line sweep moves nothing, so the request it runs in still answers.
-func (s *Store) sweep(ctx context.Context, limit int) (store.SweepResult, error) {
-	if limit == 0 {
-		var mu sync.Mutex
-		var requeued, removed []swept
-		_, err := s.sweepAll(ctx, func(rq, rm []swept) {
-			mu.Lock()
-			defer mu.Unlock()
-			requeued = append(requeued, rq...)
-			removed = append(removed, rm...)
-		})
-		if err != nil {
-			return store.SweepResult{}, err
-		}
-		return sortedResult(requeued, removed), nil
-	}
-	ctx = context.WithValue(ctx, sweepingKey{}, true)
-	settled, err := s.clockSettled(ctx)
-	if err != nil {
-		return store.SweepResult{}, err
-	}
-	if !settled {
-		return store.SweepResult{Requeued: []store.Job{}, Removed: []store.Job{}}, nil
-	}
-	now := s.now()
-	// Every request shard, each its earliest limit (a superset of its share
-	// of the earliest limit overall), then the earliest limit of them all:
-	// an in-line sweep must see whatever is due first, wherever it is, for
-	// the request it runs in to answer as the reference relay does.
-	due := make([][]dueEntry, s.shards)
-	err = each(s.shards, func(shard int) error {
-		var err error
-		due[shard], _, err = s.queryDue(ctx, dueShardKey(shard), now, limit, nil)
-		return err
+// sweep is the complete sweep, every shard (sweepAll), collected into one
+// answer.
+func (s *Store) sweep(ctx context.Context) (store.SweepResult, error) {
+	var mu sync.Mutex
+	var requeued, removed []swept
+	_, err := s.sweepAll(ctx, func(rq, rm []swept) {
+		mu.Lock()
+		defer mu.Unlock()
+		requeued = append(requeued, rq...)
+		removed = append(removed, rm...)
 	})
 	if err != nil {
 		return store.SweepResult{}, err
 	}
-	var page []dueEntry
-	for _, d := range due {
-		page = append(page, d...)
+	return sortedResult(requeued, removed), nil
+}
+
+// sweepInline is the in-line sweep: one request shard, at most
+// inlineLimit items; handled is how many due entries it read and handled,
+// which the request's own targeted sweeps (Claim's, SweepLapsed) take from
+// the same budget.
+//
+// With a ServerClock it first makes sure the clock is within
+// MaxClockUncertainty of DynamoDB's; if not, it decides no expiry: an
+// in-line sweep moves nothing, so the request it runs in still answers
+// (the scheduled sweep fails with ErrClockUncertain, counted and alarmed).
+//
+// One shard, not all: every request would otherwise pay one Query per
+// shard, the count that lets the index take the write rate of a large
+// fleet. Every shard is still read by some request: each call reads the
+// next shard, from a random start per Store, so the replicas' requests
+// cover them all and no two replicas march in step. What a request's
+// answer depends on does not wait for its shard's turn: Claim, RenewLeases
+// and Awaiting judge every deadline, window and lease by the clock, a
+// lapsed awaiting grant stays in its queue partition for the next claim
+// to find (jobItem.index), and SweepLapsed ends the lapsed grants a
+// heartbeat or a pending read names.
+func (s *Store) sweepInline(ctx context.Context) (store.SweepResult, int, error) {
+	empty := store.SweepResult{Requeued: []store.Job{}, Removed: []store.Job{}}
+	ctx = context.WithValue(ctx, sweepingKey{}, true)
+	settled, err := s.clockSettled(ctx)
+	if err != nil {
+		return store.SweepResult{}, 0, err
 	}
-	if len(page) > limit {
-		slices.SortFunc(page, func(a, b dueEntry) int {
-			if c := cmp.Compare(a.du, b.du); c != 0 {
-				return c
-			}
-			return strings.Compare(a.pk+"\x00"+a.sk, b.pk+"\x00"+b.sk)
-		})
-		page = page[:limit]
+	if !settled {
+		return empty, s.inlineLimit, nil
+	}
+	now := s.now()
+	shard := int(s.inlineShard.Add(1) % uint64(s.shards))
+	page, _, err := s.queryDue(ctx, dueShardKey(shard), now, s.inlineLimit, nil)
+	if err != nil {
+		return store.SweepResult{}, 0, err
 	}
 	requeued, removed, _, err := s.handleDue(ctx, page, now, false)
+	if err != nil {
+		return store.SweepResult{}, 0, err
+	}
+	return sortedResult(requeued, removed), len(page), nil
+}
+
+// sweepNamed sweeps the named jobs (at most budget of them) exactly as a
+// sweep reaching their due entries would: the targeted half of an in-line
+// sweep, for jobs a request read and found lapsed. A job that is not due
+// is left as it is.
+func (s *Store) sweepNamed(ctx context.Context, pks []string, budget int) (requeued, removed []swept, err error) {
+	ctx = context.WithValue(ctx, sweepingKey{}, true)
+	if len(pks) == 0 || budget <= 0 {
+		return nil, nil, nil
+	}
+	settled, err := s.clockSettled(ctx)
+	if err != nil || !settled {
+		return nil, nil, err
+	}
+	now := s.now()
+	var reports []store.UnsealedChurn
+	for _, pk := range pks[:min(len(pks), budget)] {
+		r, err := s.sweepJob(ctx, pk, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		switch r.did {
+		case didRequeue:
+			requeued = append(requeued, swept{r.seq, r.job})
+		case didRemove:
+			removed = append(removed, swept{r.seq, r.job})
+		}
+		if r.churn != nil {
+			reports = append(reports, *r.churn)
+		}
+	}
+	for _, c := range reports {
+		s.report(c)
+	}
+	return requeued, removed, nil
+}
+
+// SweepLapsed is the targeted half of a request's in-line sweep
+// (store.LapseSweeper): it ends the lapsed grants among the named ones
+// (a heartbeat's lost leases) and the site's unsealed grants whose
+// awaiting window is over (a pending read's), at most InlineSweepLimit
+// jobs, each as a sweep reaching its due entry would. The in-line sweep
+// reads one due shard a request; without this a heartbeat that reports a
+// lease lost, or a pending read that no longer lists a grant, would leave
+// the job held until its shard's turn, where the reference has it back in
+// the queue at once.
+func (s *Store) SweepLapsed(ctx context.Context, in store.LapsedInput) (store.SweepResult, error) {
+	var pks []string
+	seen := map[string]bool{}
+	add := func(pk string) {
+		if !seen[pk] {
+			seen[pk] = true
+			pks = append(pks, pk)
+		}
+	}
+	now := s.now()
+	for _, g := range in.Grants {
+		site, err := s.leaseSite(ctx, g.LeaseID)
+		if err != nil {
+			return store.SweepResult{}, err
+		}
+		if site != "" {
+			add(jobPK(site, g.JobID))
+		}
+	}
+	if in.SiteID != "" {
+		sets, err := s.unsealedSets(ctx, in.SiteID)
+		if err != nil {
+			return store.SweepResult{}, err
+		}
+		for _, m := range sets {
+			_, jobID, window := parseSlotMember(m)
+			if jobID != "" && window <= now {
+				add(jobPK(in.SiteID, jobID))
+			}
+		}
+	}
+	requeued, removed, err := s.sweepNamed(ctx, pks, s.inlineLimit)
 	if err != nil {
 		return store.SweepResult{}, err
 	}

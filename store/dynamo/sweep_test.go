@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/storetest"
 )
@@ -58,9 +59,11 @@ func (d *dueQueries) take() map[string]int {
 	return got
 }
 
-// An in-line sweep reads each request shard of the due index with one
-// Query and never an end shard; the scheduled sweep reads them all.
-func TestSweepInlineQueriesEachRequestShardOnce(t *testing.T) {
+// An in-line sweep reads one request shard of the due index with one
+// Query, never an end shard, and N successive sweeps read N different
+// shards, so every shard is read by some request; the scheduled sweep
+// reads them all.
+func TestSweepInlineReadsOneShard(t *testing.T) {
 	ctx := context.Background()
 	const shards = 8
 	db := &dueQueries{API: localtest.DynamoClient(t), shards: map[string]int{}}
@@ -69,17 +72,32 @@ func TestSweepInlineQueriesEachRequestShardOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SweepInline(ctx); err != nil {
+	seen := map[string]bool{}
+	for range shards {
+		if _, err := s.SweepInline(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := db.take()
+		if len(got) != 1 {
+			t.Fatalf("one in-line sweep queried shards %v, want exactly one", got)
+		}
+		for dk, n := range got {
+			if n != 1 || dk[:2] != "D#" {
+				t.Fatalf("in-line sweep queried %s %d times, want one D# shard once", dk, n)
+			}
+			seen[dk] = true
+		}
+	}
+	if len(seen) != shards {
+		t.Fatalf("%d in-line sweeps read shards %v, want %d different ones", shards, seen, shards)
+	}
+	// A claim's in-line sweep is the same one Query.
+	if _, err := s.Claim(ctx, store.ClaimInput{RunnerID: "r", Owner: "alice", Max: 1, LeaseMs: 60_000,
+		Routes: []store.Route{{SiteID: "site", Owner: "alice"}}, Kinds: []string{"llm.generate"}}); err != nil {
 		t.Fatal(err)
 	}
-	got := db.take()
-	if len(got) != shards {
-		t.Fatalf("one in-line sweep queried shards %v, want the %d request shards", got, shards)
-	}
-	for dk, n := range got {
-		if n != 1 || dk[:2] != "D#" {
-			t.Fatalf("in-line sweep queried %s %d times, want each D# shard once", dk, n)
-		}
+	if got := db.take(); len(got) != 1 {
+		t.Fatalf("a claim queried due shards %v, want exactly one", got)
 	}
 	if _, err := s.Sweep(ctx); err != nil {
 		t.Fatal(err)
@@ -232,5 +250,82 @@ func TestSweepFindsEntriesOfASmallerShardCount(t *testing.T) {
 	stats, err := grown.SweepPages(ctx, nil)
 	if err != nil || stats.Removed != n {
 		t.Fatalf("a sweep at 8 shards over entries written at 2: %+v %v, want %d removed", stats, err, n)
+	}
+}
+
+// A seal moves its job's due entry to the sealed job's next deadline
+// exactly where that is cheaper than the sweep's later rewrite
+// (sealMovesDue): for a live-stream job, and for a seal less than
+// sealMoveWithinMs before the awaiting window ends. A seal early in the
+// window leaves the entry at the window's end, and a sweep reaching it
+// while the job still runs writes the real due time then.
+func TestSealMovesDueEntry(t *testing.T) {
+	ctx := context.Background()
+	clock := store.NewManualClock(storetest.Start)
+	s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), Options: store.Options{Clock: clock}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := protocol.SealedEnvelope{Ciphertext: "c2VhbGVk", RecipientKeyID: "r", SenderKeyID: "s", Direction: "payload", DeadlineAt: 4_102_444_800_000}
+	due := func(id string) int64 {
+		t.Helper()
+		av, err := s.getRaw(ctx, jobPK("site", id), skJob)
+		if err != nil || av == nil {
+			t.Fatalf("read %s: %v", id, err)
+		}
+		return getN(av, "du")
+	}
+	// sealAfter enqueues id, claims it with a 60 s lease, lets wait pass and
+	// seals it; it answers the grant's awaiting window end and lease expiry.
+	sealAfter := func(id string, streaming bool, wait int64) (int64, int64) {
+		t.Helper()
+		st := protocol.JobStub{ID: id, Kind: "llm.generate", Owner: "alice", Site: "K", Audience: "private", SizeClass: "small",
+			Streaming: streaming, DeadlineAt: clock.Now().UnixMilli() + 3_600_000}
+		if _, err := s.Enqueue(ctx, store.EnqueueInput{ID: id, SiteID: "site", Stub: st}); err != nil {
+			t.Fatal(err)
+		}
+		in := faultClaim("r1")
+		in.Streams = streaming
+		g, err := s.Claim(ctx, in)
+		if err != nil || len(g) != 1 || g[0].ID != id {
+			t.Fatalf("claim %s: %v %v", id, g, err)
+		}
+		window := clock.Now().UnixMilli() + store.AwaitingPayloadMs
+		if got := due(id); got != window {
+			t.Fatalf("%s claimed: due %d, want the window's end %d", id, got, window)
+		}
+		clock.Advance(time.Duration(wait) * time.Millisecond)
+		if res, err := s.Seal(ctx, store.SealInput{SiteID: "site", JobID: id, Envelope: env}); err != nil || res.Refused != "" {
+			t.Fatalf("seal %s: %+v %v", id, res, err)
+		}
+		return window, g[0].Lease.ExpiresAt
+	}
+
+	window, _ := sealAfter("early", false, 1_000)
+	if got := due("early"); got != window {
+		t.Fatalf("sealed early in the window: due %d, want it left at the window's end %d", got, window)
+	}
+	_, lease := sealAfter("late", false, store.AwaitingPayloadMs-sealMoveWithinMs+1)
+	if got := due("late"); got != lease {
+		t.Fatalf("sealed %d ms before the window's end: due %d, want the lease expiry %d", sealMoveWithinMs-1, got, lease)
+	}
+	_, lease = sealAfter("stream", true, 1_000)
+	if got := due("stream"); got != lease {
+		t.Fatalf("a live-stream job sealed early: due %d, want the lease expiry %d", got, lease)
+	}
+
+	// The entry left early is rewritten by the sweep that reaches it while
+	// the job still runs, to its lease expiry: nothing is requeued.
+	clock.Advance(store.AwaitingPayloadMs * time.Millisecond)
+	res, err := s.Sweep(ctx)
+	if err != nil || len(res.Requeued)+len(res.Removed) != 0 {
+		t.Fatalf("sweep: %+v %v", res, err)
+	}
+	j, ok, err := s.readJob(ctx, jobPK("site", "early"))
+	if err != nil || !ok {
+		t.Fatalf("read early: %v %v", ok, err)
+	}
+	if got := due("early"); got != j.LeaseExp {
+		t.Fatalf("after the sweep reached it: due %d, want the lease expiry %d", got, j.LeaseExp)
 	}
 }
