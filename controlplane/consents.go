@@ -93,7 +93,7 @@ func (a *Admin) changeConsent(ctx context.Context, what, owner, siteID string, c
 		return ConsentState{}, 0, err
 	}
 	var state ConsentState
-	version, err := a.store.Update(ctx, func(f *projection.Fixture) error {
+	version, err := a.store.update(ctx, []string{ownerKey(owner), siteKey(siteID)}, func(f *projection.Fixture) error {
 		if err := change(f); err != nil {
 			return err
 		}

@@ -20,7 +20,7 @@ func (a *Admin) PutRoster(ctx context.Context, id, owner string, members []strin
 		return projection.RosterRecord{}, 0, invalid("roster members must not be empty")
 	}
 	record := projection.RosterRecord{ID: id, Owner: owner, Members: slices.Clone(members)}
-	version, err := a.store.Update(ctx, func(f *projection.Fixture) error {
+	version, err := a.store.update(ctx, []string{rosterKey(id)}, func(f *projection.Fixture) error {
 		i := slices.IndexFunc(f.Rosters, func(r projection.RosterRecord) bool { return r.ID == id })
 		if i < 0 {
 			f.Rosters = append(f.Rosters, record)
@@ -45,7 +45,7 @@ func (a *Admin) DeleteRoster(ctx context.Context, id string) (int64, error) {
 	if id == "" {
 		return 0, invalid("roster id must not be empty")
 	}
-	version, err := a.store.Update(ctx, func(f *projection.Fixture) error {
+	version, err := a.store.update(ctx, []string{rosterKey(id)}, func(f *projection.Fixture) error {
 		if !slices.ContainsFunc(f.Rosters, func(r projection.RosterRecord) bool { return r.ID == id }) {
 			return notFound("no roster %q", id)
 		}
