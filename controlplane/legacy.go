@@ -120,34 +120,33 @@ func queryAll(ctx context.Context, api DynamoAPI, table, pk, prefix string, each
 }
 
 // Migrate copies the projection stored as one document in table into
-// records, as an import of it (so a second run replaces the first's
-// records, and records it does not name are removed), and with dropLegacy
-// deletes the document afterwards. It answers what it did, in a sentence.
-//
-// Without dropLegacy the document stays, and a relay that still reads it
-// keeps serving: that is the order an upgrade runs in (README,
-// "Upgrading a deployment").
+// records, as an import of it: a second run replaces the first's records,
+// and records the document does not name are removed. The document stays,
+// so a relay that still reads it keeps serving: an upgrade runs this right
+// before it deploys the version that reads records (README, "Upgrading a
+// deployment"). With dropLegacy it copies nothing and deletes the
+// document instead, for after that deploy: a copy then would undo every
+// change made since. It answers what it did, in a sentence.
 func Migrate(ctx context.Context, api DynamoAPI, table string, dropLegacy bool) (string, error) {
-	f, found, err := LegacyDocument(ctx, api, table)
-	if err != nil {
-		return "", err
-	}
-	out := "no projection document in " + table + "; nothing to copy"
-	if found {
-		admin := NewAdmin(AdminConfig{Store: NewStore(NewDynamoStorage(api, table))})
-		res, err := admin.Import(ctx, f)
-		if err != nil {
-			return "", fmt.Errorf("copy the document into records: %w", err)
-		}
-		out = fmt.Sprintf("copied the projection document into %d records (%d sites, %d consents, %d devices, %d rosters, %d revocations; %d stale items removed)",
-			res.Written, len(f.Sites), len(f.Consents), len(f.Devices), len(f.Rosters), len(f.Revoked), res.Removed)
-	}
 	if dropLegacy {
 		n, err := DropLegacy(ctx, api, table)
 		if err != nil {
 			return "", fmt.Errorf("delete the document: %w", err)
 		}
-		out += fmt.Sprintf("; deleted the document's %d items", n)
+		return fmt.Sprintf("deleted the document's %d items; the records are untouched", n), nil
 	}
-	return out, nil
+	f, found, err := LegacyDocument(ctx, api, table)
+	if err != nil {
+		return "", err
+	}
+	if !found {
+		return "no projection document in " + table + "; nothing to copy", nil
+	}
+	admin := NewAdmin(AdminConfig{Store: NewStore(NewDynamoStorage(api, table))})
+	res, err := admin.Import(ctx, f)
+	if err != nil {
+		return "", fmt.Errorf("copy the document into records: %w", err)
+	}
+	return fmt.Sprintf("copied the projection document into %d records (%d sites, %d consents, %d devices, %d rosters, %d revocations; %d stale items removed); the document stays until --drop-legacy",
+		res.Written, len(f.Sites), len(f.Consents), len(f.Devices), len(f.Rosters), len(f.Revoked), res.Removed), nil
 }

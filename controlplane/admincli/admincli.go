@@ -34,7 +34,8 @@ commands:
   migrate --table T [--drop-legacy]
                                 copy a projection stored as one document (the layout before
                                 records) into records, straight in DynamoDB table T with the AWS
-                                SDK's default credentials; --drop-legacy then deletes the document
+                                SDK's default credentials, leaving the document; --drop-legacy
+                                deletes the document and copies nothing (README, "Upgrading")
   site add ID FILE              register a site; FILE holds its PublicIdentity JSON
   site rotate ID FILE           rotate a site's key; FILE holds {"site":PublicIdentity,"succession":Succession},
                                 the succession signed by the site's current key

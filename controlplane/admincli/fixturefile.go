@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/byorelay/byorelay/controlplane"
@@ -87,7 +88,9 @@ func readFixturePages(r io.Reader, page func(at controlplane.ListOffsets, f proj
 				return fmt.Errorf("%s[%d]: %w", key, i, err)
 			}
 			if err := addRecord(&current, key, raw); err != nil {
-				return fmt.Errorf("%s[%d]: %w", key, i, err)
+				// Judged as the one record of a fixture: its place there is
+				// [0], its place in the file is [i].
+				return errors.New(strings.Replace(err.Error(), key+"[0]", fmt.Sprintf("%s[%d]", key, i), 1))
 			}
 			n++
 			size += len(raw)
