@@ -96,4 +96,3 @@ func TestAScopeReadsOnlyThePartitionsThatDecideIt(t *testing.T) {
 		t.Fatalf("queried %s, want %s", got, want)
 	}
 }
-
