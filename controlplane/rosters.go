@@ -7,6 +7,12 @@ import (
 	"github.com/byorelay/byorelay/projection"
 )
 
+// MaxRosterMembers bounds a roster an admin change writes. Every request of
+// a device whose owner holds the roster reads each member's partition
+// (their consents decide the routes), so a member is one more read on each
+// of those requests.
+const MaxRosterMembers = 200
+
 // PutRoster creates or replaces the roster with this id. Members may run
 // their work on the owner's machines; the owner is not implicitly one.
 func (a *Admin) PutRoster(ctx context.Context, id, owner string, members []string) (projection.RosterRecord, int64, error) {
@@ -15,6 +21,9 @@ func (a *Admin) PutRoster(ctx context.Context, id, owner string, members []strin
 	}
 	if members == nil {
 		members = []string{}
+	}
+	if len(members) > MaxRosterMembers {
+		return projection.RosterRecord{}, 0, invalid("a roster has at most %d members", MaxRosterMembers)
 	}
 	if slices.Contains(members, "") {
 		return projection.RosterRecord{}, 0, invalid("roster members must not be empty")

@@ -16,8 +16,11 @@ import (
 // control-plane instances.
 func admins(t *testing.T, a, b controlplane.Storage) (*controlplane.Admin, *controlplane.Admin) {
 	t.Helper()
-	return controlplane.NewAdmin(controlplane.AdminConfig{Store: controlplane.NewStore(a), Logger: quiet}),
-		controlplane.NewAdmin(controlplane.AdminConfig{Store: controlplane.NewStore(b), Logger: quiet})
+	one := controlplane.NewAdmin(controlplane.AdminConfig{Store: controlplane.NewStore(a), Logger: quiet})
+	if b == nil {
+		return one, nil
+	}
+	return one, controlplane.NewAdmin(controlplane.AdminConfig{Store: controlplane.NewStore(b), Logger: quiet})
 }
 
 func rosterIDs(p *projection.Projection) []string {
@@ -222,9 +225,9 @@ func TestARecordTooLargeForAnItemIsRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a, _ := tc.pair(t)
 			admin, _ := admins(t, a, a)
-			members := make([]string, 40_000)
+			members := make([]string, controlplane.MaxRosterMembers)
 			for i := range members {
-				members[i] = fmt.Sprintf("member-%08d", i)
+				members[i] = fmt.Sprintf("member-%08d-%s", i, strings.Repeat("x", 2000))
 			}
 			_, _, err := admin.PutRoster(t.Context(), "big", "o", members)
 			refusal(t, err, http.StatusRequestEntityTooLarge)
@@ -338,4 +341,26 @@ func TestAnImportReplacesWhatItDoesNotName(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An admin change will not grow one owner's partition, which every request
+// of the owner's devices reads whole, past its bound.
+func TestAnOwnersRecordsAreBounded(t *testing.T) {
+	admin, _ := admins(t, controlplane.NewMemoryStorage(), nil)
+	ctx := t.Context()
+	for i := range controlplane.MaxOwnerConsents + 1 {
+		id := fmt.Sprintf("site-%03d", i)
+		if _, _, err := admin.RegisterSite(ctx, id, newKeys(t).Public()); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := admin.AddConsent(ctx, "alice", id)
+		if i < controlplane.MaxOwnerConsents && err != nil {
+			t.Fatal(err)
+		}
+		if i == controlplane.MaxOwnerConsents {
+			refusal(t, err, http.StatusConflict)
+		}
+	}
+	_, _, err := admin.PutRoster(ctx, "big", "alice", make([]string, controlplane.MaxRosterMembers+1))
+	refusal(t, err, http.StatusBadRequest)
 }
