@@ -192,7 +192,7 @@ func importFile(path string) command {
 				"and nothing was removed; run the same import again to complete it", path, err, id, sent, total)
 		}
 		fmt.Fprintf(p.progress, "import: removing the records %s does not name\n", path)
-		removed := 0
+		removed, steps := 0, 0
 		res := controlplane.ImportFinishResponse{}
 		for cursor := ""; ; {
 			res, err = c.FinishImport(ctx, controlplane.ImportFinishRequest{Import: id, Cursor: cursor})
@@ -204,6 +204,11 @@ func importFile(path string) command {
 				break
 			}
 			cursor = res.Next
+			steps++
+			if time.Since(lastReport) > 5*time.Second {
+				lastReport = time.Now()
+				fmt.Fprintf(p.progress, "import: %d pages of the table read, %d stale items removed, %s\n", steps, removed, time.Since(started).Round(time.Second))
+			}
 		}
 		answer := controlplane.ImportResult{Version: res.Version, Written: sent, Removed: removed}
 		p.raw, _ = json.Marshal(answer)
