@@ -11,7 +11,7 @@ DDB_PORT  ?= 8000
 # Tests share one DynamoDB Local and one moto server, started once here.
 WITH_SERVICES := $(GO) run ./localtest/withservices --
 
-.PHONY: all build deps test unit race fuzz lint ddb run site demo demo-stream example validate build-lambdas invoke deploy bench vectors chaos race-long site-restart sweep-load site-sweep-load bin/byorelay bin/chat
+.PHONY: all build deps test unit race fuzz lint ddb run site demo demo-stream example validate build-lambdas invoke deploy bench vectors chaos race-long site-restart sweep-load site-sweep-load scale bin/byorelay bin/chat
 
 all: build
 
@@ -37,6 +37,13 @@ race:
 ## sweep-load: the scheduled sweep clears 100,000 due entries on DynamoDB Local; logs items/s per worker and asserts its heap bound (docs/performance.md). `make unit` runs the same test with 5,000
 sweep-load: deps
 	SWEEP_LOAD=100000 $(WITH_SERVICES) $(GO) test -count=1 -timeout=30m -v -run '^TestSweepLoad$$' ./store/dynamo/
+
+## scale: a relay on DynamoDB Local loaded with SCALE_DEVICES paired devices (their consents, 300 sites) by `byorelay admin import`;
+## one heartbeats, claims and finishes a job, one revoked is refused; prints the load's wall time and a fresh stack's first
+## tick's capacity, which must equal a 10-device fleet's (docs/performance.md). `make unit` runs 20,000
+SCALE_DEVICES ?= 1000000
+scale: deps
+	BYORELAY_SCALE_DEVICES=$(SCALE_DEVICES) $(WITH_SERVICES) $(GO) test -count=1 -timeout=3h -v -run '^TestScale$$' ./bench/
 
 ## race-long: the faulty replica race at scale: 8 replicas with faults injected (lost acknowledgements among them), 23 seeds, >= 100,000 store calls, every history checked with porcupine (docs/performance.md)
 RACE_LONG_ENV ?= BYORELAY_RACE_REPLICAS=8 BYORELAY_RACE_JOBS=96 BYORELAY_RACE_ROUNDS=12 BYORELAY_RACE_OPS=32 BYORELAY_RACE_FAULTS=0.15 BYORELAY_RACE_RUNS=23

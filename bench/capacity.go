@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/byorelay/byorelay/bench/partkey"
 	"github.com/byorelay/byorelay/store/dynamo"
 )
 
@@ -24,7 +25,7 @@ import (
 type capacityMeter struct {
 	mu  sync.Mutex
 	use map[string]*Capacity
-	// keys is the same capacity by partition key (callKeys, share).
+	// keys is the same capacity by partition key (partkey.Of, share).
 	keys map[string]*Capacity
 }
 
@@ -125,7 +126,7 @@ func (m *capacityMeter) apiOption(stack *middleware.Stack) error {
 			if dynamo.Sweeping(ctx) && fn != notFunction {
 				fn += sweepSuffix
 			}
-			m.record(fn, keyShares(callKeys(in.Parameters), c, byIndex, indexKeysWritten(in.Parameters)), c)
+			m.record(fn, keyShares(partkey.Of(in.Parameters), c, byIndex, partkey.IndexWrites(in.Parameters)), c)
 			return out, md, err
 		}), middleware.After)
 }

@@ -2,159 +2,22 @@ package bench
 
 import (
 	"cmp"
-	"regexp"
 	"slices"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/byorelay/byorelay/bench/partkey"
 )
 
 // DynamoDB serves each partition key from one partition, which takes at
 // most 3,000 RCU and 1,000 WCU a second; one item cannot be split, so a key
 // every request reads or writes caps the whole fleet however the table
 // scales. The meter therefore also counts every call by the exact partition
-// key(s) it touches, so the bench can name the hottest keys and the fleet
-// size at which the first of them saturates.
+// key(s) it touches (package partkey names them), so the bench can name the
+// hottest keys and the fleet size at which the first of them saturates.
 const (
 	partitionRCU = 3000.0
 	partitionWCU = 1000.0
 )
-
-// hashKeys are the partition key attribute of the table ("") and of each
-// global secondary index (store/dynamo's tableInput). A key is named
-// "<index>:<value>" for an index and by its value alone for the table.
-var hashKeys = map[string]string{"": "pk", "queue": "qk", "sitelist": "lk", "due": "dk"}
-
-// Keys a call touches that have no partition key value in the request.
-const (
-	keyScan    = "(scan)"
-	keyUnknown = "(no key in the request)"
-)
-
-// callKeys is the partition key of every item a call touches, one entry
-// per item (a key repeats when two items of a transaction share it), so
-// the call's capacity can be shared out over its entries. A read of an
-// index names the index's partition; a write names the table's key, and
-// its index maintenance goes to the index partitions it names
-// (keyShares).
-func callKeys(params any) []string {
-	switch in := params.(type) {
-	case *dynamodb.GetItemInput:
-		return []string{itemKey("", in.Key)}
-	case *dynamodb.PutItemInput:
-		return []string{itemKey("", in.Item)}
-	case *dynamodb.UpdateItemInput:
-		return []string{itemKey("", in.Key)}
-	case *dynamodb.DeleteItemInput:
-		return []string{itemKey("", in.Key)}
-	case *dynamodb.QueryInput:
-		index := derefString(in.IndexName)
-		return []string{queryKey(index, derefString(in.KeyConditionExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)}
-	case *dynamodb.ScanInput:
-		return []string{keyScan}
-	case *dynamodb.TransactWriteItemsInput:
-		var out []string
-		for _, it := range in.TransactItems {
-			switch {
-			case it.Put != nil:
-				out = append(out, itemKey("", it.Put.Item))
-			case it.Update != nil:
-				out = append(out, itemKey("", it.Update.Key))
-			case it.Delete != nil:
-				out = append(out, itemKey("", it.Delete.Key))
-			case it.ConditionCheck != nil:
-				out = append(out, itemKey("", it.ConditionCheck.Key))
-			}
-		}
-		return out
-	case *dynamodb.TransactGetItemsInput:
-		var out []string
-		for _, it := range in.TransactItems {
-			if it.Get != nil {
-				out = append(out, itemKey("", it.Get.Key))
-			}
-		}
-		return out
-	case *dynamodb.BatchGetItemInput:
-		var out []string
-		for _, ka := range in.RequestItems {
-			for _, k := range ka.Keys {
-				out = append(out, itemKey("", k))
-			}
-		}
-		return out
-	case *dynamodb.BatchWriteItemInput:
-		var out []string
-		for _, reqs := range in.RequestItems {
-			for _, r := range reqs {
-				switch {
-				case r.PutRequest != nil:
-					out = append(out, itemKey("", r.PutRequest.Item))
-				case r.DeleteRequest != nil:
-					out = append(out, itemKey("", r.DeleteRequest.Key))
-				}
-			}
-		}
-		return out
-	}
-	return nil
-}
-
-// itemKey names the partition of an item (or key) on index ("" the table).
-func itemKey(index string, item map[string]types.AttributeValue) string {
-	v, ok := item[hashKeys[index]].(*types.AttributeValueMemberS)
-	if !ok {
-		return keyUnknown
-	}
-	return keyName(index, v.Value)
-}
-
-// equality is one "name = :value" term of a key condition.
-var equality = regexp.MustCompile(`(#?[A-Za-z0-9_]+)\s*=\s*(:[A-Za-z0-9_]+)`)
-
-// queryKey names the partition a Query reads: the value its key condition
-// sets the index's partition key attribute equal to (the only equality a
-// key condition may put on it).
-func queryKey(index, cond string, names map[string]string, values map[string]types.AttributeValue) string {
-	hash, ok := hashKeys[index]
-	if !ok {
-		return keyUnknown
-	}
-	for _, m := range equality.FindAllStringSubmatch(cond, -1) {
-		attr := m[1]
-		if n, ok := names[attr]; ok {
-			attr = n
-		}
-		if attr != hash {
-			continue
-		}
-		if v, ok := values[m[2]].(*types.AttributeValueMemberS); ok {
-			return keyName(index, v.Value)
-		}
-	}
-	return keyUnknown
-}
-
-// keyName is how a key is printed: the store's NUL separators as "/" and
-// any other control byte as "?", so the report stays one readable line.
-// Keys are ids and prefixes (site, owner, runner and job ids); no key
-// holds a secret.
-func keyName(index, value string) string {
-	value = strings.Map(func(r rune) rune {
-		switch {
-		case r == 0:
-			return '/'
-		case r < 0x20 || r == 0x7f:
-			return '?'
-		}
-		return r
-	}, value)
-	if index == "" {
-		return value
-	}
-	return index + ":" + value
-}
 
 // share is one item's part of a call's capacity when the call touches n
 // items: the call's units over its items, equally. DynamoDB reports a
@@ -164,13 +27,6 @@ func keyName(index, value string) string {
 func share(c Capacity, n int) Capacity {
 	f := 1 / float64(n)
 	return Capacity{Calls: c.Calls, ReadUnits: c.ReadUnits * f, WriteUnits: c.WriteUnits * f, IndexWrite: c.IndexWrite * f}
-}
-
-func derefString(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // KeyHeat is one partition key's capacity per job of the lifecycle phase
@@ -378,63 +234,11 @@ func indexWrites(result any) map[string]float64 {
 	return out
 }
 
-// indexKeysWritten is, by index, the index partitions a write call names
-// for its items: the index's key attribute in a Put's item, or set by an
-// Update's SET (name = :value). An entry leaving an index (REMOVE, or a
-// Delete) names no partition in the request.
-func indexKeysWritten(params any) map[string][]string {
-	out := map[string][]string{}
-	fromItem := func(item map[string]types.AttributeValue) {
-		for index := range hashKeys {
-			if index == "" {
-				continue
-			}
-			if v, ok := item[hashKeys[index]].(*types.AttributeValueMemberS); ok {
-				out[index] = append(out[index], keyName(index, v.Value))
-			}
-		}
-	}
-	fromUpdate := func(expr *string, names map[string]string, values map[string]types.AttributeValue) {
-		for index := range hashKeys {
-			if index == "" {
-				continue
-			}
-			if k := queryKey(index, derefString(expr), names, values); k != keyUnknown {
-				out[index] = append(out[index], k)
-			}
-		}
-	}
-	switch in := params.(type) {
-	case *dynamodb.PutItemInput:
-		fromItem(in.Item)
-	case *dynamodb.UpdateItemInput:
-		fromUpdate(in.UpdateExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues)
-	case *dynamodb.BatchWriteItemInput:
-		for _, reqs := range in.RequestItems {
-			for _, r := range reqs {
-				if r.PutRequest != nil {
-					fromItem(r.PutRequest.Item)
-				}
-			}
-		}
-	case *dynamodb.TransactWriteItemsInput:
-		for _, it := range in.TransactItems {
-			switch {
-			case it.Put != nil:
-				fromItem(it.Put.Item)
-			case it.Update != nil:
-				fromUpdate(it.Update.UpdateExpression, it.Update.ExpressionAttributeNames, it.Update.ExpressionAttributeValues)
-			}
-		}
-	}
-	return out
-}
-
 // keyShares is how one call's capacity is counted by partition key. Each
 // index's maintenance goes to the index partitions the call names for it
-// (indexKeysWritten), equally; maintenance the request names no partition
+// (partkey.IndexWrites), equally; maintenance the request names no partition
 // for (an entry removed) stays with the items' own keys. The rest is
-// shared equally over the items' own keys (callKeys, share). Every unit
+// shared equally over the items' own keys (partkey.Of, share). Every unit
 // lands on exactly one key, so the keys add up to the call.
 func keyShares(keys []string, c Capacity, byIndex map[string]float64, named map[string][]string) map[string]Capacity {
 	out := map[string]Capacity{}
@@ -454,7 +258,7 @@ func keyShares(keys []string, c Capacity, byIndex map[string]float64, named map[
 		}
 	}
 	if len(keys) == 0 {
-		keys = []string{keyUnknown}
+		keys = []string{partkey.Unknown}
 	}
 	part := share(rest, len(keys))
 	for _, k := range keys {

@@ -32,7 +32,7 @@ type Phase struct {
 	// total divided by completed jobs. Only for the DynamoDB target.
 	Capacity map[string]Capacity `json:"capacity,omitempty"`
 	PerJob   *Capacity           `json:"capacityPerJob,omitempty"`
-	// Keys is the same capacity by partition key (callKeys, share); the
+	// Keys is the same capacity by partition key (partkey.Of, share); the
 	// report keeps only the hottest (Heat).
 	Keys map[string]Capacity `json:"-"`
 	// CallsPerJob is DynamoDB calls per completed job.

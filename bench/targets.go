@@ -35,7 +35,7 @@ type target interface {
 	// capacity is DynamoDB capacity consumed so far by function; nil for a
 	// target without DynamoDB.
 	capacity() map[string]Capacity
-	// keyCapacity is the same by partition key (callKeys).
+	// keyCapacity is the same by partition key (partkey.Of).
 	keyCapacity() map[string]Capacity
 	// cpuSeconds is the server's own CPU so far, when it runs in a process
 	// of its own.

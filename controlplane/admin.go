@@ -42,34 +42,58 @@ func NewAdmin(cfg AdminConfig) *Admin {
 	return a
 }
 
-// Export returns the projection as stored, and its version.
-func (a *Admin) Export(ctx context.Context) (projection.Fixture, int64, error) {
-	return a.store.Fixture(ctx)
+// Export returns the whole projection as stored, when it has at most
+// MaxWholeExportRecords records; a larger one is exported page by page
+// (ExportPage).
+func (a *Admin) Export(ctx context.Context) (projection.Fixture, error) {
+	var all []record
+	cursor := ""
+	for {
+		recs, next, err := a.store.storage.List(ctx, cursor)
+		if err != nil {
+			return projection.Fixture{}, err
+		}
+		all = append(all, recs...)
+		if len(all) > MaxWholeExportRecords {
+			return projection.Fixture{}, tooLargeToExport
+		}
+		if next == "" {
+			return fixtureOf(all), nil
+		}
+		cursor = next
+	}
 }
 
 // Import replaces the whole projection with f, as the reference's
-// project(fixture) does. Beyond the schema, every public identity in it
-// (sites, devices, succession links) must verify and every succession chain
-// must lead to its site's current key: the relay hands these to daemons,
-// which would refuse a site whose chain is broken.
-func (a *Admin) Import(ctx context.Context, f projection.Fixture) (int64, error) {
-	if _, err := projection.New(f); err != nil {
-		return 0, invalid("%v", err)
-	}
-	if err := checkIdentities(f); err != nil {
-		return 0, err
-	}
-	version, err := a.store.Update(ctx, func(current *projection.Fixture) error {
-		*current = f
-		return nil
-	})
+// project(fixture) does: ImportPage with all of f, then FinishImport to
+// the end. Beyond the schema, every public identity in it (sites,
+// devices, succession links) must verify and every succession chain must
+// lead to its site's current key: the relay hands these to daemons, which
+// would refuse a site whose chain is broken.
+func (a *Admin) Import(ctx context.Context, f projection.Fixture) (ImportResult, error) {
+	id := NewImportID()
+	page, err := a.importPage(ctx, ImportPageRequest{Import: id, Fixture: f})
 	if err != nil {
-		return 0, err
+		return ImportResult{}, err
 	}
-	a.log.InfoContext(ctx, "projection imported", "version", version,
+	res := ImportResult{Written: page.Written}
+	cursor := ""
+	for {
+		fin, err := a.FinishImport(ctx, ImportFinishRequest{Import: id, Cursor: cursor})
+		if err != nil {
+			return ImportResult{}, err
+		}
+		res.Removed += fin.Removed
+		if fin.Next == "" {
+			res.Version = fin.Version
+			break
+		}
+		cursor = fin.Next
+	}
+	a.log.InfoContext(ctx, "projection imported", "import", id, "written", res.Written, "removed", res.Removed,
 		"sites", len(f.Sites), "consents", len(f.Consents), "devices", len(f.Devices),
 		"rosters", len(f.Rosters), "revoked", len(f.Revoked))
-	return version, nil
+	return res, nil
 }
 
 func checkIdentities(f projection.Fixture) error {

@@ -1,6 +1,7 @@
 package controlplane_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -21,13 +22,18 @@ func (r *rig) projection(t *testing.T) *projection.Projection {
 	return p
 }
 
-func (r *rig) version(t *testing.T) int64 {
+// state is everything stored, to compare before and after a refusal.
+func (r *rig) state(t *testing.T) string {
 	t.Helper()
-	_, v, err := r.store.Fixture(t.Context())
+	f, err := r.store.Fixture(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v
+	b, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func (r *rig) site(t *testing.T, id string) *protocol.Keys {
@@ -50,7 +56,7 @@ func TestRegisteringASiteMakesItTheRegistrysAndRefusesDuplicates(t *testing.T) {
 	forged := newKeys(t).Public()
 	forged.Encryption = k.Public().Encryption
 	other := newKeys(t)
-	before := r.version(t)
+	before := r.state(t)
 	for _, tc := range []struct {
 		name   string
 		id     string
@@ -68,7 +74,7 @@ func TestRegisteringASiteMakesItTheRegistrysAndRefusesDuplicates(t *testing.T) {
 			refusal(t, err, tc.status)
 		})
 	}
-	if r.version(t) != before {
+	if r.state(t) != before {
 		t.Fatal("a refused registration changed the projection")
 	}
 }
@@ -129,7 +135,7 @@ func TestARotationIsRefusedUnlessTheSitesCurrentKeySignedIt(t *testing.T) {
 	good, _ := protocol.SignSuccession(k1, k2.Public())
 	tampered := good
 	tampered.Signature = forOtherKey.Signature
-	before := r.version(t)
+	before := r.state(t)
 	for _, tc := range []struct {
 		name   string
 		site   string
@@ -148,7 +154,7 @@ func TestARotationIsRefusedUnlessTheSitesCurrentKeySignedIt(t *testing.T) {
 			refusal(t, err, tc.status)
 		})
 	}
-	if r.version(t) != before {
+	if r.state(t) != before {
 		t.Fatal("a refused rotation changed the projection")
 	}
 }
@@ -194,7 +200,7 @@ func TestApprovalRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	expiring := r.pending(t, newKeys(t), "three")
-	before := r.version(t)
+	before := r.state(t)
 	r.clock.Advance(time.Duration(store.PairingCodeTTLMs-1) * time.Millisecond)
 	_ = expiring
 	for _, tc := range []struct {
@@ -219,7 +225,7 @@ func TestApprovalRefusals(t *testing.T) {
 		_, _, err := r.admin.ApprovePairing(ctx, expiring, "alice", "")
 		refusal(t, err, http.StatusNotFound)
 	})
-	if r.version(t) != before {
+	if r.state(t) != before {
 		t.Fatal("a refused approval changed the projection")
 	}
 }
@@ -293,7 +299,7 @@ func TestConsentAddPauseResumeRevoke(t *testing.T) {
 	}
 	_, _, err = r.admin.AddConsent(ctx, "alice", "site-a")
 	refusal(t, err, http.StatusConflict)
-	f, _, _ := r.store.Fixture(ctx)
+	f, _ := r.store.Fixture(ctx)
 	if len(f.Consents) != 1 || len(f.Revoked) != 0 {
 		t.Fatalf("consents %+v revoked %+v: want one record and no revocation", f.Consents, f.Revoked)
 	}
@@ -348,7 +354,7 @@ func TestImportReplacesTheProjectionAndRefusesIdentitiesThatDoNotVerify(t *testi
 		t.Fatal("imported consent does not route")
 	}
 
-	before := r.version(t)
+	before := r.state(t)
 	brokenChain := good
 	brokenChain.Sites = []projection.SiteRecord{{SiteID: "s", Site: newKeys(t).Public(), Succeeds: []protocol.Succession{link}}}
 	forgedDevice := good
@@ -367,7 +373,7 @@ func TestImportReplacesTheProjectionAndRefusesIdentitiesThatDoNotVerify(t *testi
 			refusal(t, err, http.StatusBadRequest)
 		})
 	}
-	if r.version(t) != before {
+	if r.state(t) != before {
 		t.Fatal("a refused import changed the projection")
 	}
 }
@@ -377,7 +383,7 @@ func TestDenyingAUserCodeDropsItAndApprovesNobody(t *testing.T) {
 	ctx := t.Context()
 	device := newKeys(t)
 	code := r.pending(t, device, "stranger's laptop")
-	before := r.version(t)
+	before := r.state(t)
 
 	denied, err := r.admin.DenyPairing(ctx, code)
 	if err != nil {
@@ -393,7 +399,7 @@ func TestDenyingAUserCodeDropsItAndApprovesNobody(t *testing.T) {
 	refusal(t, err, http.StatusNotFound)
 	_, err = r.admin.DenyPairing(ctx, code)
 	refusal(t, err, http.StatusNotFound)
-	if r.version(t) != before {
+	if r.state(t) != before {
 		t.Fatal("denying a pairing changed the projection")
 	}
 	if _, ok := r.projection(t).DeviceByIdentity(device.Public().Identity); ok {

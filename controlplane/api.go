@@ -65,8 +65,9 @@ type RosterRequest struct {
 
 // VersionResponse answers a change that has nothing else to report.
 type VersionResponse struct {
-	// Version is the projection's version after the change: any relay
-	// request that starts after the answer sees at least this version.
+	// Version stamps the change: the epoch ms at which it was written. Any
+	// relay request that starts after the answer is decided with it in
+	// force; the stamp is for logs and people, not an order to rely on.
 	Version int64 `json:"version"`
 }
 

@@ -62,36 +62,52 @@ const (
 	ConsentRevoke ConsentAction = "revoke"
 )
 
-// ExportJSON returns the stored fixture exactly as the API sent it, and its
-// version.
-func (c *Client) ExportJSON(ctx context.Context) ([]byte, int64, error) {
-	resp, body, err := c.do(ctx, http.MethodGet, "/fixture", nil)
-	if err != nil {
-		return nil, 0, err
-	}
-	version, _ := strconv.ParseInt(resp.Header.Get(VersionHeader), 10, 64)
-	return body, version, nil
+// ExportJSON returns the stored fixture exactly as the API sent it (a
+// projection of at most MaxWholeExportRecords records; ExportPage pages a
+// larger one).
+func (c *Client) ExportJSON(ctx context.Context) ([]byte, error) {
+	_, body, err := c.do(ctx, http.MethodGet, "/fixture", nil)
+	return body, err
 }
 
-// Export returns the stored fixture and its version.
-func (c *Client) Export(ctx context.Context) (projection.Fixture, int64, error) {
-	body, version, err := c.ExportJSON(ctx)
+// Export returns the stored fixture.
+func (c *Client) Export(ctx context.Context) (projection.Fixture, error) {
+	body, err := c.ExportJSON(ctx)
 	if err != nil {
-		return projection.Fixture{}, 0, err
+		return projection.Fixture{}, err
 	}
-	f, err := projection.Parse(body)
-	return f, version, err
+	return projection.Parse(body)
 }
 
-// Import replaces the whole projection with a RelayFixture given as JSON.
-// The bytes go as they are, so the server's strict parse judges them.
-func (c *Client) Import(ctx context.Context, fixture []byte) (VersionResponse, error) {
-	var out VersionResponse
+// ExportPage returns one page of the stored projection, resuming after
+// cursor ("" for the first).
+func (c *Client) ExportPage(ctx context.Context, cursor string) (ExportPageResponse, error) {
+	var out ExportPageResponse
+	return out, c.call(ctx, http.MethodGet, "/fixture/pages?cursor="+url.QueryEscape(cursor), nil, &out)
+}
+
+// Import replaces the whole projection with a RelayFixture given as JSON,
+// in one request. The bytes go as they are, so the server's strict parse
+// judges them.
+func (c *Client) Import(ctx context.Context, fixture []byte) (ImportResult, error) {
+	var out ImportResult
 	_, data, err := c.do(ctx, http.MethodPut, "/fixture", fixture)
 	if err != nil {
 		return out, err
 	}
 	return out, json.Unmarshal(data, &out)
+}
+
+// ImportPage sends one page of an import.
+func (c *Client) ImportPage(ctx context.Context, req ImportPageRequest) (ImportPageResponse, error) {
+	var out ImportPageResponse
+	return out, c.call(ctx, http.MethodPost, "/fixture/import", req, &out)
+}
+
+// FinishImport runs one step of ending an import.
+func (c *Client) FinishImport(ctx context.Context, req ImportFinishRequest) (ImportFinishResponse, error) {
+	var out ImportFinishResponse
+	return out, c.call(ctx, http.MethodPost, "/fixture/import/finish", req, &out)
 }
 
 // RegisterSite registers a site.

@@ -18,6 +18,11 @@ type ConsentState struct {
 	Revoked bool `json:"revoked"`
 }
 
+// MaxOwnerConsents bounds the consents an admin change lets one owner hold.
+// Every request of the owner's devices reads them all, and the record of
+// every site they name.
+const MaxOwnerConsents = 100
+
 // AddConsent records owner's consent to siteID, unpaused. A consent that
 // stands already is refused (pause and resume are their own changes); a
 // revoked one is restored, because consenting again is a person's new
@@ -31,6 +36,9 @@ func (a *Admin) AddConsent(ctx context.Context, owner, siteID string) (ConsentSt
 		}
 		if !revoked(f, owner, siteID) && hasConsent(f, owner, siteID) {
 			return conflict("%q already consents to site %q", owner, siteID)
+		}
+		if !hasConsent(f, owner, siteID) && len(f.Consents) >= MaxOwnerConsents {
+			return conflict("%q has %d consents, the most one owner may hold", owner, len(f.Consents))
 		}
 		f.Revoked = slices.DeleteFunc(slices.Clone(f.Revoked), func(r projection.RevocationRecord) bool {
 			return r.Owner == owner && r.SiteID == siteID
@@ -93,7 +101,7 @@ func (a *Admin) changeConsent(ctx context.Context, what, owner, siteID string, c
 		return ConsentState{}, 0, err
 	}
 	var state ConsentState
-	version, err := a.store.Update(ctx, func(f *projection.Fixture) error {
+	version, err := a.store.update(ctx, []string{ownerKey(owner), siteKey(siteID)}, func(f *projection.Fixture) error {
 		if err := change(f); err != nil {
 			return err
 		}

@@ -48,14 +48,18 @@ func (a *Admin) PendingPairing(ctx context.Context, userCode string) (Pairing, e
 	return list[0], nil
 }
 
-// markApproved fills in ApprovedAs from the projection.
+// markApproved fills in ApprovedAs from the devices with each key.
 func (a *Admin) markApproved(ctx context.Context, list []Pairing) error {
-	f, _, err := a.store.Fixture(ctx)
+	keys := make([]string, 0, len(list))
+	for _, p := range list {
+		keys = append(keys, identityKey(p.Device.Identity))
+	}
+	got, err := a.store.storage.Read(ctx, keys)
 	if err != nil {
 		return err
 	}
 	for i := range list {
-		for _, d := range f.Devices {
+		for _, d := range fixtureOf(got[identityKey(list[i].Device.Identity)].records).Devices {
 			if d.Device.Identity == list[i].Device.Identity && !isRevoked(d) {
 				list[i].ApprovedAs = d.RunnerID
 				break
@@ -217,7 +221,7 @@ func (a *Admin) ApprovePairing(ctx context.Context, userCode, owner, runnerID st
 		runnerID = "runner_" + store.NewLeaseID()
 	}
 	record := projection.DeviceRecord{Owner: owner, RunnerID: runnerID, Device: p.Device}
-	version, err := a.store.Update(ctx, func(f *projection.Fixture) error {
+	version, err := a.store.update(ctx, []string{deviceKey(runnerID), identityKey(p.Device.Identity)}, func(f *projection.Fixture) error {
 		if slices.ContainsFunc(f.Devices, func(d projection.DeviceRecord) bool { return d.RunnerID == runnerID }) {
 			return conflict("runner id %q is already taken", runnerID)
 		}
@@ -252,7 +256,7 @@ func (a *Admin) RevokeDevice(ctx context.Context, runnerID string) (projection.D
 		return projection.DeviceRecord{}, 0, invalid("runnerId must not be empty")
 	}
 	var record projection.DeviceRecord
-	version, err := a.store.Update(ctx, func(f *projection.Fixture) error {
+	version, err := a.store.update(ctx, []string{deviceKey(runnerID)}, func(f *projection.Fixture) error {
 		found := false
 		f.Devices = slices.Clone(f.Devices)
 		// Every record with the id, not only the first the relay reads: a

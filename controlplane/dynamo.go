@@ -2,9 +2,14 @@ package controlplane
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -18,50 +23,42 @@ import (
 type DynamoAPI interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
 
 var _ DynamoAPI = (*dynamodb.Client)(nil)
 
-// The projection lives in the relay's table under one partition key. "V#"
-// is a prefix the routing store does not use (store/dynamo/keys.go: J#, L#,
-// H#, U#, P#, X#, C#, CU#, CL, and Q#, R#, S#, D# as index keys), so no
-// routing item can land in it.
-//
-// In that partition:
-//   - sk "V" is the version item: ver, chunks, and prev/prevChunks, the
-//     version before it and its chunk count.
-//   - sk "F#<ver>#<i>" are the document's bytes for version ver, cut into
-//     chunks, because a fixture with many devices outgrows one 400 KB item.
-//     Versions are zero-padded so a version's chunks sort together and in
-//     order.
-const (
-	projectionPK = "V#projection"
-	versionSK    = "V"
-)
+// The items, in the relay's table, in the partitions records.go names:
+//   - a record item: sk "<kind>#<seq>", r its JSON, vr = 1 (a projection
+//     item, which no routing item has), l = 1 in the partition it is listed
+//     from, gen the import that wrote it;
+//   - a partition's version item: sk "#", v its version, vr = 1. Every
+//     change that writes the partition moves it, and a change that read the
+//     partition is conditioned on it.
+const versionItemSK = "#"
 
-// chunkBytes keeps a chunk item (bytes plus keys and names) under
-// DynamoDB's 400 KB item limit.
-const chunkBytes = 350_000
+// maxTransactItems is DynamoDB's bound on one transaction.
+const maxTransactItems = 100
 
-// maxChunks keeps one write (every chunk, the version item and the deletes
-// of an old version) under a transaction's 4 MB and 100 item limits. It
-// bounds the projection at about 3.5 MB of JSON: some ten thousand devices
-// with their keys. A larger deployment needs a different layout.
-const maxChunks = 10
+// readParallel bounds the partitions one Read queries at once.
+const readParallel = 8
 
-// loadAttempts bounds how often Load re-reads when a writer retired the
-// chunks it was about to read.
-const loadAttempts = 3
+// batchWriteItems is DynamoDB's bound on one BatchWriteItem.
+const batchWriteItems = 25
+
+// writeParallel bounds the batches one PutRecords writes at once.
+const writeParallel = 8
+
+// scanSegments is how many parallel scan segments a sweep or a listing
+// walks, one after the other, page by page.
+const scanSegments = 4
+
+// scanPageItems bounds the items one Scan page examines.
+const scanPageItems = 1000
 
 // DynamoStorage is Storage in the relay's DynamoDB table.
-//
-// Version is one strongly consistent GetItem of a small item. A write puts
-// the new version's chunks and moves the version item in one transaction
-// conditioned on the version it read, so a reader sees either the old
-// document or the new one, whole. Chunks are kept for one version after they
-// are superseded, so an instance that read the version just before a
-// change can still load it; one that loses even that race reads again.
 type DynamoStorage struct {
 	api   DynamoAPI
 	table string
@@ -72,157 +69,201 @@ func NewDynamoStorage(api DynamoAPI, table string) *DynamoStorage {
 	return &DynamoStorage{api: api, table: table}
 }
 
-// versionItem is the version item as read.
-type versionItem struct {
-	ver, chunks, prev, prevChunks int64
-	exists                        bool
+func str(s string) *types.AttributeValueMemberS { return &types.AttributeValueMemberS{Value: s} }
+
+func number(n int64) *types.AttributeValueMemberN {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
 }
 
-func (d *DynamoStorage) key(sk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: projectionPK},
-		"sk": &types.AttributeValueMemberS{Value: sk},
-	}
+func itemKey(pk, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"pk": str(pk), "sk": str(sk)}
 }
 
-func (d *DynamoStorage) readVersion(ctx context.Context) (versionItem, error) {
-	out, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(d.table),
-		Key:            d.key(versionSK),
-		ConsistentRead: aws.Bool(true),
-	})
-	if err != nil {
-		return versionItem{}, err
+// Read queries each partition, strongly consistent.
+func (d *DynamoStorage) Read(ctx context.Context, keys []string) (map[string]partition, error) {
+	out := make(map[string]partition, len(keys))
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, readParallel)
+	for _, k := range keys {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			p, err := d.readPartition(ctx, k)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			out[k] = p
+		}()
 	}
-	if out.Item == nil {
-		return versionItem{}, nil
-	}
-	v := versionItem{exists: true}
-	for name, dst := range map[string]*int64{"ver": &v.ver, "chunks": &v.chunks, "prev": &v.prev, "prevChunks": &v.prevChunks} {
-		n, ok := out.Item[name].(*types.AttributeValueMemberN)
-		if !ok {
-			return versionItem{}, fmt.Errorf("projection version item has no number %q", name)
-		}
-		if *dst, err = strconv.ParseInt(n.Value, 10, 64); err != nil {
-			return versionItem{}, fmt.Errorf("projection version item %q: %w", name, err)
-		}
-	}
-	return v, nil
+	wg.Wait()
+	return out, firstErr
 }
 
-// Version is the current version.
-func (d *DynamoStorage) Version(ctx context.Context) (int64, error) {
-	v, err := d.readVersion(ctx)
-	return v.ver, err
-}
-
-// Load is the current document.
-func (d *DynamoStorage) Load(ctx context.Context) (Snapshot, error) {
-	for range loadAttempts {
-		v, err := d.readVersion(ctx)
-		if err != nil {
-			return Snapshot{}, err
-		}
-		if !v.exists {
-			return Snapshot{}, nil
-		}
-		chunks, err := d.readChunks(ctx, v.ver)
-		if err != nil {
-			return Snapshot{}, err
-		}
-		if int64(len(chunks)) != v.chunks {
-			// Two writes landed between reading the version and the
-			// chunks, and the second deleted these. Read what is there now.
-			continue
-		}
-		var data []byte
-		for _, c := range chunks {
-			data = append(data, c...)
-		}
-		return Snapshot{Version: v.ver, Data: data}, nil
-	}
-	return Snapshot{}, errors.New("projection kept changing while it was being read")
-}
-
-func (d *DynamoStorage) readChunks(ctx context.Context, ver int64) ([][]byte, error) {
-	var chunks [][]byte
+func (d *DynamoStorage) readPartition(ctx context.Context, key string) (partition, error) {
+	var p partition
 	var start map[string]types.AttributeValue
 	for {
-		out, err := d.api.Query(ctx, &dynamodb.QueryInput{
-			TableName:              aws.String(d.table),
-			KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :prefix)"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":pk":     &types.AttributeValueMemberS{Value: projectionPK},
-				":prefix": &types.AttributeValueMemberS{Value: chunkPrefix(ver)},
-			},
-			ConsistentRead:    aws.Bool(true),
-			ExclusiveStartKey: start,
+		res, err := d.api.Query(ctx, &dynamodb.QueryInput{
+			TableName:                 aws.String(d.table),
+			KeyConditionExpression:    aws.String("pk = :pk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(key)},
+			ConsistentRead:            aws.Bool(true),
+			ExclusiveStartKey:         start,
 		})
 		if err != nil {
-			return nil, err
+			return partition{}, err
 		}
-		for _, item := range out.Items {
-			b, ok := item["d"].(*types.AttributeValueMemberB)
-			if !ok {
-				return nil, fmt.Errorf("projection chunk of v%d has no bytes", ver)
+		for _, item := range res.Items {
+			sk := attrString(item, "sk")
+			if sk == versionItemSK {
+				if p.version, err = attrNumber(item, "v"); err != nil {
+					return partition{}, fmt.Errorf("projection partition %s: %w", key, err)
+				}
+				continue
 			}
-			chunks = append(chunks, b.Value)
+			r, err := recordFromItem(item)
+			if err != nil {
+				return partition{}, err
+			}
+			p.records = append(p.records, r)
 		}
-		if len(out.LastEvaluatedKey) == 0 {
-			return chunks, nil
+		if len(res.LastEvaluatedKey) == 0 {
+			return p, nil
 		}
-		start = out.LastEvaluatedKey
+		start = res.LastEvaluatedKey
 	}
 }
 
-func chunkPrefix(ver int64) string { return fmt.Sprintf("F#%020d#", ver) }
-
-func chunkSK(ver int64, i int) string { return chunkPrefix(ver) + fmt.Sprintf("%04d", i) }
-
-// Swap stores data as the next version if the document is at expect.
-func (d *DynamoStorage) Swap(ctx context.Context, expect int64, data []byte) (int64, error) {
-	if len(data) > maxChunks*chunkBytes {
-		return 0, ErrTooLarge
+func attrString(item map[string]types.AttributeValue, name string) string {
+	if s, ok := item[name].(*types.AttributeValueMemberS); ok {
+		return s.Value
 	}
-	// Read only to learn which old chunks to retire; the write's own
-	// condition carries the decision.
-	v, err := d.readVersion(ctx)
+	return ""
+}
+
+func attrNumber(item map[string]types.AttributeValue, name string) (int64, error) {
+	n, ok := item[name].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, fmt.Errorf("no number %q", name)
+	}
+	return strconv.ParseInt(n.Value, 10, 64)
+}
+
+// recordFromItem decodes a record item; its seq is in its sort key.
+func recordFromItem(item map[string]types.AttributeValue) (record, error) {
+	sk := attrString(item, "sk")
+	_, digits, ok := strings.Cut(sk, "#")
+	seq, err := strconv.ParseInt(digits, 10, 64)
+	if !ok || err != nil {
+		return record{}, fmt.Errorf("projection item %q %q has no seq", attrString(item, "pk"), sk)
+	}
+	return decodeRecord(seq, []byte(attrString(item, "r")))
+}
+
+// recordItems are r's items, one in each of its partitions.
+func (d *DynamoStorage) recordItems(r record, gen string) ([]map[string]types.AttributeValue, error) {
+	data, err := r.encode()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	if v.ver != expect {
-		return 0, ErrVersionConflict
+	var out []map[string]types.AttributeValue
+	for _, k := range r.partitions() {
+		item := itemKey(k, r.sortKey())
+		item["r"] = str(string(data))
+		item["vr"] = number(1)
+		if k == r.listed() {
+			item["l"] = number(1)
+		}
+		if gen != "" {
+			item["gen"] = str(gen)
+		}
+		out = append(out, item)
 	}
-	next := expect + 1
-	var writes []types.TransactWriteItem
-	n := 0
-	for off := 0; off < len(data) || n == 0; off += chunkBytes {
-		end := min(off+chunkBytes, len(data))
-		item := d.key(chunkSK(next, n))
-		item["d"] = &types.AttributeValueMemberB{Value: data[off:end]}
-		writes = append(writes, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(d.table), Item: item}})
-		n++
+	return out, nil
+}
+
+// Commit writes c as one transaction.
+func (d *DynamoStorage) Commit(ctx context.Context, c commit) error {
+	type op struct {
+		put map[string]types.AttributeValue
+		del bool
 	}
-	version := d.key(versionSK)
-	version["ver"] = number(next)
-	version["chunks"] = number(int64(n))
-	version["prev"] = number(expect)
-	version["prevChunks"] = number(v.chunks)
-	put := &types.Put{TableName: aws.String(d.table), Item: version}
-	if expect == 0 {
-		put.ConditionExpression = aws.String("attribute_not_exists(pk)")
-	} else {
-		put.ConditionExpression = aws.String("ver = :expect")
-		put.ExpressionAttributeValues = map[string]types.AttributeValue{":expect": number(expect)}
+	items := map[[2]string]op{}
+	var order [][2]string
+	touched := map[string]bool{}
+	set := func(pk, sk string, o op) {
+		k := [2]string{pk, sk}
+		if _, ok := items[k]; !ok {
+			order = append(order, k)
+		}
+		// A put wins over a delete of the same item: a record changed in
+		// place is deleted from its old partitions and put in its new.
+		if prev, ok := items[k]; ok && prev.put != nil && o.del {
+			return
+		}
+		items[k] = o
+		touched[pk] = true
 	}
-	writes = append(writes, types.TransactWriteItem{Put: put})
-	// The version before expect has had a whole version's grace for readers.
-	if v.prev > 0 {
-		for i := range int(v.prevChunks) {
-			writes = append(writes, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(d.table), Key: d.key(chunkSK(v.prev, i))}})
+	for _, r := range c.del {
+		for _, k := range r.partitions() {
+			set(k, r.sortKey(), op{del: true})
 		}
 	}
-	_, err = d.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+	for _, r := range c.put {
+		its, err := d.recordItems(r, "")
+		if err != nil {
+			return err
+		}
+		for _, it := range its {
+			set(attrString(it, "pk"), attrString(it, "sk"), op{put: it})
+		}
+	}
+	var writes []types.TransactWriteItem
+	table := aws.String(d.table)
+	for _, k := range order {
+		o := items[k]
+		if o.put != nil {
+			writes = append(writes, types.TransactWriteItem{Put: &types.Put{TableName: table, Item: o.put}})
+		} else {
+			writes = append(writes, types.TransactWriteItem{Delete: &types.Delete{TableName: table, Key: itemKey(k[0], k[1])}})
+		}
+	}
+	for pk := range touched {
+		read, wasRead := c.read[pk]
+		if !wasRead {
+			writes = append(writes, types.TransactWriteItem{Update: &types.Update{
+				TableName:                 table,
+				Key:                       itemKey(pk, versionItemSK),
+				UpdateExpression:          aws.String("ADD v :one SET vr = :one"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":one": number(1)},
+			}})
+			continue
+		}
+		item := itemKey(pk, versionItemSK)
+		item["v"] = number(read + 1)
+		item["vr"] = number(1)
+		put := &types.Put{TableName: table, Item: item}
+		conditionOn(read, &put.ConditionExpression, &put.ExpressionAttributeValues)
+		writes = append(writes, types.TransactWriteItem{Put: put})
+	}
+	for pk, read := range c.read {
+		if touched[pk] {
+			continue
+		}
+		check := &types.ConditionCheck{TableName: table, Key: itemKey(pk, versionItemSK)}
+		conditionOn(read, &check.ConditionExpression, &check.ExpressionAttributeValues)
+		writes = append(writes, types.TransactWriteItem{ConditionCheck: check})
+	}
+	if len(writes) > maxTransactItems {
+		return invalid("this change writes %d items, more than one transaction's %d", len(writes), maxTransactItems)
+	}
+	_, err := d.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 		TransactItems: writes,
 		// The SDK retries a call whose answer was lost; with a token the
 		// retry of a write that committed succeeds instead of failing its
@@ -231,11 +272,22 @@ func (d *DynamoStorage) Swap(ctx context.Context, expect int64, data []byte) (in
 	})
 	if err != nil {
 		if lostRace(err) {
-			return 0, ErrVersionConflict
+			return ErrVersionConflict
 		}
-		return 0, fmt.Errorf("write projection v%d: %w", next, err)
+		return fmt.Errorf("write projection records: %w", err)
 	}
-	return next, nil
+	return nil
+}
+
+// conditionOn conditions a write on a partition's version still being
+// read: a version of 0 is the version item's absence.
+func conditionOn(read int64, expr **string, values *map[string]types.AttributeValue) {
+	if read == 0 {
+		*expr = aws.String("attribute_not_exists(v)")
+		return
+	}
+	*expr = aws.String("v = :read")
+	*values = map[string]types.AttributeValue{":read": number(read)}
 }
 
 // lostRace reports whether a write failed because another write got there
@@ -253,6 +305,158 @@ func lostRace(err error) bool {
 	return errors.As(err, &inFlight)
 }
 
-func number(n int64) *types.AttributeValueMemberN {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+// PutRecords writes recs in batches, several at once.
+func (d *DynamoStorage) PutRecords(ctx context.Context, gen string, recs []record) error {
+	var requests []types.WriteRequest
+	for _, r := range recs {
+		its, err := d.recordItems(r, gen)
+		if err != nil {
+			return err
+		}
+		for _, it := range its {
+			requests = append(requests, types.WriteRequest{PutRequest: &types.PutRequest{Item: it}})
+		}
+	}
+	return d.batchWrite(ctx, requests)
+}
+
+// batchWrite sends requests 25 at a time, writeParallel batches at once,
+// resending what DynamoDB left unprocessed until it is all written.
+func (d *DynamoStorage) batchWrite(ctx context.Context, requests []types.WriteRequest) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	sem := make(chan struct{}, writeParallel)
+	for start := 0; start < len(requests); start += batchWriteItems {
+		batch := requests[start:min(start+batchWriteItems, len(requests))]
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := d.writeBatch(ctx, batch); err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
+}
+
+func (d *DynamoStorage) writeBatch(ctx context.Context, batch []types.WriteRequest) error {
+	pause := 50 * time.Millisecond
+	for attempt := 0; len(batch) > 0; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, 2*time.Second)
+		}
+		if attempt == 20 {
+			return fmt.Errorf("write projection records: %d items still unprocessed after %d attempts", len(batch), attempt)
+		}
+		res, err := d.api.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
+			RequestItems: map[string][]types.WriteRequest{d.table: batch},
+		})
+		if err != nil {
+			return fmt.Errorf("write projection records: %w", err)
+		}
+		batch = res.UnprocessedItems[d.table]
+	}
+	return nil
+}
+
+// scanCursor is where a sweep or a listing is: a segment and the key its
+// next page starts after.
+type scanCursor struct {
+	Segment int               `json:"s"`
+	After   map[string]string `json:"a,omitempty"`
+}
+
+func parseCursor(cursor string) (scanCursor, error) {
+	var c scanCursor
+	if cursor == "" {
+		return c, nil
+	}
+	data, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil || json.Unmarshal(data, &c) != nil || c.Segment < 0 || c.Segment >= scanSegments {
+		return scanCursor{}, invalid("cursor %q is not one this store gave", cursor)
+	}
+	return c, nil
+}
+
+// scanPage reads one page of the projection's items matching filter,
+// and the cursor after it.
+func (d *DynamoStorage) scanPage(ctx context.Context, cursor, filter string, values map[string]types.AttributeValue) ([]map[string]types.AttributeValue, string, error) {
+	c, err := parseCursor(cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	in := &dynamodb.ScanInput{
+		TableName:                 aws.String(d.table),
+		Segment:                   aws.Int32(int32(c.Segment)),
+		TotalSegments:             aws.Int32(scanSegments),
+		Limit:                     aws.Int32(scanPageItems),
+		FilterExpression:          aws.String(filter),
+		ExpressionAttributeValues: values,
+		ConsistentRead:            aws.Bool(true),
+	}
+	if c.After != nil {
+		in.ExclusiveStartKey = itemKey(c.After["pk"], c.After["sk"])
+	}
+	res, err := d.api.Scan(ctx, in)
+	if err != nil {
+		return nil, "", err
+	}
+	next := scanCursor{Segment: c.Segment}
+	if len(res.LastEvaluatedKey) > 0 {
+		next.After = map[string]string{"pk": attrString(res.LastEvaluatedKey, "pk"), "sk": attrString(res.LastEvaluatedKey, "sk")}
+	} else if next.Segment++; next.Segment == scanSegments {
+		return res.Items, "", nil
+	}
+	data, _ := json.Marshal(next)
+	return res.Items, base64.RawURLEncoding.EncodeToString(data), nil
+}
+
+// SweepStale deletes one page's projection items that import gen did not
+// write: records it does not name, and every partition version, so that a
+// change that read a partition before the import loses its race.
+func (d *DynamoStorage) SweepStale(ctx context.Context, gen, cursor string) (int, string, error) {
+	items, next, err := d.scanPage(ctx, cursor, "attribute_exists(vr) AND (attribute_not_exists(gen) OR gen <> :g)",
+		map[string]types.AttributeValue{":g": str(gen)})
+	if err != nil {
+		return 0, "", err
+	}
+	var requests []types.WriteRequest
+	for _, it := range items {
+		requests = append(requests, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: itemKey(attrString(it, "pk"), attrString(it, "sk"))}})
+	}
+	if err := d.batchWrite(ctx, requests); err != nil {
+		return 0, "", err
+	}
+	return len(requests), next, nil
+}
+
+// List is one page of records, each read from the partition it is listed
+// in.
+func (d *DynamoStorage) List(ctx context.Context, cursor string) ([]record, string, error) {
+	items, next, err := d.scanPage(ctx, cursor, "attribute_exists(l)", nil)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]record, 0, len(items))
+	for _, it := range items {
+		r, err := recordFromItem(it)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, r)
+	}
+	return out, next, nil
 }

@@ -42,15 +42,14 @@ func conflict(format string, args ...any) error {
 	return &Error{Status: http.StatusConflict, Code: "conflict", Message: fmt.Sprintf(format, args...)}
 }
 
-// ErrVersionConflict is a Storage's answer when the document is no longer at
-// the version the write was conditioned on: somebody else changed it first.
-// It is an answer, not a failure; Store.Update re-applies the change to what
-// is there now.
+// ErrVersionConflict is a Storage's answer when a partition a change read is
+// no longer at the version it read: somebody else changed it first. It is an
+// answer, not a failure; the change is re-applied to what is there now.
 var ErrVersionConflict = errors.New("controlplane: projection changed since it was read")
 
-// ErrTooLarge is a Storage's refusal of a document bigger than it can hold.
-var ErrTooLarge = &Error{Status: http.StatusRequestEntityTooLarge, Code: "too-large", Message: "the projection is too large to store"}
+// ErrTooLarge refuses a record bigger than one stored item can hold.
+var ErrTooLarge = &Error{Status: http.StatusRequestEntityTooLarge, Code: "too-large", Message: "the record is too large to store"}
 
-// errBusy is what Update returns when every attempt lost to a concurrent
+// errBusy is what a change returns when every attempt lost to a concurrent
 // change: retrying forever would let a hot writer starve an admin call.
 var errBusy = &Error{Status: http.StatusServiceUnavailable, Code: "busy", Message: "the projection kept changing underneath this change; try again"}

@@ -17,18 +17,17 @@ import (
 // the deployed IAM-authorised route alike.
 const AdminPrefix = "/admin"
 
-// VersionHeader carries the projection's version on GET /admin/fixture,
-// whose body is the fixture itself so an export imports back unchanged.
-const VersionHeader = "X-Byorelay-Projection-Version"
-
 // maxBodyBytes bounds a request body. The largest is an import, and the
 // stored projection is bounded well below this.
 const maxBodyBytes = 8 << 20
 
 // AdminHandler serves the admin API:
 //
-//	GET    /admin/fixture                   export (body: the fixture)
+//	GET    /admin/fixture                   export (body: the fixture), up to MaxWholeExportRecords
 //	PUT    /admin/fixture                   import a whole RelayFixture
+//	GET    /admin/fixture/pages?cursor=     export one page
+//	POST   /admin/fixture/import            import one page
+//	POST   /admin/fixture/import/finish     one step of ending an import
 //	POST   /admin/sites                     register a site
 //	POST   /admin/sites/{siteId}/rotate     rotate a site's key
 //	GET    /admin/pairings/pending          list pending pairings, newest first
@@ -50,6 +49,9 @@ func AdminHandler(a *Admin) http.Handler {
 	h := &handler{admin: a}
 	mux.HandleFunc("GET "+AdminPrefix+"/fixture", h.export)
 	mux.HandleFunc("PUT "+AdminPrefix+"/fixture", h.importFixture)
+	mux.HandleFunc("GET "+AdminPrefix+"/fixture/pages", h.exportPage)
+	mux.HandleFunc("POST "+AdminPrefix+"/fixture/import", h.importPage)
+	mux.HandleFunc("POST "+AdminPrefix+"/fixture/import/finish", h.finishImport)
 	mux.HandleFunc("POST "+AdminPrefix+"/sites", h.registerSite)
 	mux.HandleFunc("POST "+AdminPrefix+"/sites/{siteId}/rotate", h.rotateSite)
 	// A literal segment outranks the wildcard, and no user code can be
@@ -74,13 +76,35 @@ func AdminHandler(a *Admin) http.Handler {
 type handler struct{ admin *Admin }
 
 func (h *handler) export(w http.ResponseWriter, r *http.Request) {
-	f, version, err := h.admin.Export(r.Context())
+	f, err := h.admin.Export(r.Context())
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	w.Header().Set(VersionHeader, strconv.FormatInt(version, 10))
 	writeJSON(w, http.StatusOK, f)
+}
+
+func (h *handler) exportPage(w http.ResponseWriter, r *http.Request) {
+	page, err := h.admin.ExportPage(r.Context(), r.URL.Query().Get("cursor"))
+	h.answer(w, r, page, err)
+}
+
+func (h *handler) importPage(w http.ResponseWriter, r *http.Request) {
+	var req ImportPageRequest
+	if !h.decode(w, r, &req) {
+		return
+	}
+	res, err := h.admin.ImportPage(r.Context(), req)
+	h.answer(w, r, res, err)
+}
+
+func (h *handler) finishImport(w http.ResponseWriter, r *http.Request) {
+	var req ImportFinishRequest
+	if !h.decode(w, r, &req) {
+		return
+	}
+	res, err := h.admin.FinishImport(r.Context(), req)
+	h.answer(w, r, res, err)
 }
 
 func (h *handler) importFixture(w http.ResponseWriter, r *http.Request) {
@@ -94,8 +118,8 @@ func (h *handler) importFixture(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, invalid("%v", err))
 		return
 	}
-	version, err := h.admin.Import(r.Context(), f)
-	h.answer(w, r, VersionResponse{Version: version}, err)
+	res, err := h.admin.Import(r.Context(), f)
+	h.answer(w, r, res, err)
 }
 
 func (h *handler) registerSite(w http.ResponseWriter, r *http.Request) {

@@ -47,7 +47,7 @@ func TestTheAdminAPIDrivesEveryChange(t *testing.T) {
 	k1, k2, device := newKeys(t), newKeys(t), newKeys(t)
 
 	site, err := c.RegisterSite(ctx, controlplane.RegisterSiteRequest{SiteID: "site/a", Site: k1.Public()})
-	if err != nil || site.Site.SiteID != "site/a" || site.Version != 1 {
+	if err != nil || site.Site.SiteID != "site/a" || site.Version == 0 {
 		t.Fatalf("register: %+v %v", site, err)
 	}
 	link, _ := protocol.SignSuccession(k1, k2.Public())
@@ -88,15 +88,15 @@ func TestTheAdminAPIDrivesEveryChange(t *testing.T) {
 	}
 
 	// An export imports back unchanged.
-	exported, version, err := c.ExportJSON(ctx)
-	if err != nil || version != 8 {
-		t.Fatalf("export: version %d, %v", version, err)
+	exported, err := c.ExportJSON(ctx)
+	if err != nil {
+		t.Fatalf("export: %v", err)
 	}
 	res, err := c.Import(ctx, exported)
-	if err != nil || res.Version != 9 {
+	if err != nil || res.Version == 0 {
 		t.Fatalf("import: %+v %v", res, err)
 	}
-	again, _, err := c.ExportJSON(ctx)
+	again, err := c.ExportJSON(ctx)
 	if err != nil || string(again) != string(exported) {
 		t.Fatalf("the re-imported export differs:\n%s\n%s", exported, again)
 	}
@@ -198,7 +198,7 @@ func TestTheAdminAPIRefusesBadBodiesWithAClearJSONErrorAndChangesNothing(t *test
 	r := newRig(t)
 	srv, _ := serve(t, r)
 	r.site(t, "site-a")
-	before := r.version(t)
+	before := r.state(t)
 	for _, tc := range []struct {
 		name, method, path, body string
 		status                   int
@@ -224,7 +224,7 @@ func TestTheAdminAPIRefusesBadBodiesWithAClearJSONErrorAndChangesNothing(t *test
 			}
 		})
 	}
-	if r.version(t) != before {
+	if r.state(t) != before {
 		t.Fatal("a refused request changed the projection")
 	}
 }
@@ -246,7 +246,7 @@ func TestTheAdminAPISaysWhatIsWrongWithABody(t *testing.T) {
 	r := newRig(t)
 	srv, _ := serve(t, r)
 	r.site(t, "site-a")
-	before := r.version(t)
+	before := r.state(t)
 	routes := []struct{ method, path string }{
 		{"PUT", "/admin/fixture"}, {"POST", "/admin/sites"}, {"POST", "/admin/sites/site-a/rotate"},
 		{"POST", "/admin/pairings/approve"}, {"POST", "/admin/pairings/deny"},
@@ -275,7 +275,7 @@ func TestTheAdminAPISaysWhatIsWrongWithABody(t *testing.T) {
 			})
 		}
 	}
-	if r.version(t) != before {
+	if r.state(t) != before {
 		t.Fatal("a refused request changed the projection")
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/byorelay/byorelay/store/memory"
 )
 
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
 var epoch = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
 
 func newKeys(t *testing.T) *protocol.Keys {

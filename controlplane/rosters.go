@@ -7,6 +7,12 @@ import (
 	"github.com/byorelay/byorelay/projection"
 )
 
+// MaxRosterMembers bounds a roster an admin change writes. Every request of
+// a device whose owner holds the roster reads each member's partition
+// (their consents decide the routes), so a member is one more read on each
+// of those requests.
+const MaxRosterMembers = 200
+
 // PutRoster creates or replaces the roster with this id. Members may run
 // their work on the owner's machines; the owner is not implicitly one.
 func (a *Admin) PutRoster(ctx context.Context, id, owner string, members []string) (projection.RosterRecord, int64, error) {
@@ -16,11 +22,14 @@ func (a *Admin) PutRoster(ctx context.Context, id, owner string, members []strin
 	if members == nil {
 		members = []string{}
 	}
+	if len(members) > MaxRosterMembers {
+		return projection.RosterRecord{}, 0, invalid("a roster has at most %d members", MaxRosterMembers)
+	}
 	if slices.Contains(members, "") {
 		return projection.RosterRecord{}, 0, invalid("roster members must not be empty")
 	}
 	record := projection.RosterRecord{ID: id, Owner: owner, Members: slices.Clone(members)}
-	version, err := a.store.Update(ctx, func(f *projection.Fixture) error {
+	version, err := a.store.update(ctx, []string{rosterKey(id)}, func(f *projection.Fixture) error {
 		i := slices.IndexFunc(f.Rosters, func(r projection.RosterRecord) bool { return r.ID == id })
 		if i < 0 {
 			f.Rosters = append(f.Rosters, record)
@@ -45,7 +54,7 @@ func (a *Admin) DeleteRoster(ctx context.Context, id string) (int64, error) {
 	if id == "" {
 		return 0, invalid("roster id must not be empty")
 	}
-	version, err := a.store.Update(ctx, func(f *projection.Fixture) error {
+	version, err := a.store.update(ctx, []string{rosterKey(id)}, func(f *projection.Fixture) error {
 		if !slices.ContainsFunc(f.Rosters, func(r projection.RosterRecord) bool { return r.ID == id }) {
 			return notFound("no roster %q", id)
 		}

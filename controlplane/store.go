@@ -2,35 +2,52 @@ package controlplane
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
+	"time"
 
 	"github.com/byorelay/byorelay/projection"
 )
 
-// Snapshot is the stored fixture at one version. Version 0 with no Data is
-// the projection before anything was ever written: the empty fixture, under
-// which nothing routes.
-type Snapshot struct {
-	Version int64
-	Data    []byte
+// partition is what a Storage read of one partition found: its records in
+// seq order, and its version (0 when it was never changed one record at a
+// time), which a commit is conditioned on.
+type partition struct {
+	version int64
+	records []record
 }
 
-// Storage holds the fixture as one versioned document, shared by every
-// relay instance.
+// commit is one change: records put (a record with the seq of one stored
+// replaces it) and records deleted, all or nothing, and only while every
+// partition in read is still at the version read. A partition the change
+// writes and did not read has its version moved all the same, so a change
+// that read it concurrently loses.
+type commit struct {
+	read map[string]int64
+	put  []record
+	del  []record
+}
+
+// Storage holds the projection's records, shared by every relay instance.
+// Its methods take the package's own record types: the two
+// implementations are DynamoStorage and MemoryStorage.
 type Storage interface {
-	// Version is the current version, read so that a change committed by any
-	// instance before the call began is seen. It is called on every relay
-	// request, so it must be cheap.
-	Version(ctx context.Context) (int64, error)
-	// Load is the current document, read as Version is.
-	Load(ctx context.Context) (Snapshot, error)
-	// Swap stores data as the next version if and only if the document is
-	// still at version expect, and returns the new version. Otherwise it
-	// returns ErrVersionConflict and changes nothing.
-	Swap(ctx context.Context, expect int64, data []byte) (int64, error)
+	// Read is the named partitions as of now: a write that finished before
+	// the call began is seen. Absent partitions read as empty.
+	Read(ctx context.Context, keys []string) (map[string]partition, error)
+	// Commit applies c atomically, or returns ErrVersionConflict and
+	// changes nothing.
+	Commit(ctx context.Context, c commit) error
+	// PutRecords writes records as part of the import gen, unconditionally
+	// and not atomically: an import is a bulk replacement, not a change.
+	PutRecords(ctx context.Context, gen string, recs []record) error
+	// SweepStale removes one page of the records (and partition versions)
+	// no write of import gen wrote, resuming after cursor ("" to start);
+	// next is "" when none are left.
+	SweepStale(ctx context.Context, gen, cursor string) (removed int, next string, err error)
+	// List is one page of every record, each once, resuming after cursor;
+	// next is "" after the last page.
+	List(ctx context.Context, cursor string) (recs []record, next string, err error)
 }
 
 // updateAttempts bounds how often Update re-applies a change that lost to a
@@ -38,133 +55,188 @@ type Storage interface {
 // row means something is writing in a loop, and the caller should hear so.
 const updateAttempts = 8
 
+// scopeRounds bounds the reads of one scope: device, then its owner, then
+// the owner's roster members, then the sites their consents name.
+const scopeRounds = 4
+
 // Store is the projection as the relay and the admin API see it. The relay
 // uses it as its projection source; every instance (Lambda container) has
-// its own Store over the shared Storage.
-//
-// Each Projection call reads the version (one small strongly consistent
-// read) and reloads the whole document only when it changed, so a change
-// made through any instance is in force on the very next request on every
-// instance: revocation must not wait for a cache to expire.
+// its own Store over the shared Storage. It caches nothing: each request
+// reads the records that decide it, strongly consistent, so a pause or a
+// revocation made through any instance is in force on the very next
+// request on every instance.
 type Store struct {
 	storage Storage
-
-	mu      sync.Mutex
-	version int64
-	current *projection.Projection
+	now     func() time.Time
 }
 
 // NewStore returns a Store over storage.
 func NewStore(storage Storage) *Store {
-	return &Store{storage: storage}
+	return &Store{storage: storage, now: time.Now}
 }
 
-// Projection returns the projection in force now.
-func (s *Store) Projection(ctx context.Context) (*projection.Projection, error) {
-	version, err := s.storage.Version(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("projection version: %w", err)
+// Scoped returns the projection in force now for a request about q: the
+// records projection.Fixture.Scope names, read partition by partition
+// (the device's, its owner's, the owner's roster members', the sites
+// their consents name), and nothing else.
+func (s *Store) Scoped(ctx context.Context, q projection.Query) (*projection.Projection, error) {
+	read := map[string]partition{}
+	var recs []record
+	want := func(f projection.Fixture) []string {
+		keys := []string{}
+		add := func(k string) {
+			if _, done := read[k]; !done && !contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+		if q.RunnerID != "" {
+			add(deviceKey(q.RunnerID))
+		}
+		if q.DeviceIdentity != "" {
+			add(identityKey(q.DeviceIdentity))
+		}
+		if q.Owner != "" {
+			add(ownerKey(q.Owner))
+		}
+		if q.SiteID != "" {
+			add(siteKey(q.SiteID))
+		}
+		for _, d := range f.Devices {
+			add(ownerKey(d.Owner))
+		}
+		for _, r := range f.Rosters {
+			for _, m := range r.Members {
+				add(ownerKey(m))
+			}
+		}
+		for _, c := range f.Consents {
+			add(siteKey(c.SiteID))
+		}
+		return keys
 	}
-	s.mu.Lock()
-	if s.current != nil && s.version == version {
-		p := s.current
-		s.mu.Unlock()
-		return p, nil
+	scope := projection.EmptyFixture()
+	for range scopeRounds + 1 {
+		keys := want(scope)
+		if len(keys) == 0 {
+			return projection.New(scope)
+		}
+		got, err := s.storage.Read(ctx, keys)
+		if err != nil {
+			return nil, fmt.Errorf("read projection records: %w", err)
+		}
+		for _, k := range keys {
+			read[k] = got[k]
+			recs = append(recs, got[k].records...)
+		}
+		scope = fixtureOf(recs).Scope(q)
 	}
-	s.mu.Unlock()
+	return nil, errors.New("projection scope did not settle")
+}
 
-	snap, err := s.storage.Load(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("load projection: %w", err)
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
 	}
-	f, err := decode(snap)
+	return false
+}
+
+// Projection is the whole projection, read page by page. For the local
+// debug page and small deployments only: nothing on the request path
+// calls it.
+func (s *Store) Projection(ctx context.Context) (*projection.Projection, error) {
+	f, err := s.Fixture(ctx)
 	if err != nil {
 		return nil, err
 	}
-	p, err := projection.New(f)
-	if err != nil {
-		return nil, fmt.Errorf("projection v%d: %w", snap.Version, err)
-	}
-	s.mu.Lock()
-	// A concurrent call may have loaded a newer version meanwhile; never
-	// move the cache backwards.
-	if s.current == nil || snap.Version >= s.version {
-		s.version, s.current = snap.Version, p
-	}
-	s.mu.Unlock()
-	return p, nil
+	return projection.New(f)
 }
 
-// Scoped returns the projection in force now for a request about q. The
-// document is read whole (Projection), and the whole projection answers
-// every question a request about q asks exactly as its scope does
-// (projection.Fixture.Scope), so it is handed back as it is rather than
-// cut down on every request.
-func (s *Store) Scoped(ctx context.Context, _ projection.Query) (*projection.Projection, error) {
-	return s.Projection(ctx)
-}
-
-// Fixture returns the stored fixture and its version.
-func (s *Store) Fixture(ctx context.Context) (projection.Fixture, int64, error) {
-	snap, err := s.storage.Load(ctx)
-	if err != nil {
-		return projection.Fixture{}, 0, fmt.Errorf("load projection: %w", err)
+// Empty says whether no record is stored, reading only until it finds one.
+func (s *Store) Empty(ctx context.Context) (bool, error) {
+	cursor := ""
+	for {
+		recs, next, err := s.storage.List(ctx, cursor)
+		if err != nil {
+			return false, fmt.Errorf("list projection records: %w", err)
+		}
+		if len(recs) > 0 {
+			return false, nil
+		}
+		if next == "" {
+			return true, nil
+		}
+		cursor = next
 	}
-	f, err := decode(snap)
-	return f, snap.Version, err
 }
 
-// Update applies change to the current fixture and stores the result,
-// conditional on the version it read. When another change landed first,
-// change runs again on the fresh fixture, so it must compute everything
-// from the fixture it is given (and nothing it must not repeat). An error
-// from change stops the update and is returned as it is; nothing is
-// written. The result must still be a valid fixture.
-func (s *Store) Update(ctx context.Context, change func(f *projection.Fixture) error) (int64, error) {
+// Fixture is the whole stored projection, in seq order.
+func (s *Store) Fixture(ctx context.Context) (projection.Fixture, error) {
+	var all []record
+	cursor := ""
+	for {
+		recs, next, err := s.storage.List(ctx, cursor)
+		if err != nil {
+			return projection.Fixture{}, fmt.Errorf("list projection records: %w", err)
+		}
+		all = append(all, recs...)
+		if next == "" {
+			return fixtureOf(all), nil
+		}
+		cursor = next
+	}
+}
+
+// update reads the partitions keys name, hands change the fixture of their
+// records (in registry order), and writes what change made different:
+// records added, removed and changed, one commit conditioned on every
+// partition read. When another change landed first, change runs again on
+// the fresh records, so it must compute everything from the fixture it is
+// given. An error from change stops the update and is returned as it is;
+// nothing is written.
+//
+// keys must name every partition whose records the change decides on: a
+// change can only see, and be kept safe from races on, what it read.
+func (s *Store) update(ctx context.Context, keys []string, change func(f *projection.Fixture) error) (int64, error) {
 	for range updateAttempts {
-		snap, err := s.storage.Load(ctx)
+		got, err := s.storage.Read(ctx, keys)
 		if err != nil {
-			return 0, fmt.Errorf("load projection: %w", err)
+			return 0, fmt.Errorf("read projection records: %w", err)
 		}
-		f, err := decode(snap)
-		if err != nil {
+		c := commit{read: map[string]int64{}}
+		var recs []record
+		for _, k := range keys {
+			c.read[k] = got[k].version
+			recs = append(recs, got[k].records...)
+		}
+		before := fixtureOf(recs)
+		after := fixtureOf(recs)
+		if err := change(&after); err != nil {
 			return 0, err
 		}
-		if err := change(&f); err != nil {
-			return 0, err
-		}
-		p, err := projection.New(f)
-		if err != nil {
+		if _, err := projection.New(after); err != nil {
 			return 0, invalid("the result is not a valid projection: %v", err)
 		}
-		// Encoded from the projection's normalised copy: a list left nil in
-		// Go would be stored as null, which the strict parse refuses.
-		data, err := json.Marshal(p.Fixture())
+		now := s.now()
+		c.put, c.del, err = diff(before, after, recs, now)
 		if err != nil {
-			return 0, fmt.Errorf("encode projection: %w", err)
+			return 0, err
 		}
-		version, err := s.storage.Swap(ctx, snap.Version, data)
+		if err := checkSizes(c.put); err != nil {
+			return 0, err
+		}
+		if len(c.put)+len(c.del) == 0 {
+			return now.UnixMilli(), nil
+		}
+		err = s.storage.Commit(ctx, c)
 		if errors.Is(err, ErrVersionConflict) {
 			continue
 		}
 		if err != nil {
 			return 0, err
 		}
-		return version, nil
+		return now.UnixMilli(), nil
 	}
 	return 0, errBusy
-}
-
-// decode parses a stored document. It is parsed as strictly as an import,
-// because a document that no longer parses must stop the relay loudly
-// rather than route on half of it.
-func decode(snap Snapshot) (projection.Fixture, error) {
-	if len(snap.Data) == 0 {
-		return projection.EmptyFixture(), nil
-	}
-	f, err := projection.Parse(snap.Data)
-	if err != nil {
-		return projection.Fixture{}, fmt.Errorf("stored projection v%d does not parse: %w", snap.Version, err)
-	}
-	return f, nil
 }

@@ -1,9 +1,9 @@
 package controlplane_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
+	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,15 +12,18 @@ import (
 	"github.com/byorelay/byorelay/projection"
 )
 
-func addRoster(id string) func(f *projection.Fixture) error {
-	return func(f *projection.Fixture) error {
-		f.Rosters = append(f.Rosters, projection.RosterRecord{ID: id, Owner: "alice", Members: []string{"bob"}})
-		return nil
+// admins is an Admin over each of two Stores over one storage pair: two
+// control-plane instances.
+func admins(t *testing.T, a, b controlplane.Storage) (*controlplane.Admin, *controlplane.Admin) {
+	t.Helper()
+	one := controlplane.NewAdmin(controlplane.AdminConfig{Store: controlplane.NewStore(a), Logger: quiet})
+	if b == nil {
+		return one, nil
 	}
+	return one, controlplane.NewAdmin(controlplane.AdminConfig{Store: controlplane.NewStore(b), Logger: quiet})
 }
 
-func rosterIDs(t *testing.T, p *projection.Projection) []string {
-	t.Helper()
+func rosterIDs(p *projection.Projection) []string {
 	var ids []string
 	for _, r := range p.Fixture().Rosters {
 		ids = append(ids, r.ID)
@@ -33,16 +36,13 @@ func TestAnEmptyStorageIsTheEmptyProjection(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a, _ := tc.pair(t)
 			s := controlplane.NewStore(a)
-			p, err := s.Projection(t.Context())
+			p, err := s.Scoped(t.Context(), projection.Query{RunnerID: "r1", Owner: "alice", SiteID: "site-a"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			f := p.Fixture()
 			if len(f.Sites)+len(f.Consents)+len(f.Devices)+len(f.Rosters)+len(f.Revoked) != 0 {
 				t.Fatalf("empty storage gave %+v", f)
-			}
-			if _, v, err := s.Fixture(t.Context()); err != nil || v != 0 {
-				t.Fatalf("version %d, %v; want 0", v, err)
 			}
 		})
 	}
@@ -52,25 +52,20 @@ func TestAChangeThroughOneInstanceIsSeenByAnotherOnItsVeryNextRead(t *testing.T)
 	for _, tc := range storages {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := tc.pair(t)
-			one, two := controlplane.NewStore(a), controlplane.NewStore(b)
+			one, two := admins(t, a, b)
+			readers := []*controlplane.Store{controlplane.NewStore(a), controlplane.NewStore(b)}
 			ctx := t.Context()
-			// Both instances have a cached projection before the change.
-			for _, s := range []*controlplane.Store{one, two} {
-				if _, err := s.Projection(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for i, writer := range []*controlplane.Store{one, two, one} {
+			for i, writer := range []*controlplane.Admin{one, two, one} {
 				id := fmt.Sprintf("r%d", i)
-				if _, err := writer.Update(ctx, addRoster(id)); err != nil {
+				if _, _, err := writer.PutRoster(ctx, id, "alice", []string{"bob"}); err != nil {
 					t.Fatal(err)
 				}
-				for _, reader := range []*controlplane.Store{one, two} {
-					p, err := reader.Projection(ctx)
+				for _, reader := range readers {
+					p, err := reader.Scoped(ctx, projection.Query{Owner: "alice"})
 					if err != nil {
 						t.Fatal(err)
 					}
-					if got := rosterIDs(t, p); len(got) != i+1 || got[i] != id {
+					if got := rosterIDs(p); len(got) != i+1 || got[i] != id {
 						t.Fatalf("after write %d a reader saw rosters %v", i, got)
 					}
 				}
@@ -79,78 +74,81 @@ func TestAChangeThroughOneInstanceIsSeenByAnotherOnItsVeryNextRead(t *testing.T)
 	}
 }
 
-// interleave makes the first Swap through it lose: just before it, another
-// instance's whole change lands.
-type interleave struct {
-	controlplane.Storage
-	once   sync.Once
-	before func()
-}
-
-func (i *interleave) Swap(ctx context.Context, expect int64, data []byte) (int64, error) {
-	i.once.Do(i.before)
-	return i.Storage.Swap(ctx, expect, data)
-}
-
-func TestTwoChangesThatRaceBothLand(t *testing.T) {
-	for _, tc := range storages {
-		t.Run(tc.name, func(t *testing.T) {
-			a, b := tc.pair(t)
-			ctx := t.Context()
-			other := controlplane.NewStore(b)
-			racing := &interleave{Storage: a, before: func() {
-				if _, err := other.Update(ctx, addRoster("theirs")); err != nil {
-					t.Errorf("the other change: %v", err)
-				}
-			}}
-			applied := 0
-			version, err := controlplane.NewStore(racing).Update(ctx, func(f *projection.Fixture) error {
-				applied++
-				return addRoster("mine")(f)
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if applied != 2 {
-				t.Fatalf("the change was applied %d times; want 2 (once, lost, once more on the fresh fixture)", applied)
-			}
-			if version != 2 {
-				t.Fatalf("version %d, want 2", version)
-			}
-			p, err := other.Projection(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := rosterIDs(t, p); strings.Join(got, ",") != "theirs,mine" {
-				t.Fatalf("rosters %v, want both changes", got)
-			}
-		})
-	}
-}
-
+// Eight changes from two instances at once, every one writing the same
+// partition (the owner's, where each roster is kept): each commit is
+// conditioned on the version it read, so a loser re-reads and re-applies,
+// and none is lost.
 func TestConcurrentChangesFromTwoInstancesAllLand(t *testing.T) {
 	const each = 4
 	for _, tc := range storages {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := tc.pair(t)
+			one, two := admins(t, a, b)
 			ctx := t.Context()
 			var wg sync.WaitGroup
-			for n, s := range []*controlplane.Store{controlplane.NewStore(a), controlplane.NewStore(b)} {
+			for n, admin := range []*controlplane.Admin{one, two} {
 				for i := range each {
 					wg.Go(func() {
-						if _, err := s.Update(ctx, addRoster(fmt.Sprintf("%d-%d", n, i))); err != nil {
-							t.Errorf("update: %v", err)
+						if _, _, err := admin.PutRoster(ctx, fmt.Sprintf("%d-%d", n, i), "alice", []string{"bob"}); err != nil {
+							t.Errorf("put roster: %v", err)
 						}
 					})
 				}
 			}
 			wg.Wait()
-			p, err := controlplane.NewStore(a).Projection(ctx)
+			p, err := controlplane.NewStore(a).Scoped(ctx, projection.Query{Owner: "alice"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := rosterIDs(t, p); len(got) != 2*each {
+			if got := rosterIDs(p); len(got) != 2*each {
 				t.Fatalf("%d rosters landed, want %d: %v", len(got), 2*each, got)
+			}
+		})
+	}
+}
+
+// Two admins pausing and revoking one consent at once: both land, on the
+// one record, whichever order they commit in.
+func TestTwoAdminsRacingOnOneRecordLoseNeitherChange(t *testing.T) {
+	for _, tc := range storages {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := tc.pair(t)
+			one, two := admins(t, a, b)
+			ctx := t.Context()
+			site := newKeys(t).Public()
+			if _, _, err := one.RegisterSite(ctx, "site-a", site); err != nil {
+				t.Fatal(err)
+			}
+			for round := range 5 {
+				owner := fmt.Sprintf("owner-%d", round)
+				if _, _, err := one.AddConsent(ctx, owner, "site-a"); err != nil {
+					t.Fatal(err)
+				}
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					// Refused when the revocation landed first: a revoked
+					// consent is not standing.
+					if _, _, err := one.PauseConsent(ctx, owner, "site-a"); err != nil && !strings.Contains(err.Error(), "no standing consent") {
+						t.Errorf("pause: %v", err)
+					}
+				})
+				wg.Go(func() {
+					if _, _, err := two.RevokeConsent(ctx, owner, "site-a"); err != nil {
+						t.Errorf("revoke: %v", err)
+					}
+				})
+				wg.Wait()
+				p, err := controlplane.NewStore(a).Scoped(ctx, projection.Query{Owner: owner})
+				if err != nil {
+					t.Fatal(err)
+				}
+				f := p.Fixture()
+				// The pause ran first, or after the revocation (refused:
+				// a revoked consent is not standing). Either way the
+				// revocation stands and the consent record is kept.
+				if len(f.Revoked) != 1 || len(f.Consents) != 1 {
+					t.Fatalf("round %d: consents %+v revoked %+v", round, f.Consents, f.Revoked)
+				}
 			}
 		})
 	}
@@ -160,105 +158,110 @@ func TestARefusedChangeWritesNothing(t *testing.T) {
 	for _, tc := range storages {
 		t.Run(tc.name, func(t *testing.T) {
 			a, _ := tc.pair(t)
+			admin, _ := admins(t, a, a)
 			s := controlplane.NewStore(a)
 			ctx := t.Context()
-			if _, err := s.Update(ctx, addRoster("kept")); err != nil {
+			if _, _, err := admin.PutRoster(ctx, "kept", "alice", []string{"bob"}); err != nil {
 				t.Fatal(err)
 			}
-			no := errors.New("no")
-			if _, err := s.Update(ctx, func(f *projection.Fixture) error {
-				f.Rosters = nil
-				return no
-			}); !errors.Is(err, no) {
-				t.Fatalf("got %v, want the change's own error", err)
-			}
-			// An invalid result is refused too.
-			if _, err := s.Update(ctx, func(f *projection.Fixture) error {
-				f.Consents = append(f.Consents, projection.ConsentRecord{Owner: "", SiteID: "x"})
-				return nil
-			}); err == nil {
-				t.Fatal("an invalid projection was stored")
-			}
-			f, v, err := s.Fixture(ctx)
-			if err != nil || v != 1 || len(f.Rosters) != 1 || len(f.Consents) != 0 {
-				t.Fatalf("after refusals: version %d, %+v, %v", v, f, err)
+			_, _, err := admin.AddConsent(ctx, "alice", "no-such-site")
+			refusal(t, err, http.StatusNotFound)
+			f, err := s.Fixture(ctx)
+			if err != nil || len(f.Rosters) != 1 || len(f.Consents) != 0 {
+				t.Fatalf("after a refusal: %+v, %v", f, err)
 			}
 		})
 	}
 }
 
-// A fixture with many devices outgrows one DynamoDB item; it is chunked,
-// and reads back whole across several versions (old chunks retired).
-func TestALargeProjectionRoundTripsThroughDynamoDB(t *testing.T) {
-	table := newTable(t)
-	s := controlplane.NewStore(controlplane.NewDynamoStorage(dynamoClient(t), table))
-	reader := controlplane.NewStore(controlplane.NewDynamoStorage(dynamoClient(t), table))
-	ctx := t.Context()
-	keys := newKeys(t)
-	for round := range 3 {
-		if _, err := s.Update(ctx, func(f *projection.Fixture) error {
-			for i := range 1500 {
+// A fixture with many devices is stored one record at a time, and a scope
+// finds any of them: there is no document to outgrow.
+func TestALargeProjectionRoundTrips(t *testing.T) {
+	for _, tc := range storages {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := tc.pair(t)
+			admin, _ := admins(t, a, b)
+			reader := controlplane.NewStore(b)
+			ctx := t.Context()
+			keys := newKeys(t)
+			f := projection.EmptyFixture()
+			for i := range 3000 {
 				f.Devices = append(f.Devices, projection.DeviceRecord{
-					Owner: "owner", RunnerID: fmt.Sprintf("runner_%d_%06d", round, i), Device: keys.Public(),
+					Owner: fmt.Sprintf("owner-%d", i%50), RunnerID: fmt.Sprintf("runner_%06d", i), Device: keys.Public(),
 				})
 			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		p, err := reader.Projection(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := p.Fixture()
-		if len(f.Devices) != 1500*(round+1) {
-			t.Fatalf("round %d: %d devices read back", round, len(f.Devices))
-		}
-		last := fmt.Sprintf("runner_%d_%06d", round, 1499)
-		if _, ok := p.DeviceFor(last); !ok {
-			t.Fatalf("round %d: %s missing", round, last)
-		}
+			if _, err := admin.Import(ctx, f); err != nil {
+				t.Fatal(err)
+			}
+			for _, i := range []int{0, 1499, 2999} {
+				id := fmt.Sprintf("runner_%06d", i)
+				p, err := reader.Scoped(ctx, projection.Query{RunnerID: id})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d, ok := p.DeviceFor(id); !ok || d.Owner != fmt.Sprintf("owner-%d", i%50) {
+					t.Fatalf("%s: %+v %v", id, d, ok)
+				}
+			}
+			back, err := controlplane.NewStore(a).Fixture(ctx)
+			if err != nil || len(back.Devices) != 3000 {
+				t.Fatalf("exported %d devices, %v", len(back.Devices), err)
+			}
+			// Every device shares one identity key: the identity
+			// partition keeps them in registry order.
+			p, err := reader.Scoped(ctx, projection.Query{DeviceIdentity: keys.Public().Identity})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d, ok := p.DeviceByIdentity(keys.Public().Identity); !ok || d.RunnerID != "runner_000000" {
+				t.Fatalf("first device with the key: %+v", d)
+			}
+		})
 	}
 }
 
-func TestAProjectionTooLargeForDynamoDBIsRefused(t *testing.T) {
-	s := controlplane.NewStore(controlplane.NewDynamoStorage(dynamoClient(t), newTable(t)))
-	big := strings.Repeat("m", 4<<20)
-	_, err := s.Update(t.Context(), func(f *projection.Fixture) error {
-		f.Rosters = append(f.Rosters, projection.RosterRecord{ID: "big", Owner: "o", Members: []string{big}})
-		return nil
-	})
-	if !errors.Is(err, controlplane.ErrTooLarge) {
-		t.Fatalf("got %v, want ErrTooLarge", err)
+func TestARecordTooLargeForAnItemIsRefused(t *testing.T) {
+	for _, tc := range storages {
+		t.Run(tc.name, func(t *testing.T) {
+			a, _ := tc.pair(t)
+			admin, _ := admins(t, a, a)
+			members := make([]string, controlplane.MaxRosterMembers)
+			for i := range members {
+				members[i] = fmt.Sprintf("member-%08d-%s", i, strings.Repeat("x", 2000))
+			}
+			_, _, err := admin.PutRoster(t.Context(), "big", "o", members)
+			refusal(t, err, http.StatusRequestEntityTooLarge)
+			f, _ := controlplane.NewStore(a).Fixture(t.Context())
+			if len(f.Rosters) != 0 {
+				t.Fatal("a refused roster was stored")
+			}
+		})
 	}
 }
 
-// TestTheCacheNeverDelaysAPauseOrARevocation warms one instance's cache
-// through Scoped, the call every relay request makes, then pauses the
-// consent, revokes the route and revokes the device through another
+// TestTheCacheNeverDelaysAPauseOrARevocation reads a device's scope
+// through one instance, the call every relay request makes, then pauses
+// the consent, revokes the route and revokes the device through another
 // instance, and asks the first for the device's scope after each change:
 // each is in force on the very next call, with no expiry to wait out.
 func TestTheCacheNeverDelaysAPauseOrARevocation(t *testing.T) {
 	for _, tc := range storages {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := tc.pair(t)
-			relaySide, adminSide := controlplane.NewStore(a), controlplane.NewStore(b)
+			relaySide := controlplane.NewStore(a)
+			_, admin := admins(t, a, b)
 			ctx := t.Context()
-			site := newKeys(t).Public()
-			device := newKeys(t).Public()
 			notRevoked := false
-			if _, err := adminSide.Update(ctx, func(f *projection.Fixture) error {
-				f.Sites = append(f.Sites, projection.SiteRecord{SiteID: "site-a", Site: site})
-				f.Consents = append(f.Consents, projection.ConsentRecord{Owner: "alice", SiteID: "site-a"})
-				f.Devices = append(f.Devices, projection.DeviceRecord{Owner: "alice", RunnerID: "r1", Device: device, Revoked: &notRevoked})
-				return nil
-			}); err != nil {
+			f := projection.EmptyFixture()
+			f.Sites = []projection.SiteRecord{{SiteID: "site-a", Site: newKeys(t).Public()}}
+			f.Consents = []projection.ConsentRecord{{Owner: "alice", SiteID: "site-a"}}
+			f.Devices = []projection.DeviceRecord{{Owner: "alice", RunnerID: "r1", Device: newKeys(t).Public(), Revoked: &notRevoked}}
+			if _, err := admin.Import(ctx, f); err != nil {
 				t.Fatal(err)
 			}
-			q := projection.Query{RunnerID: "r1"}
 			scoped := func() *projection.Projection {
 				t.Helper()
-				p, err := relaySide.Scoped(ctx, q)
+				p, err := relaySide.Scoped(ctx, projection.Query{RunnerID: "r1"})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -267,29 +270,25 @@ func TestTheCacheNeverDelaysAPauseOrARevocation(t *testing.T) {
 			if p := scoped(); !p.MayRouteFor("alice", "site-a") || p.RevokedDevice("r1") {
 				t.Fatal("the route does not stand before any change")
 			}
-
 			steps := []struct {
 				name   string
-				change func(f *projection.Fixture)
+				change func() error
 				holds  func(p *projection.Projection) bool
 			}{
-				{"pause", func(f *projection.Fixture) { f.Consents[0].Paused = true }, func(p *projection.Projection) bool {
+				{"pause", func() error { _, _, err := admin.PauseConsent(ctx, "alice", "site-a"); return err }, func(p *projection.Projection) bool {
 					return p.PausedFor("alice", "site-a") && !p.MayRouteFor("alice", "site-a")
 				}},
-				{"revoke the route", func(f *projection.Fixture) {
-					f.Revoked = append(f.Revoked, projection.RevocationRecord{Owner: "alice", SiteID: "site-a"})
-				}, func(p *projection.Projection) bool {
+				{"revoke the route", func() error { _, _, err := admin.RevokeConsent(ctx, "alice", "site-a"); return err }, func(p *projection.Projection) bool {
 					_, standing := p.ConsentFor("alice", "site-a")
 					return !standing && len(p.SitesFor("alice")) == 0
 				}},
-				{"revoke the device", func(f *projection.Fixture) {
-					revoked := true
-					f.Devices[0].Revoked = &revoked
-				}, func(p *projection.Projection) bool { return p.RevokedDevice("r1") }},
+				{"revoke the device", func() error { _, _, err := admin.RevokeDevice(ctx, "r1"); return err }, func(p *projection.Projection) bool {
+					return p.RevokedDevice("r1")
+				}},
 			}
 			for _, step := range steps {
-				scoped() // the cache is warm at the version before the change
-				if _, err := adminSide.Update(ctx, func(f *projection.Fixture) error { step.change(f); return nil }); err != nil {
+				scoped()
+				if err := step.change(); err != nil {
 					t.Fatal(err)
 				}
 				if !step.holds(scoped()) {
@@ -298,4 +297,70 @@ func TestTheCacheNeverDelaysAPauseOrARevocation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An import replaces the whole projection: a record the new fixture does
+// not name is gone once the import finishes, and one it names again is
+// kept where it was.
+func TestAnImportReplacesWhatItDoesNotName(t *testing.T) {
+	for _, tc := range storages {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := tc.pair(t)
+			admin, _ := admins(t, a, b)
+			ctx := t.Context()
+			site := newKeys(t).Public()
+			first := projection.EmptyFixture()
+			first.Sites = []projection.SiteRecord{{SiteID: "site-a", Site: site}}
+			first.Consents = []projection.ConsentRecord{{Owner: "alice", SiteID: "site-a"}, {Owner: "bob", SiteID: "site-a"}}
+			if _, err := admin.Import(ctx, first); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := admin.PutRoster(ctx, "team", "alice", []string{"carol"}); err != nil {
+				t.Fatal(err)
+			}
+			second := projection.EmptyFixture()
+			second.Sites = first.Sites
+			second.Consents = []projection.ConsentRecord{{Owner: "bob", SiteID: "site-a"}}
+			res, err := admin.Import(ctx, second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Written != 2 || res.Removed == 0 {
+				t.Fatalf("import result %+v", res)
+			}
+			got, err := controlplane.NewStore(b).Fixture(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			owners := []string{}
+			for _, c := range got.Consents {
+				owners = append(owners, c.Owner)
+			}
+			if !slices.Equal(owners, []string{"bob"}) || len(got.Rosters) != 0 || len(got.Sites) != 1 {
+				t.Fatalf("after the second import: %+v", got)
+			}
+		})
+	}
+}
+
+// An admin change will not grow one owner's partition, which every request
+// of the owner's devices reads whole, past its bound.
+func TestAnOwnersRecordsAreBounded(t *testing.T) {
+	admin, _ := admins(t, controlplane.NewMemoryStorage(), nil)
+	ctx := t.Context()
+	for i := range controlplane.MaxOwnerConsents + 1 {
+		id := fmt.Sprintf("site-%03d", i)
+		if _, _, err := admin.RegisterSite(ctx, id, newKeys(t).Public()); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := admin.AddConsent(ctx, "alice", id)
+		if i < controlplane.MaxOwnerConsents && err != nil {
+			t.Fatal(err)
+		}
+		if i == controlplane.MaxOwnerConsents {
+			refusal(t, err, http.StatusConflict)
+		}
+	}
+	_, _, err := admin.PutRoster(ctx, "big", "alice", make([]string, controlplane.MaxRosterMembers+1))
+	refusal(t, err, http.StatusBadRequest)
 }

@@ -28,7 +28,7 @@ func TestByorelayAdminTalksToTheAdminAPI(t *testing.T) {
 	if code := run(t.Context(), []string{"admin", "--endpoint", srv.URL, "export"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("export: exit %d: %s", code, stderr.String())
 	}
-	if !strings.Contains(stdout.String(), `"members": [`) || !strings.Contains(stdout.String(), `"bob"`) {
+	if !strings.Contains(stdout.String(), `"members":[`) || !strings.Contains(stdout.String(), `"bob"`) {
 		t.Fatalf("export printed %s", stdout.String())
 	}
 	if code := run(t.Context(), []string{"admin"}, &stdout, &stderr); code != 2 {

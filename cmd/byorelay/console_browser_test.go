@@ -100,7 +100,7 @@ fetch("%[1]s/admin/pairings/approve", {method: "POST", mode: "no-cors", credenti
 	if _, err := admin.Pairing(ctx, code); err != nil {
 		t.Fatalf("after the hostile page the code is no longer pending: %v", err)
 	}
-	f, _, err := admin.Export(ctx)
+	f, err := admin.Export(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -164,7 +164,7 @@ type localStack struct {
 	hosts       []string // Host headers the admin API answers to; nil: any
 	grantKey    string   // the control-plane key file; "" in direct mode
 	imported    bool     // the demo projection was imported (the table had none)
-	version     int64    // the projection's version at start
+	version     int64    // the demo import's version stamp, when imported
 	debug       bool
 
 	listener   net.Listener
@@ -339,9 +339,11 @@ func (ls *localStack) memoryBackend(ctx context.Context, opts serveOptions, auth
 		return backend{}, err
 	}
 	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: control, Pairings: routing, Logger: log})
-	if ls.version, err = admin.Import(ctx, ls.demo.Fixture()); err != nil {
+	res, err := admin.Import(ctx, ls.demo.Fixture())
+	if err != nil {
 		return backend{}, fmt.Errorf("import demo projection: %w", err)
 	}
+	ls.version = res.Version
 	ls.imported = true
 	mux := http.NewServeMux()
 	adminAPI := controlplane.AdminHandler(admin)
@@ -358,17 +360,17 @@ func (ls *localStack) memoryBackend(ctx context.Context, opts serveOptions, auth
 // would undo every pairing approved since.
 func (ls *localStack) loadProjection(ctx context.Context, st *lambdafn.Stack, log *slog.Logger) error {
 	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: st.Control, Pairings: st.Store, Logger: log})
-	_, version, err := admin.Export(ctx)
+	empty, err := st.Control.Empty(ctx)
 	if err != nil {
 		return fmt.Errorf("read projection: %w", err)
 	}
-	if version == 0 {
-		if version, err = admin.Import(ctx, ls.demo.Fixture()); err != nil {
+	if empty {
+		res, err := admin.Import(ctx, ls.demo.Fixture())
+		if err != nil {
 			return fmt.Errorf("import demo projection: %w", err)
 		}
-		ls.imported = true
+		ls.imported, ls.version = true, res.Version
 	}
-	ls.version = version
 	return nil
 }
 
@@ -432,9 +434,9 @@ func (ls *localStack) close() {
 // the admin CLI at it.
 func (ls *localStack) printBanner(w io.Writer) {
 	admin := ls.url + controlplane.AdminPrefix
-	projection := fmt.Sprintf("imported as projection version %d", ls.version)
+	projection := fmt.Sprintf("imported the demo projection (version %d)", ls.version)
 	if !ls.imported {
-		projection = fmt.Sprintf("the projection already in table %s kept, version %d", ls.table, ls.version)
+		projection = fmt.Sprintf("the projection already in table %s kept", ls.table)
 	}
 	mode := "direct mode: daemons paired here run their owner's jobs only (--grants for team routing)"
 	if ls.grantKey != "" {

@@ -26,8 +26,16 @@ const EnvEndpoint = "BYORELAY_ADMIN_URL"
 const usage = `usage: byorelay admin [--endpoint URL] [--sigv4] [--region R] <command> ...
 
 commands:
-  import FILE                   replace the whole projection with a RelayFixture (FILE or - for stdin)
-  export                        print the projection as a RelayFixture
+  import FILE                   replace the whole projection with a RelayFixture (FILE or - for stdin):
+                                the file is checked whole, then sent page by page with progress on
+                                stderr, then what it does not name is removed; any size, in a page
+                                of memory
+  export                        print the projection as a RelayFixture, read page by page
+  migrate --table T [--drop-legacy]
+                                copy a projection stored as one document (the layout before
+                                records) into records, straight in DynamoDB table T with the AWS
+                                SDK's default credentials, leaving the document; --drop-legacy
+                                deletes the document and copies nothing (README, "Upgrading")
   site add ID FILE              register a site; FILE holds its PublicIdentity JSON
   site rotate ID FILE           rotate a site's key; FILE holds {"site":PublicIdentity,"succession":Succession},
                                 the succession signed by the site's current key
@@ -72,6 +80,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
+	if top.Arg(0) == "migrate" {
+		return migrate(ctx, top.Args()[1:], stdout, stderr)
+	}
 	cmd, err := parseCommand(g, top.Args())
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, usage)
@@ -85,7 +96,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "byorelay admin: %v\n", err)
 		return 1
 	}
-	p := &printer{w: stdout, json: g.json, now: now}
+	p := &printer{w: stdout, progress: stderr, json: g.json, now: now}
 	client = client.WithAnswer(func(body []byte) { p.raw = body })
 	if err := cmd(ctx, client, p); err != nil {
 		fmt.Fprintf(stderr, "byorelay admin: %v\n", err)
@@ -139,12 +150,12 @@ func parseCommand(g *globals, args []string) (command, error) {
 		if err := need(1, "import FILE"); err != nil {
 			return nil, err
 		}
-		return importFixture(pos[0]), nil
+		return importFile(pos[0]), nil
 	case "export":
 		if err := need(0, "export"); err != nil {
 			return nil, err
 		}
-		return export, nil
+		return exportAll, nil
 	case "site":
 		if len(pos) == 0 || (pos[0] != "add" && pos[0] != "rotate") {
 			return nil, errors.New("usage: site add ID FILE | site rotate ID FILE")
@@ -233,32 +244,6 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-}
-
-func importFixture(path string) command {
-	return func(ctx context.Context, c *controlplane.Client, p *printer) error {
-		data, err := readInput(path)
-		if err != nil {
-			return err
-		}
-		res, err := c.Import(ctx, data)
-		if err != nil {
-			return err
-		}
-		return p.show(func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "imported %s: the projection is replaced; projection version %d\n", path, res.Version)
-			return err
-		})
-	}
-}
-
-// export prints the fixture as JSON either way: it is the file import
-// takes, not a report.
-func export(ctx context.Context, c *controlplane.Client, p *printer) error {
-	if _, _, err := c.ExportJSON(ctx); err != nil {
-		return err
-	}
-	return p.printRaw()
 }
 
 func siteAdd(id, path string) command {

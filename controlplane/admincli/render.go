@@ -18,8 +18,11 @@ import (
 // or a sentence for a change), or with --json the API's answer as it came,
 // indented, for scripts.
 type printer struct {
-	w    io.Writer
-	json bool
+	w io.Writer
+	// progress is where a long command says how far it is (stderr), so
+	// its answer on w stays what a script reads.
+	progress io.Writer
+	json     bool
 	// raw is the answer's body exactly as the API sent it (see
 	// controlplane.Client.WithAnswer).
 	raw []byte
