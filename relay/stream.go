@@ -49,7 +49,8 @@ func (r *Relay) streamAppend(c *call, d daemonRequest) (reply, error) {
 		return *rep, nil
 	}
 	c.job = req.JobID
-	out, err := l.AppendFrame(c.ctx, store.AppendFrameInput{JobID: req.JobID, RunnerID: who.runnerID, LeaseID: req.LeaseID, Frame: storeFrame(req.Frame)})
+	out, err := l.AppendFrame(c.ctx, store.AppendFrameInput{JobID: req.JobID, RunnerID: who.runnerID, LeaseID: req.LeaseID,
+		Frame: storeFrame(req.Frame), Interrupted: req.Interrupted})
 	if err != nil {
 		return reply{}, err
 	}
@@ -155,7 +156,9 @@ func (r *Relay) streamOpts() StreamOptions {
 // `open` at the first frame it will send (at or below the requested
 // offset, never above, so the reader has no hole); sealed frames in
 // counter order, each a `durable` point since the log committed it; the
-// daemon's sealed end only once the job's result is stored; `stale` when
+// daemon's sealed end only once the job's result is stored, or at once
+// when its append said it is the `interrupted` end (a device that stopped
+// before the answer's end stores no result under this lease); `stale` when
 // the lease lapsed (the sweep marked the stream interrupted, or the job
 // moved on) or the job finished with no end: the reader goes to the sealed
 // result.
@@ -217,6 +220,18 @@ func (r *Relay) follow(ctx context.Context, req seal.AttachRequest, emit func(se
 		}
 		if page.More {
 			continue
+		}
+		if heldEnd != nil && page.Header != nil && page.Header.EndInterrupted {
+			// The device's own `interrupted` end: readers learn it now,
+			// not by liveness or the sweep. The sealed status is the
+			// reader's to check; this flag only lets it through.
+			if !opened {
+				if err := say(stream.Open(req.JobID, min(req.From, heldEnd.From), heldEnd.Seq, heldEnd.Seq, true)); err != nil {
+					return err
+				}
+			}
+			sealed := sealFrame(*heldEnd)
+			return emit(seal.Event{Sealed: &sealed})
 		}
 		if page.Header != nil && page.Header.Interrupted {
 			return say(stream.Stale(pos, pos))
