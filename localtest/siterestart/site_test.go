@@ -21,21 +21,21 @@ import (
 
 // The site process's environment.
 const (
-	envRole   = "BYORELAY_SITERESTART_ROLE" // "site"
-	envSeed   = "BYORELAY_SITERESTART_SEED"
-	envRelay  = "BYORELAY_SITERESTART_RELAY"
-	envDDB    = "BYORELAY_SITERESTART_DDB"
-	envTable  = "BYORELAY_SITERESTART_TABLE"
-	envJobs   = "BYORELAY_SITERESTART_JOBS"
-	envLog    = "BYORELAY_SITERESTART_LOG"
+	envRole  = "BYORELAY_SITERESTART_ROLE" // "site"
+	envSeed  = "BYORELAY_SITERESTART_SEED"
+	envRelay = "BYORELAY_SITERESTART_RELAY"
+	envDDB   = "BYORELAY_SITERESTART_DDB"
+	envTable = "BYORELAY_SITERESTART_TABLE"
+	envJobs  = "BYORELAY_SITERESTART_JOBS"
+	envLog   = "BYORELAY_SITERESTART_LOG"
 	// envStreamOut: the site also publishes streamJob, a streaming job,
 	// reads its live stream and writes the text, once read to the end,
 	// to this file.
 	envStreamOut = "BYORELAY_SITERESTART_STREAM_OUT"
 	streamJob    = "stream-000"
-	siteID    = "site-restart"
-	jobOwner  = "alice"
-	pumpEvery = 150 * time.Millisecond
+	siteID       = "site-restart"
+	jobOwner     = "alice"
+	pumpEvery    = 150 * time.Millisecond
 	// enqueueGap spaces the jobs out so that, at any moment, some are
 	// waiting for a seal, some running and some finished.
 	enqueueGap = 120 * time.Millisecond
