@@ -153,6 +153,38 @@ func TestAStreamIsAppendedUnderTheLeaseAndReadBackByTheSite(t *testing.T) {
 	})
 }
 
+// An end whose append says interrupted is passed to readers at once, with
+// no result stored, and the reader opens the seal's own status; the flag
+// on a chunk is bad input, refused with the protocol's error body, and
+// appends nothing.
+func TestAnEndSaidInterruptedReachesTheReaderWithoutAResult(t *testing.T) {
+	eachStore(t, func(t *testing.T, f storeFactory) {
+		w := newStreamWorld(t, f)
+		first := w.push("half an ans")
+		bad := relaytest.SignedDaemonRequest(w.t, w.daemon.Keys, w.daemon.RunnerID, "append", w.now(),
+			seal.AppendFrameRequest{ProtocolVersion: "2", JobID: "job-1", LeaseID: w.job.Lease.ID, Frame: first, Interrupted: true})
+		bad.Path = seal.StreamAppendPath
+		expect(t, w.do(bad), 400, errBody(protocol.CodeBadRequest, "request failed schema validation"))
+		if page, err := w.store.(store.StreamLog).ReadFrames(w.ctx, "site-a", "job-1", w.job.Lease.ID, 0, 0); err != nil || len(page.Frames) != 1 {
+			t.Fatalf("after the refused chunk the stream holds %+v, %v; want the one frame", page, err)
+		}
+
+		end, err := w.sealer.End(stream.StatusInterrupted, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := relaytest.SignedDaemonRequest(w.t, w.daemon.Keys, w.daemon.RunnerID, "append", w.now(),
+			seal.AppendFrameRequest{ProtocolVersion: "2", JobID: "job-1", LeaseID: w.job.Lease.ID, Frame: end, Interrupted: true})
+		req.Path = seal.StreamAppendPath
+		expect(t, w.do(req), 200, `{"seq":11,"n":2}`)
+		reader, got := w.poll("", 0)
+		term, ok := reader.Terminal()
+		if !got.Done || !ok || term.Type != stream.TypeEnd || term.Status != stream.StatusInterrupted || reader.Text() != "half an ans" {
+			t.Fatalf("done %v, terminal %+v, text %q; want the sealed end interrupted with no result stored", got.Done, term, reader.Text())
+		}
+	})
+}
+
 func TestAttachSaysAbsentForAnotherSitesJobAndRefusesAnUnsignedReader(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		w := newStreamWorld(t, f)
