@@ -182,6 +182,11 @@ func (r *Relay) follow(ctx context.Context, req seal.AttachRequest, emit func(se
 	pos, next := req.From, int64(-1)
 	opened := false
 	var heldEnd *store.StreamFrame
+	// doneSeen: a liveness read found the result stored with no end read
+	// yet. The daemon appends its end before it posts the result, so the
+	// end may have landed after the frames were read: they are read once
+	// more before the job counts as finished without an end.
+	doneSeen := false
 	lastLiveness := time.Now()
 	pause := 25 * time.Millisecond
 	for {
@@ -254,6 +259,9 @@ func (r *Relay) follow(ctx context.Context, req seal.AttachRequest, emit func(se
 				}
 				sealed := sealFrame(*heldEnd)
 				return emit(seal.Event{Sealed: &sealed})
+			case found && ref2.LeaseID == ref.LeaseID && ref2.Done && heldEnd == nil && !doneSeen:
+				doneSeen = true
+				continue
 			case !found || ref2.LeaseID != ref.LeaseID || (!ref2.Live && !ref2.Done) || (ref2.Done && heldEnd == nil):
 				return say(stream.Stale(pos, pos))
 			}
