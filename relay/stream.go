@@ -49,7 +49,8 @@ func (r *Relay) streamAppend(c *call, d daemonRequest) (reply, error) {
 		return *rep, nil
 	}
 	c.job = req.JobID
-	out, err := l.AppendFrame(c.ctx, store.AppendFrameInput{JobID: req.JobID, RunnerID: who.runnerID, LeaseID: req.LeaseID, Frame: storeFrame(req.Frame)})
+	out, err := l.AppendFrame(c.ctx, store.AppendFrameInput{JobID: req.JobID, RunnerID: who.runnerID, LeaseID: req.LeaseID,
+		Frame: storeFrame(req.Frame), Interrupted: req.Interrupted})
 	if err != nil {
 		return reply{}, err
 	}
@@ -155,7 +156,9 @@ func (r *Relay) streamOpts() StreamOptions {
 // `open` at the first frame it will send (at or below the requested
 // offset, never above, so the reader has no hole); sealed frames in
 // counter order, each a `durable` point since the log committed it; the
-// daemon's sealed end only once the job's result is stored; `stale` when
+// daemon's sealed end only once the job's result is stored, or at once
+// when its append said it is the `interrupted` end (a device that stopped
+// before the answer's end stores no result under this lease); `stale` when
 // the lease lapsed (the sweep marked the stream interrupted, or the job
 // moved on) or the job finished with no end: the reader goes to the sealed
 // result.
@@ -179,6 +182,11 @@ func (r *Relay) follow(ctx context.Context, req seal.AttachRequest, emit func(se
 	pos, next := req.From, int64(-1)
 	opened := false
 	var heldEnd *store.StreamFrame
+	// doneSeen: a liveness read found the result stored with no end read
+	// yet. The daemon appends its end before it posts the result, so the
+	// end may have landed after the frames were read: they are read once
+	// more before the job counts as finished without an end.
+	doneSeen := false
 	lastLiveness := time.Now()
 	pause := 25 * time.Millisecond
 	for {
@@ -218,6 +226,18 @@ func (r *Relay) follow(ctx context.Context, req seal.AttachRequest, emit func(se
 		if page.More {
 			continue
 		}
+		if heldEnd != nil && page.Header != nil && page.Header.EndInterrupted {
+			// The device's own `interrupted` end: readers learn it now,
+			// not by liveness or the sweep. The sealed status is the
+			// reader's to check; this flag only lets it through.
+			if !opened {
+				if err := say(stream.Open(req.JobID, min(req.From, heldEnd.From), heldEnd.Seq, heldEnd.Seq, true)); err != nil {
+					return err
+				}
+			}
+			sealed := sealFrame(*heldEnd)
+			return emit(seal.Event{Sealed: &sealed})
+		}
 		if page.Header != nil && page.Header.Interrupted {
 			return say(stream.Stale(pos, pos))
 		}
@@ -239,6 +259,9 @@ func (r *Relay) follow(ctx context.Context, req seal.AttachRequest, emit func(se
 				}
 				sealed := sealFrame(*heldEnd)
 				return emit(seal.Event{Sealed: &sealed})
+			case found && ref2.LeaseID == ref.LeaseID && ref2.Done && heldEnd == nil && !doneSeen:
+				doneSeen = true
+				continue
 			case !found || ref2.LeaseID != ref.LeaseID || (!ref2.Live && !ref2.Done) || (ref2.Done && heldEnd == nil):
 				return say(stream.Stale(pos, pos))
 			}

@@ -3,10 +3,12 @@ package relay_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -153,6 +155,38 @@ func TestAStreamIsAppendedUnderTheLeaseAndReadBackByTheSite(t *testing.T) {
 	})
 }
 
+// An end whose append says interrupted is passed to readers at once, with
+// no result stored, and the reader opens the seal's own status; the flag
+// on a chunk is bad input, refused with the protocol's error body, and
+// appends nothing.
+func TestAnEndSaidInterruptedReachesTheReaderWithoutAResult(t *testing.T) {
+	eachStore(t, func(t *testing.T, f storeFactory) {
+		w := newStreamWorld(t, f)
+		first := w.push("half an ans")
+		bad := relaytest.SignedDaemonRequest(w.t, w.daemon.Keys, w.daemon.RunnerID, "append", w.now(),
+			seal.AppendFrameRequest{ProtocolVersion: "2", JobID: "job-1", LeaseID: w.job.Lease.ID, Frame: first, Interrupted: true})
+		bad.Path = seal.StreamAppendPath
+		expect(t, w.do(bad), 400, errBody(protocol.CodeBadRequest, "request failed schema validation"))
+		if page, err := w.store.(store.StreamLog).ReadFrames(w.ctx, "site-a", "job-1", w.job.Lease.ID, 0, 0); err != nil || len(page.Frames) != 1 {
+			t.Fatalf("after the refused chunk the stream holds %+v, %v; want the one frame", page, err)
+		}
+
+		end, err := w.sealer.End(stream.StatusInterrupted, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := relaytest.SignedDaemonRequest(w.t, w.daemon.Keys, w.daemon.RunnerID, "append", w.now(),
+			seal.AppendFrameRequest{ProtocolVersion: "2", JobID: "job-1", LeaseID: w.job.Lease.ID, Frame: end, Interrupted: true})
+		req.Path = seal.StreamAppendPath
+		expect(t, w.do(req), 200, `{"seq":11,"n":2}`)
+		reader, got := w.poll("", 0)
+		term, ok := reader.Terminal()
+		if !got.Done || !ok || term.Type != stream.TypeEnd || term.Status != stream.StatusInterrupted || reader.Text() != "half an ans" {
+			t.Fatalf("done %v, terminal %+v, text %q; want the sealed end interrupted with no result stored", got.Done, term, reader.Text())
+		}
+	})
+}
+
 func TestAttachSaysAbsentForAnotherSitesJobAndRefusesAnUnsignedReader(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		w := newStreamWorld(t, f)
@@ -256,6 +290,89 @@ func TestStreamingJobsGoOnlyToDevicesThatOptedIn(t *testing.T) {
 		expectStatus(t, resp, 200)
 		if got := decode[protocol.ClaimResponse](t, resp).Jobs; len(got) != 1 || !got[0].Streaming {
 			t.Fatalf("the opted-in daemon got %+v", got)
+		}
+	})
+}
+
+// hookedLog is the test's store with one hook after a frame read: what
+// another Lambda does between this attach's reads, at exactly the worst
+// moment.
+type hookedLog struct {
+	streamBackend
+	mu    sync.Mutex
+	after func()
+}
+
+type streamBackend interface {
+	backend
+	store.StreamLog
+}
+
+func (h *hookedLog) ReadFrames(ctx context.Context, siteID, jobID, leaseID string, from int64, max int) (store.StreamPage, error) {
+	page, err := h.streamBackend.ReadFrames(ctx, siteID, jobID, leaseID, from, max)
+	h.mu.Lock()
+	after := h.after
+	h.after = nil
+	h.mu.Unlock()
+	if after != nil {
+		after()
+	}
+	return page, err
+}
+
+// The daemon appends its end and stores its result between an attach's
+// read of the frames and its next liveness read: the reader still gets the
+// end (the frames are read once more before the job counts as finished
+// without one), not `stale`.
+func TestAnEndAppendedJustBeforeTheResultIsNotMissedByAReaderBetweenReads(t *testing.T) {
+	eachStore(t, func(t *testing.T, f storeFactory) {
+		var hooked *hookedLog
+		w := newStreamWorld(t, storeFactory{name: f.name, new: func(t *testing.T, opts store.Options) backend {
+			hooked = &hookedLog{streamBackend: f.new(t, opts).(streamBackend)}
+			return hooked
+		}})
+		w.push("the whole answer")
+		end, err := w.sealer.End(stream.StatusComplete, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hooked.mu.Lock()
+		hooked.after = func() {
+			// Past the liveness interval, so this same turn of the
+			// attach's loop reads liveness next.
+			time.Sleep(3 * w.cfg.Streams.LivenessEvery)
+			expectStatus(t, w.do(w.appendReq(end)), 200)
+			env := w.daemon.SealResult(t, "job-1", `{"outcome":"ok"}`, w.site.Public(), w.deadline())
+			expectStatus(t, w.daemonCall(w.daemon, "result", protocol.ResultRequest{ProtocolVersion: "2", RunnerID: w.daemon.RunnerID, JobID: "job-1", LeaseID: w.job.Lease.ID, Disposition: "ok", Envelope: env}), 200)
+		}
+		hooked.mu.Unlock()
+		reader := seal.NewReader(w.siteKey, "job-1", 0, "", nil)
+		srv := httptest.NewServer(w.relay.HTTPHandler())
+		defer srv.Close()
+		req := w.attachReq(w.site, "job-1", 0)
+		hr, err := http.NewRequest(req.Method, srv.URL+req.Path, strings.NewReader(string(req.Body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hr.Header = req.Header.Clone()
+		hr.Header.Set("Accept", "text/event-stream")
+		resp, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		lines := bufio.NewScanner(resp.Body)
+		for lines.Scan() {
+			if data, ok := strings.CutPrefix(lines.Text(), "data: "); ok {
+				reader.Feed([]byte(data))
+				if _, done := reader.Terminal(); done {
+					break
+				}
+			}
+		}
+		term, ok := reader.Terminal()
+		if !ok || term.Type != stream.TypeEnd || term.Status != stream.StatusComplete || reader.Text() != "the whole answer" {
+			t.Fatalf("terminal %+v (%v), text %q; want the seal", term, ok, reader.Text())
 		}
 	})
 }

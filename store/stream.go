@@ -82,6 +82,10 @@ type AppendFrameInput struct {
 	RunnerID string
 	LeaseID  string
 	Frame    StreamFrame
+	// Interrupted: the daemon says, in clear, that this end frame seals
+	// `interrupted`; recorded on the header with the end
+	// (StreamHeader.EndInterrupted). Only with an end frame.
+	Interrupted bool
 }
 
 // AppendFrameResult is AppendFrame's answer. Seq and N are the stream's
@@ -113,6 +117,10 @@ type StreamHeader struct {
 	N           int64 // next counter
 	Ended       bool  // the end frame is stored
 	Interrupted bool  // marked by the sweep: the lease lapsed before the end
+	// EndInterrupted: the stored end frame is the daemon's `interrupted`
+	// end (AppendFrameInput.Interrupted), which readers are given without
+	// waiting for a result that will not come from this lease.
+	EndInterrupted bool
 }
 
 // StreamPage is one read of a stream.

@@ -59,6 +59,9 @@ func (c *callLog) RoundTrip(r *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		note = "append " + req.Frame.Kind
+		if req.Interrupted {
+			note += " interrupted"
+		}
 	case "/byollm/release":
 		note = "release"
 	}
@@ -149,10 +152,11 @@ func TestAStreamWhoseAppendsFailForAWhileGoesOnAndLosesNothing(t *testing.T) {
 // Shutdown in the middle of a stream: the device seals the stream
 // `interrupted` in the log before it releases the lease (a release first
 // would have the end refused), and the reader's stream ends within
-// StreamEndBound. The relay passes a daemon's end to readers only once the
-// job's result is stored, and a shut-down device stores none, so the
-// reader is told `stale` (site.ErrStreamStale: read the sealed result),
-// never left waiting for liveness or the sweep.
+// StreamEndBound. The relay holds a daemon's end until the job's result
+// is stored, but the append says in clear that this one is `interrupted`,
+// so the relay passes it at once and the reader opens the seal's own
+// status: site.ErrStreamInterrupted, never `stale` by liveness or the
+// sweep, nor a wait for a result this lease will not store.
 func TestShutdownMidStreamEndsTheReadersStreamInterruptedWithinTheBound(t *testing.T) {
 	calls := &callLog{}
 	sw := publishStreaming(t, daemon.Config{
@@ -189,8 +193,8 @@ func TestShutdownMidStreamEndsTheReadersStreamInterruptedWithinTheBound(t *testi
 	case <-time.After(waitLimit):
 		t.Fatal("the reader's stream never ended")
 	}
-	if !errors.Is(got.err, site.ErrStreamStale) {
-		t.Fatalf("the reader's stream ended with %v, want %v", got.err, site.ErrStreamStale)
+	if !errors.Is(got.err, site.ErrStreamInterrupted) {
+		t.Fatalf("the reader's stream ended with %v, want %v", got.err, site.ErrStreamInterrupted)
 	}
 	if took := got.at.Sub(began); took > daemon.StreamEndBound {
 		t.Fatalf("the reader's stream ended %v after Shutdown, beyond the bound %v", took, daemon.StreamEndBound)
@@ -201,9 +205,9 @@ func TestShutdownMidStreamEndsTheReadersStreamInterruptedWithinTheBound(t *testi
 	calls.mu.Lock()
 	log := slices.Clone(calls.calls)
 	calls.mu.Unlock()
-	end, release := slices.Index(log, "append "+seal.KindEnd+" 200"), slices.Index(log, "release 200")
+	end, release := slices.Index(log, "append "+seal.KindEnd+" interrupted 200"), slices.Index(log, "release 200")
 	if end < 0 || release < end {
-		t.Fatalf("calls %q: want the end frame appended, then the release", log)
+		t.Fatalf("calls %q: want the end frame appended, said interrupted, then the release", log)
 	}
 	if !d.events.has(daemon.EventReleased, "") {
 		t.Fatal("the lease was not released after the end")

@@ -245,7 +245,7 @@ func (p *publisher) finish(status stream.Status) {
 	if err != nil {
 		return
 	}
-	for !p.post(ctx, f) {
+	for !p.postEnd(ctx, f, status == stream.StatusInterrupted) {
 		if p.failed || ctx.Err() != nil || p.d.sleep(ctx, p.backoff) != nil {
 			return
 		}
@@ -256,8 +256,14 @@ func (p *publisher) finish(status stream.Status) {
 // whether it was appended. Retries exhausted are a stall: reported, backed
 // off, and the stream goes on. Any refusal (a lapsed lease, a frame out of
 // order) stops the stream; the sealed result still carries the answer.
-func (p *publisher) post(ctx context.Context, f seal.Frame) bool {
-	req := seal.AppendFrameRequest{ProtocolVersion: protocol.ProtocolVersion, JobID: p.job.ID, LeaseID: p.job.Lease.ID, Frame: f}
+func (p *publisher) post(ctx context.Context, f seal.Frame) bool { return p.postEnd(ctx, f, false) }
+
+// postEnd is post, telling the relay in clear when the frame is the
+// `interrupted` end, which it then passes to readers at once instead of
+// holding it for a result this lease will not store.
+func (p *publisher) postEnd(ctx context.Context, f seal.Frame, interrupted bool) bool {
+	req := seal.AppendFrameRequest{ProtocolVersion: protocol.ProtocolVersion, JobID: p.job.ID, LeaseID: p.job.Lease.ID, Frame: f,
+		Interrupted: interrupted}
 	wait := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		var resp seal.AppendFrameResponse

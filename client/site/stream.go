@@ -27,12 +27,19 @@ var (
 	// ErrStreamAbsent: there is no live stream for this job (not claimed
 	// yet, not a streaming job, or long finished).
 	ErrStreamAbsent = errors.New("site: no live stream for this job")
+	// ErrStreamInterrupted: the device sealed the stream `interrupted`
+	// (it shut down, or the job's deadline passed, before the answer's
+	// end): the text is a prefix; the job goes back to the queue, and its
+	// result, if it gets one, comes from another run.
+	ErrStreamInterrupted = errors.New("site: the device stopped before the answer's end")
 )
 
 // Stream follows a published job's live stream through the relay
 // (docs/streaming.md) and yields the text as it grows, one delta at a time.
-// It ends after the daemon's seal (a final nil error), or with
-// ErrStreamStale or ErrStreamAbsent, or ctx's error. Every frame is opened
+// It ends after the daemon's seal `complete` (a final nil error), or with
+// ErrStreamInterrupted (the seal says `interrupted`), ErrStreamStale (no
+// seal, or a seal `cancelled` or `error`: the text stops short) or
+// ErrStreamAbsent, or ctx's error. Every frame is opened
 // with the key this site shares with the device it sealed the payload to,
 // its counter checked and its offsets conformed, so the text yielded is
 // always a prefix of what the device produced. The job must have been
@@ -76,7 +83,14 @@ func (c *Client) Stream(ctx context.Context, jobID string) iter.Seq2[string, err
 			if end, done := reader.Terminal(); done {
 				switch end.Type {
 				case stream.TypeEnd:
-					yield("", nil)
+					switch end.Status {
+					case stream.StatusComplete:
+						yield("", nil)
+					case stream.StatusInterrupted:
+						yield("", ErrStreamInterrupted)
+					default:
+						yield("", ErrStreamStale)
+					}
 				case stream.TypeAbsent:
 					yield("", ErrStreamAbsent)
 				default:
@@ -214,7 +228,8 @@ const streamRefusal = "no such stream"
 // per delta, then one `event: end` (data {"ok": true}); after a stream
 // that ended without its seal, `event: result` (data {"text": …}, the
 // verified result whole, superseding what was sent) once the ledger has
-// it, or else `event: stale` / `event: absent`. A ledger that keeps
+// it, or else `event: stale`, `event: interrupted` (the device stopped
+// before the end) or `event: absent`. A ledger that keeps
 // checkpoints (CheckpointLedger) is read first, so the text so far is sent
 // even when the relay's frames are gone. The offset is the lane's: UTF-16 code units of text
 // sent so far. A browser resuming with `Last-Event-ID` (EventSource does
@@ -297,6 +312,8 @@ func (c *Client) StreamHandler(authorize Authorize) (http.Handler, error) {
 					send("result", map[string]string{"text": text})
 				} else if errors.Is(err, ErrStreamAbsent) {
 					send("absent", map[string]bool{"ok": false})
+				} else if errors.Is(err, ErrStreamInterrupted) {
+					send("interrupted", map[string]bool{"ok": false})
 				} else {
 					send("stale", map[string]bool{"ok": false})
 				}

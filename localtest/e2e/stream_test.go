@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -102,4 +103,71 @@ func TestAStreamedAnswerGrowsAtTheSiteBeforeTheResultArrives(t *testing.T) {
 	t.Logf("time to first text %v, to the sealed result %v; %d pieces over %v",
 		arrivals[0].Sub(published).Round(time.Millisecond), results.at("shop-a/live-1").Sub(published).Round(time.Millisecond),
 		len(arrivals), arrivals[len(arrivals)-1].Sub(arrivals[0]).Round(time.Millisecond))
+}
+
+// A device shut down in the middle of a stream, through byorelay on
+// DynamoDB Local: its end frame `interrupted` reaches the site's reader,
+// which ends with site.ErrStreamInterrupted within daemon.StreamEndBound of
+// the Shutdown call, holding a prefix of the answer: not `stale` after a
+// liveness read or the sweep, nor a wait for a result that will not come.
+func TestADeviceShutDownMidStreamEndsTheSitesStreamInterrupted(t *testing.T) {
+	st := startStack(t, leaseMs)
+	st.streams = true
+	shop := st.newSite("shop-i")
+	st.consent("alice", "shop-i")
+	dev := st.pair("alice", "alice-i", daemon.EchoBackend{Drip: 100 * time.Millisecond})
+	ctx, stop := context.WithCancel(st.ctx)
+	defer stop()
+	go func() { _ = dev.Run(ctx) }()
+	startPumps(ctx, t, newCollector(), shop)
+
+	prompt := strings.Repeat("word ", 200) + "end"
+	stub := protocol.JobStub{ID: "live-i", Kind: site.KindGenerate, Owner: "alice", Audience: "private",
+		Streaming: true, DeadlineAt: time.Now().Add(2 * time.Minute).UnixMilli()}
+	if _, err := shop.Publish(ctx, stub, site.GeneratePayload(prompt)); err != nil {
+		t.Fatal(err)
+	}
+	want := "echo: " + prompt
+	streamCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	var got strings.Builder
+	var last error
+	var shutdownAt, endedAt time.Time
+	deltas := 0
+	for {
+		for delta, err := range shop.Stream(streamCtx, "live-i") {
+			if err != nil || delta == "" {
+				last = err
+				endedAt = time.Now()
+				continue
+			}
+			got.WriteString(delta)
+			if deltas++; deltas == 3 {
+				shutdownAt = time.Now()
+				go func() {
+					if err := dev.Shutdown(context.Background()); err != nil {
+						t.Errorf("shutdown: %v", err)
+					}
+				}()
+			}
+		}
+		if last != site.ErrStreamAbsent || streamCtx.Err() != nil || got.Len() > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if shutdownAt.IsZero() {
+		t.Fatalf("the stream ended with %v after %d deltas, before the shutdown", last, deltas)
+	}
+	if !errors.Is(last, site.ErrStreamInterrupted) {
+		t.Fatalf("the stream ended with %v, want %v", last, site.ErrStreamInterrupted)
+	}
+	if took := endedAt.Sub(shutdownAt); took > daemon.StreamEndBound {
+		t.Fatalf("the reader learned of the shutdown %v after it began, beyond the bound %v", took, daemon.StreamEndBound)
+	}
+	if !strings.HasPrefix(want, got.String()) || got.Len() == len(want) {
+		t.Fatalf("streamed %q: want a proper prefix of the answer", got.String())
+	}
+	t.Logf("the reader ended interrupted %v after Shutdown began, holding %d of %d characters",
+		endedAt.Sub(shutdownAt).Round(time.Millisecond), got.Len(), len(want))
 }

@@ -8,6 +8,12 @@
 // job must have ended exactly once, in the store, with a verified result
 // whose text is what the daemon's model produced, or with a reason.
 //
+// A third run publishes a streaming job to a Go daemon that streams it a
+// word at a time, kills the site app once it has read a few deltas of the
+// live stream, restarts it, and requires the new incarnation to read the
+// stream to its seal (from the grant and checkpoint in the store) with
+// text equal to the job's verified result.
+//
 // It runs with the Go daemon (client/daemon, echo backend) and with the
 // real byollm 0.1.1 daemon (localtest/peers, a stand-in model). The test
 // binary is the site process too: TestMain re-executes it as the site

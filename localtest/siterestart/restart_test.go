@@ -27,6 +27,7 @@ import (
 	"github.com/byorelay/byorelay/localtest/fakellm"
 	"github.com/byorelay/byorelay/localtest/peers"
 	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/relay"
 	"github.com/byorelay/byorelay/relay/relaytest"
 	"github.com/byorelay/byorelay/siteserver"
 	"github.com/byorelay/byorelay/sitestore"
@@ -63,12 +64,19 @@ type daemonKind struct {
 
 var goDaemon = daemonKind{"go daemon", func(t *testing.T, w *peers.World) (string, func(string) string) {
 	t.Helper()
+	return startGoDaemon(t, w, daemon.EchoBackend{}, daemon.Streaming{})
+}}
+
+// startGoDaemon pairs a Go daemon with backend and streams to the world's
+// relay and runs it until the test ends.
+func startGoDaemon(t *testing.T, w *peers.World, backend daemon.Backend, streams daemon.Streaming) (string, func(string) string) {
+	t.Helper()
 	keys, err := protocol.GenerateKeys()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	d, err := daemon.New(daemon.Config{RelayURL: w.Origin, Keys: keys, Backend: daemon.EchoBackend{},
+	d, err := daemon.New(daemon.Config{RelayURL: w.Origin, Keys: keys, Backend: backend, Streams: streams,
 		HeartbeatInterval: 500 * time.Millisecond, Concurrency: 4,
 		// The relay asks pairing polls to wait 2 s; a test need not.
 		Sleep: func(ctx context.Context, d time.Duration) error {
@@ -103,7 +111,7 @@ var goDaemon = daemonKind{"go daemon", func(t *testing.T, w *peers.World) (strin
 	return d.Pairing().RunnerID, func(prompt string) string {
 		return "echo: " + daemon.ComposePrompt(protocol.KindGenerate, site.GeneratePayload(prompt))
 	}
-}}
+}
 
 var byollmDaemon = daemonKind{"byollm 0.1.1 daemon", func(t *testing.T, w *peers.World) (string, func(string) string) {
 	t.Helper()
@@ -131,6 +139,115 @@ func TestASiteKilledAtAnyMomentAndRestartedLosesNoJob(t *testing.T) {
 	for _, k := range []daemonKind{goDaemon, byollmDaemon} {
 		t.Run(k.name, func(t *testing.T) { runRestarts(t, k, jobsFromEnv(t)) })
 	}
+	t.Run("go daemon, a streaming job killed mid-stream", runStreamRestart)
+}
+
+// runStreamRestart: the site app publishes a streaming job and reads its
+// live stream; it is killed with SIGKILL once it has read part of it, and
+// restarted on the same site table; the new incarnation reads the stream
+// to its seal, and the text it read is the job's verified result.
+func runStreamRestart(t *testing.T) {
+	ctx := context.Background()
+	started := time.Now()
+	// The relay's SSE attach, as byorelay serve serves it.
+	br := peers.StartByorelayWith(t, relay.New)
+	seed := rand.Text()
+	keys, err := siteKeys(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &peers.World{Origin: br.Origin, Admin: controlplane.NewClient(br.Origin, nil), Site: &relaytest.Site{Keys: keys, SiteID: siteID}}
+	if _, err := w.Admin.RegisterSite(ctx, controlplane.RegisterSiteRequest{SiteID: siteID, Site: keys.Public()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Admin.Consent(ctx, controlplane.ConsentAdd, controlplane.ConsentRequest{Owner: jobOwner, SiteID: siteID}); err != nil {
+		t.Fatal(err)
+	}
+	// A word every 100 ms: about 8 s of stream.
+	runnerID, answer := startGoDaemon(t, w, daemon.EchoBackend{Drip: 100 * time.Millisecond}, daemon.Streaming{Enabled: true})
+
+	ddb := localtest.DynamoEndpoint(t)
+	db := dynamodb.NewFromConfig(localtest.AWSConfig(ddb))
+	table := localtest.UniqueName("siterestart")
+	if err := sitedynamo.CreateTable(ctx, db, table); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sitedynamo.New(sitedynamo.Config{DB: db, Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	logPath, outPath := filepath.Join(dir, "site.log"), filepath.Join(dir, "stream.txt")
+	sp := &siteProc{t: t, dir: dir, env: []string{envRole + "=site", envSeed + "=" + seed, envRelay + "=" + br.Origin,
+		envDDB + "=" + ddb, envTable + "=" + table, envJobs + "=0", envLog + "=" + logPath, envStreamOut + "=" + outPath}}
+	defer sp.kill()
+	sp.start()
+
+	// lines is the log's lines of kind, by pid.
+	lines := func(kind string) map[string][]string {
+		out := map[string][]string{}
+		if _, err := os.Stat(logPath); err != nil {
+			return out
+		}
+		readLines(t, logPath, func(f []string) {
+			if len(f) >= 2 && f[0] == kind {
+				out[f[1]] = append(out[f[1]], strings.Join(f[2:], " "))
+			}
+		})
+		return out
+	}
+	// Killed once the first incarnation has read a few deltas.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if d := lines("delta"); len(d) > 0 && len(d[strconv.Itoa(sp.cmd.Process.Pid)]) >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			out, _ := os.ReadFile(filepath.Join(dir, "site.out"))
+			t.Fatalf("the site read no stream:\n%s", out)
+		}
+	}
+	first := strconv.Itoa(sp.cmd.Process.Pid)
+	sp.kill()
+	if s := lines("streamed"); len(s) > 0 {
+		t.Fatalf("the stream was read to its end before the kill: %v", s)
+	}
+	readBefore := lines("delta")[first]
+	time.Sleep(200 * time.Millisecond)
+	sp.start()
+	second := strconv.Itoa(sp.cmd.Process.Pid)
+
+	want := answer(streamPrompt())
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		j, found, err := st.Get(ctx, streamJob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(outPath); err == nil && found && siteserver.FateOf(j) != "" {
+			if siteserver.FateOf(j) != site.FateVerified || j.Outcome.TextOrEmpty() != want || j.Provenance.RunnerID != runnerID {
+				t.Fatalf("job %s: %s %q, want verified %q", streamJob, siteserver.FateOf(j), j.Outcome.TextOrEmpty(), want)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			out, _ := os.ReadFile(filepath.Join(dir, "site.out"))
+			t.Fatalf("the restarted site did not read the stream to its end and collect the result:\n%s", out)
+		}
+	}
+	sp.kill()
+	text, err := os.ReadFile(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(text) != want {
+		t.Fatalf("the restarted site streamed %q, want the result %q", text, want)
+	}
+	if s := lines("streamed"); len(s[second]) != 1 {
+		t.Fatalf("the restarted incarnation did not read the stream to its end: %v", s)
+	}
+	summary := fmt.Sprintf("siterestart stream: killed after %d deltas (%s bytes read), restarted, read to the seal: %d characters equal to the result; wall %v",
+		len(readBefore), readBefore[len(readBefore)-1], len(want), time.Since(started).Round(time.Millisecond))
+	fmt.Println(summary)
+	t.Log(summary)
 }
 
 func runRestarts(t *testing.T, kind daemonKind, jobs int) {

@@ -93,7 +93,7 @@ document.getElementById('ask').addEventListener('submit', async (e) => {
   status.textContent = 'streaming';
   const es = new EventSource('/stream?job=' + encodeURIComponent(job) + '&token=' + encodeURIComponent(token));
   es.onmessage = (m) => { answer.textContent += JSON.parse(m.data).text; };
-  for (const end of ['end', 'stale', 'absent']) {
+  for (const end of ['end', 'stale', 'interrupted', 'absent']) {
     es.addEventListener(end, () => { es.close(); status.textContent = end === 'end' ? 'done' : end; });
   }
   es.addEventListener('result', (m) => { answer.textContent = JSON.parse(m.data).text; es.close(); status.textContent = 'done'; });

@@ -18,7 +18,9 @@ import (
 //
 //	S#<site>\0<jobId>\0<leaseId>  SH                     header: site, jobId, lease,
 //	                                                      sq (length), fn (next counter),
-//	                                                      ended?, intr?, dl, dk/du
+//	                                                      ended?, ei? (the end is the
+//	                                                      daemon's interrupted one),
+//	                                                      intr?, dl, dk/du
 //	                                                      (while streaming), ttl
 //	S#<site>\0<jobId>\0<leaseId>  SF#<seq:16>#<n:10>     frame: fn, fr, sq, kind, ct, ttl
 //
@@ -79,7 +81,8 @@ func parseHeader(av map[string]types.AttributeValue) *store.StreamHeader {
 	}
 	_, ended := av["ended"]
 	_, intr := av["intr"]
-	return &store.StreamHeader{Seq: getN(av, "sq"), N: getN(av, "fn"), Ended: ended, Interrupted: intr}
+	_, ei := av["ei"]
+	return &store.StreamHeader{Seq: getN(av, "sq"), N: getN(av, "fn"), Ended: ended, Interrupted: intr, EndInterrupted: ended && ei}
 }
 
 func parseFrame(av map[string]types.AttributeValue) store.StreamFrame {
@@ -146,7 +149,7 @@ func (s *Store) AppendFrame(ctx context.Context, in store.AppendFrameInput) (sto
 				return store.AppendFrameResult{}, fmt.Errorf("append frame: %w", err)
 			}
 		}
-		err = s.appendTx(ctx, j, pk, f, now)
+		err = s.appendTx(ctx, j, pk, f, in.Interrupted, now)
 		if err == nil {
 			return store.AppendFrameResult{Seq: f.Seq, N: f.N + 1, Cancelled: j.Cancelled}, nil
 		}
@@ -163,7 +166,7 @@ func (s *Store) AppendFrame(ctx context.Context, in store.AppendFrameInput) (sto
 }
 
 // appendTx is the append's one transaction.
-func (s *Store) appendTx(ctx context.Context, j *jobItem, pk string, f store.StreamFrame, now int64) error {
+func (s *Store) appendTx(ctx context.Context, j *jobItem, pk string, f store.StreamFrame, interrupted bool, now int64) error {
 	check := types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
 		TableName:           &s.table,
 		Key:                 key(j.PK, skJob),
@@ -182,6 +185,9 @@ func (s *Store) appendTx(ctx context.Context, j *jobItem, pk string, f store.Str
 		}
 		if ended {
 			item["ended"] = &types.AttributeValueMemberBOOL{Value: true}
+			if interrupted {
+				item["ei"] = &types.AttributeValueMemberBOOL{Value: true}
+			}
 		} else {
 			item["dk"], item["du"] = str(s.streamDueKey(pk)), num(j.LeaseExp)
 		}
@@ -197,6 +203,9 @@ func (s *Store) appendTx(ctx context.Context, j *jobItem, pk string, f store.Str
 			// Off the due index: an ended stream is never interrupted.
 			update = "SET sq = :to, fn = :next, ended = :t REMOVE dk, du"
 			values[":t"] = &types.AttributeValueMemberBOOL{Value: true}
+			if interrupted {
+				update = "SET sq = :to, fn = :next, ended = :t, ei = :t REMOVE dk, du"
+			}
 		} else {
 			values[":du"] = num(j.LeaseExp)
 		}

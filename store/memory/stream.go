@@ -71,6 +71,7 @@ func (s *Store) AppendFrame(ctx context.Context, in store.AppendFrameInput) (sto
 	st.header.N++
 	st.header.Seq = in.Frame.Seq
 	st.header.Ended = in.Frame.Kind == store.FrameEnd
+	st.header.EndInterrupted = st.header.Ended && in.Interrupted
 	return answer("", false), nil
 }
 

@@ -110,6 +110,24 @@ var streamCases = []testCase{
 		e.same("header", e.frames("a", g.Lease.ID, 0, 0).Header, &store.StreamHeader{Seq: 5, N: 2, Ended: true})
 	}},
 
+	{"records an end said interrupted on the header, as a first frame and after chunks", func(e *env) {
+		interrupted := func(g protocol.ClaimedStub, f store.StreamFrame) store.AppendFrameResult {
+			e.Helper()
+			r, err := e.log().AppendFrame(e.ctx, store.AppendFrameInput{JobID: g.ID, RunnerID: "runner_1", LeaseID: g.Lease.ID, Frame: f, Interrupted: true})
+			e.check(err)
+			return r
+		}
+		g := e.running("a")
+		e.appendFrame(g, "runner_1", frame(0, 0, 5))
+		e.same("the end", interrupted(g, frame(1, 5, 5)), store.AppendFrameResult{Seq: 5, N: 2})
+		e.same("header", e.frames("a", g.Lease.ID, 0, 0).Header, &store.StreamHeader{Seq: 5, N: 2, Ended: true, EndInterrupted: true})
+		e.same("its retry", interrupted(g, frame(1, 5, 5)), store.AppendFrameResult{Duplicate: true, Seq: 5, N: 2})
+
+		b := e.running("b")
+		e.same("an end as the first frame", interrupted(b, frame(0, 0, 0)), store.AppendFrameResult{Seq: 0, N: 1})
+		e.same("its header", e.frames("b", b.Lease.ID, 0, 0).Header, &store.StreamHeader{Seq: 0, N: 1, Ended: true, EndInterrupted: true})
+	}},
+
 	{"is fenced by the job's current lease", func(e *env) {
 		g := e.running("a")
 		e.appendFrame(g, "runner_1", frame(0, 0, 5))

@@ -35,12 +35,24 @@ type AppendFrameRequest struct {
 	JobID           string `json:"jobId"`
 	LeaseID         string `json:"leaseId"`
 	Frame           Frame  `json:"frame"`
+	// Interrupted says, in clear, that this end frame seals the status
+	// `interrupted` (the device stopped before the answer's end: shut
+	// down, or its lease's deadline passed). The relay cannot read the
+	// sealed status, and it holds every other end until the job's result
+	// is stored; an interrupted end has no result to wait for, so it is
+	// passed to readers at once. It decides only when the relay passes the
+	// end: the reader takes the status from the sealed frame. Only on an
+	// end frame.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // Validate implements protocol.Validator.
 func (r *AppendFrameRequest) Validate() error {
 	if r.JobID == "" || r.LeaseID == "" {
 		return errors.New("jobId and leaseId are required")
+	}
+	if r.Interrupted && r.Frame.Kind != KindEnd {
+		return errors.New("interrupted is only said of an end frame")
 	}
 	return r.Frame.valid()
 }
