@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
@@ -215,9 +218,17 @@ func (x *clocked) TransactWriteItems(ctx context.Context, in *dynamodb.TransactW
 	return x.api.TransactWriteItems(ctx, in, withClock(o, x.c)...)
 }
 
-// clockProbe is a key no item has: reading it costs half a read unit and
-// brings a fresh Date.
-var clockProbe = key("CLOCK#probe", "CLOCK#probe")
+// clockProbeShards spreads the clock probe over partitions: every
+// container reads one when it starts and whenever its offset grows
+// uncertain, so one key would be read by the whole fleet's containers.
+const clockProbeShards = 256
+
+// clockProbe is a key no item has, on a partition picked at random:
+// reading it costs half a read unit and brings a fresh Date.
+func clockProbe() map[string]types.AttributeValue {
+	k := "CLOCK#probe#" + strconv.Itoa(rand.IntN(clockProbeShards))
+	return key(k, k)
+}
 
 // CalibrateClock reads the probe key so the store clock has a response to
 // go by; a no-op unless the clock is a ServerClock. Call it once at start
@@ -227,7 +238,7 @@ func (s *Store) CalibrateClock(ctx context.Context) error {
 	if s.server == nil {
 		return nil
 	}
-	if _, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: clockProbe}); err != nil {
+	if _, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: clockProbe()}); err != nil {
 		return fmt.Errorf("dynamo: calibrate the store clock: %w", err)
 	}
 	return nil
