@@ -292,7 +292,9 @@ func (s *Store) grant(ctx context.Context, c *jobItem, in store.ClaimInput, devi
 		// The pair's set is full: the job stays queued, not refused.
 		return protocol.Lease{}, extraFailed, nil
 	}
-	out, _, err := s.commit(ctx, jobWrite{pk: c.PK, put: &next, ver: c.Ver})
+	// The lease id is new, so a job that carries it carries this grant,
+	// whatever was written over it since (a seal, a fetch).
+	out, _, err := s.commit(ctx, jobWrite{pk: c.PK, put: &next, ver: c.Ver, mine: func(j *jobItem) bool { return j.Lease == leaseID }})
 	if err == nil && out == lostRace {
 		// The grant was not made: give the slot back. (After an error it
 		// is unknown whether the job write landed, so the member stays for

@@ -80,8 +80,12 @@
 //
 // Every write also stamps a fresh wid. When a write's answer is lost
 // (timeout, connection reset, throttling after the fact), the job is read
-// back: it carries the wid exactly when the write committed, so the caller
-// gets the right answer instead of a guess. Transactions also carry the wid
+// back: it carries the wid when the write committed and nothing was
+// written over it since, so the caller gets the right answer instead of a
+// guess. A grant can be written over before its read-back (the site sees it
+// and seals at once), so a grant is also recognised by its lease id, which
+// only it writes; otherwise the claim would answer no grant for a job now
+// ready under a lease nobody was told of. Transactions also carry the wid
 // as their ClientRequestToken. A sweep removes an unfinished job by writing
 // its tombstone, not by deleting it, so a removal too is known to be this
 // replica's own and is reported once. (A finished job, which is never

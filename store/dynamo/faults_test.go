@@ -50,6 +50,10 @@ type faulty struct {
 	rate   float64
 	rng    *rand.Rand
 	counts map[fault]int
+	// afterLostAck, when set, runs once a lost acknowledgement's write has
+	// committed and before the caller sees the error: another replica's
+	// call landing in that window.
+	afterLostAck func()
 }
 
 func newFaulty(api API, rate float64, seed uint64) *faulty {
@@ -113,6 +117,9 @@ func write[O any](f *faulty, op string, choices []fault, call func() (O, error),
 	case lostAck:
 		if _, err := call(); err != nil {
 			return zero, err
+		}
+		if f.afterLostAck != nil {
+			f.afterLostAck()
 		}
 		return zero, errLostAck
 	}
@@ -292,6 +299,39 @@ func TestFaultsClaimAnswersOnceWhateverDynamoDBDoes(t *testing.T) {
 				t.Fatalf("second claim: %v, %v", again, err)
 			}
 		})
+	}
+}
+
+// TestFaultsClaimKeepsAGrantSealedBeforeItsLostAckIsResolved: the claim's
+// job write commits, its acknowledgement is lost, and the site seals the job
+// before the claim reads it back. The read-back finds the seal's image, not
+// the grant's, and the claim must still answer the grant it made: told
+// otherwise, the device never hears of a job that is ready under its lease.
+func TestFaultsClaimKeepsAGrantSealedBeforeItsLostAckIsResolved(t *testing.T) {
+	e := newFaultEnv(t)
+	e.enqueue("a")
+	e.f.next("PutItem J", lostAck)
+	e.f.afterLostAck = func() {
+		e.f.afterLostAck = nil
+		res, err := e.clean.Seal(e.ctx, store.SealInput{SiteID: "site", JobID: "a", Envelope: protocol.SealedEnvelope{Ciphertext: "p"}})
+		if err != nil || res.State != store.StateReady {
+			t.Errorf("seal in the lost acknowledgement's window: %+v %v", res, err)
+		}
+	}
+	granted, err := e.s.Claim(e.ctx, faultClaim("r1"))
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	j, _ := e.held("a")
+	if len(granted) != 1 {
+		t.Fatalf("granted %d jobs, want 1 (stored %s under %+v)", len(granted), j.State, j.ClaimedBy)
+	}
+	if j.State != store.StateReady || j.ClaimedBy == nil || j.ClaimedBy.LeaseID != granted[0].Lease.ID {
+		t.Fatalf("stored %s under %+v, caller was told lease %s", j.State, j.ClaimedBy, granted[0].Lease.ID)
+	}
+	res, err := e.clean.TakePayload(e.ctx, store.HolderInput{JobID: "a", RunnerID: "r1", LeaseID: granted[0].Lease.ID})
+	if err != nil || res.Envelope == nil {
+		t.Fatalf("take under the answered lease: %+v %v", res, err)
 	}
 }
 

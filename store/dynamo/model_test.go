@@ -329,7 +329,7 @@ func (w *workload) model() porcupine.Model {
 		},
 		DescribeOperation: func(input, output interface{}) string {
 			in, out := input.(mInput), output.(mOutput)
-			return fmt.Sprintf("%s job%d r%d lease=%.8s now=%d -> %+v", opNames[in.kind], in.job, in.runner, in.lease, in.now, out)
+			return fmt.Sprintf("%s job%d r%d lease=%s now=%d -> %+v", opNames[in.kind], in.job, in.runner, in.lease, in.now, out)
 		},
 	}).ToModel()
 }

@@ -34,6 +34,12 @@ type jobWrite struct {
 	// unsealed is the job as it was when this write ends its unsealed
 	// grant: the pair's slot is freed once the write committed (freeSlot).
 	unsealed *jobItem
+	// mine, when set, recognises this write in a later image of the job:
+	// after an ambiguous error the read-back may find the wid already
+	// overwritten by a write that came after this one (a seal landing on a
+	// grant whose acknowledgement was lost), and without it the caller
+	// would be told it lost a race it won.
+	mine func(*jobItem) bool
 }
 
 // outcome is what a write did.
@@ -54,8 +60,11 @@ const (
 // not an error. An error that leaves it unknown whether the write took
 // effect (throttling, a conflict, a timeout, a lost acknowledgement) is
 // resolved by reading the job back: the write stamped a fresh wid, so the
-// item carries it exactly when the write committed. If it did not commit,
-// the same write is tried again; its condition is evaluated afresh.
+// item carries it when the write committed and nothing was written over it
+// since. A write that can be overwritten before its read-back (a grant the
+// site seals at once) names what else marks it (jobWrite.mine). If it did
+// not commit, the same write is tried again; its condition is evaluated
+// afresh.
 //
 // A removal could not be told apart this way if it deleted the item: "the
 // job is gone" is as true after another replica's delete as after ours, and
@@ -130,7 +139,7 @@ func (s *Store) landed(ctx context.Context, w jobWrite, wid string) (bool, error
 	if err != nil {
 		return false, err
 	}
-	return j.WID == wid, nil
+	return j.WID == wid || (w.mine != nil && w.mine(j)), nil
 }
 
 func (s *Store) tryWrite(ctx context.Context, w jobWrite, wid string) (outcome, int, error) {
