@@ -29,6 +29,7 @@ import (
 	"github.com/byorelay/byorelay/localtest/lambdadev"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/sitefn"
+	"github.com/byorelay/byorelay/store/dynamo"
 )
 
 // ColdStart is every function's deployed size and its init duration under
@@ -296,6 +297,7 @@ func coldStartEnv(ctx context.Context, ddb, moto string) (func(name string) (env
 	}
 	relay := append(slices.Clone(common),
 		"BUCKET_NAME="+coldTable+"-envelopes", "DEBUG=0", "METRICS_NAMESPACE=byorelay",
+		"DUE_SHARDS="+strconv.Itoa(dynamo.DefaultDueShards),
 		"CHURN_TOPIC_ARN=arn:aws:sns:us-east-1:123456789012:"+coldTable+"-churn")
 	wakeups := []string{"WAKEUP_GROUP=" + coldTable + "-wakeups",
 		"SWEEPER_ARN=arn:aws:lambda:us-east-1:123456789012:function:" + coldTable + "-sweeper",
