@@ -71,43 +71,7 @@ var goDaemon = daemonKind{"go daemon", func(t *testing.T, w *peers.World) (strin
 // relay and runs it until the test ends.
 func startGoDaemon(t *testing.T, w *peers.World, backend daemon.Backend, streams daemon.Streaming) (string, func(string) string) {
 	t.Helper()
-	keys, err := protocol.GenerateKeys()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	d, err := daemon.New(daemon.Config{RelayURL: w.Origin, Keys: keys, Backend: backend, Streams: streams,
-		HeartbeatInterval: 500 * time.Millisecond, Concurrency: 4,
-		// The relay asks pairing polls to wait 2 s; a test need not.
-		Sleep: func(ctx context.Context, d time.Duration) error {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(min(d, 100*time.Millisecond)):
-				return nil
-			}
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	codes := make(chan daemon.PairCode, 1)
-	paired := make(chan error, 1)
-	go func() {
-		_, err := d.Pair(ctx, "restart-test", func(c daemon.PairCode) { codes <- c })
-		paired <- err
-	}()
-	select {
-	case c := <-codes:
-		w.Approve(t, c.UserCode)
-	case err := <-paired:
-		t.Fatalf("pairing ended before a code: %v", err)
-	}
-	if err := <-paired; err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = d.Run(ctx) }()
-	t.Cleanup(func() { stop(); <-done })
+	d := w.RunGoDaemon(t, daemon.Config{Backend: backend, Streams: streams, Concurrency: 4}, "restart-test")
 	return d.Pairing().RunnerID, func(prompt string) string {
 		return "echo: " + daemon.ComposePrompt(protocol.KindGenerate, site.GeneratePayload(prompt))
 	}

@@ -331,42 +331,7 @@ func deleteStreams(t *testing.T, db *dynamodb.Client, table string) int {
 // relay and runs it until the test ends.
 func startDaemon(t *testing.T, w *peers.World, backend daemon.Backend) {
 	t.Helper()
-	keys, err := protocol.GenerateKeys()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	d, err := daemon.New(daemon.Config{RelayURL: w.Origin, Keys: keys, Backend: backend,
-		HeartbeatInterval: 500 * time.Millisecond, Streams: daemon.Streaming{Enabled: true},
-		Sleep: func(ctx context.Context, d time.Duration) error {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(min(d, 100*time.Millisecond)):
-				return nil
-			}
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	codes := make(chan daemon.PairCode, 1)
-	paired := make(chan error, 1)
-	go func() {
-		_, err := d.Pair(ctx, "streamdrop", func(c daemon.PairCode) { codes <- c })
-		paired <- err
-	}()
-	select {
-	case c := <-codes:
-		w.Approve(t, c.UserCode)
-	case err := <-paired:
-		t.Fatalf("pairing ended before a code: %v", err)
-	}
-	if err := <-paired; err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = d.Run(ctx) }()
-	t.Cleanup(func() { stop(); <-done })
+	w.RunGoDaemon(t, daemon.Config{Backend: backend, Streams: daemon.Streaming{Enabled: true}}, "streamdrop")
 }
 
 // proc is one site process: the test binary in a role.
