@@ -6,6 +6,7 @@ import (
 
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/relay"
+	"github.com/byorelay/byorelay/store"
 )
 
 // A site holding more results than one GET answer lists is answered within
@@ -21,9 +22,10 @@ func TestResultsPageBound(t *testing.T) {
 		}
 		newest := fmt.Sprintf("job-%03d", n-1)
 		seen := map[string]bool{}
-		// The rotation moves ResultsPageJobs/2 a poll: n results in
-		// n/(ResultsPageJobs/2) polls, one more from wherever it starts.
-		for range n/(relay.ResultsPageJobs/2) + 2 {
+		// The rotation moves its share of a page a poll: n results in
+		// n/share polls, one more from wherever it starts.
+		share := store.ResultsRotated(relay.ResultsPageJobs)
+		for range n/share + 2 {
 			resp := w.siteCall(w.site, "results", nil)
 			expectStatus(t, resp, 200)
 			if len(resp.Body) > relay.ResultsPageBytes+1024 {

@@ -68,13 +68,14 @@ func (r *Relay) pending(c *call, s siteRequest) (reply, error) {
 // any request without a body, is the reference's pure read, bounded: a
 // result is listed until the job's deadline, but one answer holds at most
 // ResultsPageJobs of them and about ResultsPageBytes
-// (store.RoutingStore.ResultsPage: the newest, and a rotation through the
-// rest). The v2 wire allows it: the answer is a list a site deduplicates
-// and completes row by row, with no promise that one answer is the whole
-// set, and a site polls until each job it waits on is listed. Unbounded,
-// every poll re-read every result until its deadline, so a job's cost
-// grew with the deadline, and an answer passed Lambda's 6 MB response
-// limit at a few thousand results. It does not sweep.
+// (store.RoutingStore.ResultsPage: those accepted in the last
+// store.ResultsFreshMs, and a rotation through the rest). The v2 wire
+// allows it: the answer is a list a site deduplicates and completes row by
+// row, with no promise that one answer is the whole set, and a site polls
+// until each job it waits on is listed. Listing every result before its
+// deadline, each poll would re-read each result until then, so a job's
+// cost would grow with its deadline, and an answer would pass Lambda's 6
+// MB response limit at a few thousand results. It does not sweep.
 //
 // A POST with a body is byorelay's collect (protocol.CollectRequest): the
 // site names the results and eviction notices it has taken, the relay

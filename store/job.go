@@ -103,4 +103,8 @@ type Job struct {
 	// Result is sealed to the site by the device; opaque here.
 	Result      *protocol.SealedEnvelope
 	Disposition Disposition
+	// DoneAt is the epoch ms the store accepted the result (0 before); the
+	// GET results page lists a result on every poll for ResultsFreshMs
+	// from it.
+	DoneAt int64
 }

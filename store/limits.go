@@ -76,3 +76,21 @@ const (
 	// hundred known models is tens of kilobytes.
 	MaxCapabilityBytes = 128 << 10
 )
+
+// ResultsFreshMs is how long after a result is accepted every GET results
+// page lists it (RoutingStore.ResultsPage). A poll reads the results of
+// that window and a fixed share of the rest, so its cost follows the
+// site's throughput, never its jobs' deadlines: a page that listed every
+// result still before its deadline re-read each one on every poll until
+// then, a cost per job that grew with the deadline. A site that polls at
+// least this often sees each result within a poll of its acceptance; one
+// that polls less often, or takes more results in the window than a page
+// holds, gets the rest from the rotation (ResultsRotated).
+const ResultsFreshMs = 10_000
+
+// ResultsRotated is how many of a page of limit results come from the
+// rotation through the site's older results: a fifth, at least one. The
+// rest of the page is the fresh window's. Without the rotation a result
+// the site missed in its window would never be listed again; a larger
+// share would make every poll of a site holding many results cost more.
+func ResultsRotated(limit int) int { return max(1, limit/5) }

@@ -71,17 +71,17 @@ type RoutingStore interface {
 	// deadline on. A job with the same id published again hides the old
 	// result.
 	Finished(ctx context.Context, siteID string, graceMs int64) ([]Job, error)
-	// ResultsPage is the GET results read: Finished with graceMs 0, bounded
-	// to at most limit jobs (limit >= 2) so that a poll's cost and answer
-	// size do not grow with how many results the site holds. Up to limit
-	// results, it is all of them. Past that it is the limit/2 newest (the
-	// latest deadlines, a newly finished job among them) and up to
-	// limit - limit/2 more from a rotation through the whole list: each call
-	// goes on from where the site's previous call stopped, and starts over
-	// past the end, so every result is listed within about n/(limit/2)
-	// calls, n the results held. Without the rotation a result older than
-	// the newest page would never be listed again; without the newest half
-	// a site would wait a whole rotation for the job it just saw finish.
+	// ResultsPage is the GET results read: results Finished with graceMs 0
+	// would list, at most limit of them (limit >= 2), so that a poll's cost
+	// and answer size follow the site's throughput and never the results
+	// it holds. It is, newest first, the results accepted in the last
+	// ResultsFreshMs (Job.DoneAt), up to limit - ResultsRotated(limit) of
+	// them, and up to ResultsRotated(limit) more from a rotation through
+	// all the site's results: each call goes on from where the site's
+	// previous call stopped, and starts over past the end, so every result
+	// is listed within about n/ResultsRotated(limit) calls, n the results
+	// held, and a site holding no more than the rotation's share beside
+	// its fresh ones sees every result on every call.
 	ResultsPage(ctx context.Context, siteID string, limit int) ([]Job, error)
 	// Evicted lists the ids of the site's jobs that a sweep evicted (the
 	// SealAttemptsBeforeEviction-th unsealed expiry) and that the site has

@@ -56,7 +56,7 @@
 //	          or its seal moves it (below: a renewal never does); also
 //	          unsealed sets, when their grants should be checked. The
 //	          shard is an FNV hash of the key modulo Config.DueShards
-//	          (DefaultDueShards, 128; DUE_SHARDS, template.yaml's
+//	          (DefaultDueShards, 256; DUE_SHARDS, template.yaml's
 //	          DueShards). A removed job's tombstone carries no index key.
 //	          dk = F#<site>, du = deadlineAt: the site's finished list, the
 //	          done jobs whose result it has not collected. No sweep reads
@@ -198,11 +198,11 @@
 // about waits for its shard's turn or the scheduled sweep.
 //
 // The shard count is a table setting (Config.DueShards). DefaultDueShards
-// is 128: a job writes about 3 WCU on its request shard, so 10,000 jobs a
-// second put 234 WCU/s on each (23% of a partition's 1,000), and the
-// in-line sweeps of 1,000,000 idle daemons, about 0.2 Queries a
-// daemon-second at 0.5 RCU, put 781 RCU/s on each (26% of 3,000). 32
-// shards, the count that just carries the writes, would run them at 94%.
+// is 256: a job writes about 6.5 WCU of index entries on its request
+// shard, so 10,000 jobs a second put 254 WCU/s on each (25% of a
+// partition's 1,000), and the in-line sweeps of 1,000,000 idle daemons,
+// about 0.2 Queries a daemon-second at 0.5 RCU, put 391 RCU/s on each (13%
+// of 3,000). 128 shards would run the writes at 51%, 64 past the limit.
 //
 // A seal moves its job's due entry from the awaiting window's end to the
 // sealed job's next deadline (its lease expiry) only where that is cheaper

@@ -196,6 +196,7 @@ func (s *Store) Complete(ctx context.Context, in store.CompleteInput) (store.Com
 		next.Result, next.ResultC, next.ResultS3 = env.inline, env.inlineC, env.s3Key
 		next.Disposition = string(in.Disposition)
 		next.State = string(store.StateDone)
+		next.DoneAt = s.now()
 		out, _, err := s.commit(ctx, jobWrite{pk: j.PK, put: &next, ver: j.Ver, unsealed: unsealed(j)})
 		if err != nil {
 			return store.CompleteResult{}, err

@@ -76,11 +76,17 @@ type jobItem struct {
 	ResultC     []byte `dynamodbav:"rsC,omitempty"`
 	ResultS3    string `dynamodbav:"rsS3,omitempty"`
 	Disposition string `dynamodbav:"dp,omitempty"`
+	// DoneAt is when the result was accepted (epoch ms): the fresh index's
+	// sort key.
+	DoneAt int64 `dynamodbav:"dn,omitempty"`
 
 	// Index attributes, derived from the state by index() before each write.
 	QK string `dynamodbav:"qk,omitempty"`
 	DK string `dynamodbav:"dk,omitempty"`
 	DU int64  `dynamodbav:"du,omitempty"`
+	// FK puts a finished job on its site's fresh list (the fresh index,
+	// sorted by DoneAt).
+	FK string `dynamodbav:"fk,omitempty"`
 
 	// payload and result hold envelopes loaded from S3 (never stored).
 	payload *protocol.SealedEnvelope `dynamodbav:"-"`
@@ -114,7 +120,7 @@ func (j *jobItem) claimed() bool { return j.Lease != "" }
 // happens: they are done first.
 func (j *jobItem) index(shards int) {
 	stored := j.DU
-	j.QK, j.DK, j.DU = "", "", 0
+	j.QK, j.DK, j.DU, j.FK = "", "", 0, ""
 	j.TTL = j.Deadline/1000 + ttlGraceSeconds
 	if j.Gone {
 		return
@@ -152,6 +158,9 @@ func (j *jobItem) index(shards int) {
 		j.TTL = (j.Deadline+store.ResultGraceMs)/1000 + 1
 		if (j.Result != "" || j.ResultS3 != "") && !j.Collected {
 			j.DK, j.DU = finishedKey(j.Site), j.Deadline
+			// And on its fresh list, by when it was accepted, which only
+			// ResultsPage reads.
+			j.FK = finishedKey(j.Site)
 		}
 		return
 	}
@@ -292,6 +301,7 @@ func (j *jobItem) job() (store.Job, error) {
 		Cancelled:     j.Cancelled,
 		Collected:     j.Collected,
 		Disposition:   store.Disposition(j.Disposition),
+		DoneAt:        j.DoneAt,
 	}
 	// A stub that no longer decodes is still listed, with its state, so an
 	// operator can see it; its fields other than the key are left empty.

@@ -1,8 +1,10 @@
 package dynamo
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -22,57 +24,45 @@ func rotationPK(siteID string) string { return "RR#" + siteID }
 // lapses only starts over.
 const rotationTTL = 24 * 60 * 60 // seconds
 
-// ResultsPage is Finished with graceMs 0 bounded to limit jobs
-// (store.RoutingStore.ResultsPage), read so that a poll's cost does not
-// grow with the results the site holds:
+// ResultsPage is the GET results page (store.RoutingStore.ResultsPage),
+// read so that a poll's cost follows the site's throughput and not the
+// results it holds:
 //
-//   - one keys-only Query of the site's finished list, newest deadline
-//     first, limit+1 entries: at most limit means that is all of them;
-//   - past that, the newest limit/2, and a second keys-only Query of up to
-//     limit - limit/2 entries from the site's rotation item on (one
-//     GetItem, eventually consistent; a stale rotation only repeats a
-//     stretch, it never skips one, since it only ever moves to the end of
-//     a stretch some call listed);
+//   - one keys-only Query of the site's fresh list (the fresh index, by
+//     DoneAt), newest first, from now - store.ResultsFreshMs, at most
+//     limit - store.ResultsRotated(limit) entries;
+//   - one GetItem of the site's rotation item (eventually consistent; a
+//     stale rotation only repeats a stretch, it never skips one, since it
+//     only ever moves to the end of a stretch some call listed), and one
+//     keys-only Query of store.ResultsRotated(limit) entries of the site's
+//     finished list (the due index, by deadline) from there on;
 //   - the jobs they name, read as Finished reads them (a BatchGet, per
 //     item).
 //
-// So a poll reads at most limit jobs and about 2 × limit index keys,
-// whether the site holds a hundred results or a hundred thousand, and
-// writes the rotation item (1 WCU) only when it holds more than limit.
+// So a poll reads at most limit jobs and about 2 × limit index keys
+// whatever the deadlines of the results the site holds, and writes the
+// rotation item (1 WCU) only while the rotation has more to read.
 func (s *Store) ResultsPage(ctx context.Context, siteID string, limit int) ([]store.Job, error) {
 	limit = max(limit, 2)
+	rotated := store.ResultsRotated(limit)
 	now := s.now()
 	dk := finishedKey(siteID)
-	query := func(forward bool, n int, from map[string]types.AttributeValue) (*dynamodb.QueryOutput, error) {
-		out, err := s.db.Query(ctx, &dynamodb.QueryInput{
-			TableName:              &s.table,
-			IndexName:              aws.String("due"),
-			KeyConditionExpression: aws.String("dk = :dk AND du > :now"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":dk": str(dk), ":now": num(now),
-			},
-			ScanIndexForward:  aws.Bool(forward),
-			Limit:             aws.Int32(int32(n)),
-			ExclusiveStartKey: from,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("query finished page: %w", err)
-		}
-		return out, nil
-	}
-	newest, err := query(false, limit+1, nil)
+	fresh, err := s.db.Query(ctx, &dynamodb.QueryInput{
+		TableName:              &s.table,
+		IndexName:              aws.String("fresh"),
+		KeyConditionExpression: aws.String("fk = :fk AND dn > :since"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":fk": str(dk), ":since": num(now - store.ResultsFreshMs),
+		},
+		ScanIndexForward: aws.Bool(false),
+		Limit:            aws.Int32(int32(limit - rotated)),
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("query fresh results: %w", err)
 	}
 	var pks []string
 	listed := map[string]bool{}
-	if len(newest.Items) <= limit {
-		for _, av := range newest.Items {
-			pks = append(pks, getS(av, "pk"))
-		}
-		return s.finishedJobs(ctx, pks, 0)
-	}
-	for _, av := range newest.Items[:limit/2] {
+	for _, av := range fresh.Items {
 		pk := getS(av, "pk")
 		pks = append(pks, pk)
 		listed[pk] = true
@@ -83,25 +73,46 @@ func (s *Store) ResultsPage(ctx context.Context, siteID string, limit int) ([]st
 	if err != nil {
 		return nil, fmt.Errorf("read results rotation: %w", err)
 	}
-	var from map[string]types.AttributeValue
+	// The rotation reads past the fresh results it meets (listed already)
+	// and one entry more, so that a list it reads to the end is known to
+	// end here: a Query that fills its Limit reports more to read even
+	// when there is none, and the next call would list nothing old.
+	in := &dynamodb.QueryInput{
+		TableName:              &s.table,
+		IndexName:              aws.String("due"),
+		KeyConditionExpression: aws.String("dk = :dk AND du > :now"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":dk": str(dk), ":now": num(now),
+		},
+		Limit: aws.Int32(int32(rotated + len(pks) + 1)),
+	}
 	// A rotation at or before now lies outside the Query's key condition,
 	// which DynamoDB refuses as a start key: the rotation starts over.
 	if du := getN(got.Item, "du"); len(got.Item) > 0 && du > now {
-		from = map[string]types.AttributeValue{
+		in.ExclusiveStartKey = map[string]types.AttributeValue{
 			"pk": str(getS(got.Item, "at")), "sk": str(skJob), "dk": str(dk), "du": num(du),
 		}
 	}
-	rest, err := query(true, limit-limit/2, from)
+	rest, err := s.db.Query(ctx, in)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("query finished page: %w", err)
 	}
+	var stop map[string]types.AttributeValue // the last entry the rotation passed
+	added, ended := 0, len(rest.LastEvaluatedKey) == 0
 	for _, av := range rest.Items {
-		if pk := getS(av, "pk"); !listed[pk] {
+		pk := getS(av, "pk")
+		if !listed[pk] {
+			if added == rotated {
+				ended = false // more to list: the next call goes on from stop
+				break
+			}
 			pks = append(pks, pk)
 			listed[pk] = true
+			added++
 		}
+		stop = av
 	}
-	if len(rest.LastEvaluatedKey) == 0 || len(rest.Items) == 0 {
+	if ended || stop == nil {
 		// Past the end: the next call starts over.
 		if len(got.Item) > 0 {
 			if _, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.table, Key: rot}); err != nil {
@@ -109,14 +120,26 @@ func (s *Store) ResultsPage(ctx context.Context, siteID string, limit int) ([]st
 			}
 		}
 	} else {
-		last := rest.Items[len(rest.Items)-1]
 		item := key(rotationPK(siteID), skRotation)
-		item["at"] = str(getS(last, "pk"))
-		item["du"] = num(getN(last, "du"))
+		item["at"] = str(getS(stop, "pk"))
+		item["du"] = num(getN(stop, "du"))
 		item["ttl"] = num(now/1000 + rotationTTL)
 		if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item}); err != nil {
 			return nil, fmt.Errorf("write results rotation: %w", err)
 		}
 	}
-	return s.finishedJobs(ctx, pks, 0)
+	jobs, err := s.finishedJobs(ctx, pks, 0)
+	if err != nil {
+		return nil, err
+	}
+	// In the page's order (a BatchGet answers in any): the fresh newest
+	// first, so a byte bound on the answer keeps the newest.
+	at := make(map[string]int, len(pks))
+	for i, pk := range pks {
+		at[pk] = i
+	}
+	slices.SortFunc(jobs, func(a, b store.Job) int {
+		return cmp.Compare(at[jobPK(a.SiteID, a.ID)], at[jobPK(b.SiteID, b.ID)])
+	})
+	return jobs, nil
 }

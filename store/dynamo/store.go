@@ -21,16 +21,16 @@ const (
 	DefaultInlineEnvelopeBytes = 32 * 1024
 	// DefaultDueShards is how many partitions the due index's request
 	// shards (and, as many again, its end shards) are spread over: a
-	// partition takes 1,000 WCU/s and 3,000 RCU/s. A job writes about 3
-	// WCU on its request shard (measured: docs/performance.md), so 10,000
-	// jobs/s is 30,000 WCU/s, 234 per shard at 128 (23% of the limit; 64
-	// shards would be 47%, 32 would be 94%). Every claim, heartbeat and
-	// pending read queries one shard (0.5 RCU), about 0.2 Queries per idle
-	// daemon-second at the default heartbeat, so 1,000,000 idle daemons
-	// read 100,000 RCU/s, 781 per shard at 128 (26%; 52% at 64). More
-	// shards cost only the scheduled sweep, one more empty Query a shard a
-	// run.
-	DefaultDueShards = 128
+	// partition takes 1,000 WCU/s and 3,000 RCU/s. A job writes about 6.5
+	// WCU of index entries on its request shard (the bench's key heat:
+	// docs/performance.md), so 10,000 jobs/s is 65,000 WCU/s, 254 per
+	// shard at 256 (25% of the limit; 128 shards would be 51%, 64 would be
+	// 102%). Every claim, heartbeat and pending read queries one shard
+	// (0.5 RCU), about 0.2 Queries per idle daemon-second at the default
+	// heartbeat, so 1,000,000 idle daemons read 100,000 RCU/s, 391 per
+	// shard at 256 (13%). More shards cost only the scheduled sweep, one
+	// more empty Query a shard a run.
+	DefaultDueShards = 256
 	// MaxDueShards bounds Config.DueShards: the scheduled sweep queries
 	// every shard each run.
 	MaxDueShards = 1024

@@ -108,6 +108,7 @@ func (s *Store) Complete(ctx context.Context, in store.CompleteInput) (store.Com
 	job.Result = &envelope
 	job.Disposition = in.Disposition
 	job.State = store.StateDone
+	job.DoneAt = s.now()
 	return store.CompleteResult{Accepted: true, State: job.State}, nil
 }
 

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"slices"
 
@@ -85,10 +86,11 @@ func (s *Store) Finished(ctx context.Context, siteID string, graceMs int64) ([]s
 	return copies(matched, withoutPayload), nil
 }
 
-// ResultsPage is Finished with graceMs 0 bounded to limit jobs
-// (store.RoutingStore.ResultsPage). Newest here is latest in enqueue order.
+// ResultsPage is the GET results page (store.RoutingStore.ResultsPage):
+// the fresh window newest first, then the rotation, in enqueue order.
 func (s *Store) ResultsPage(ctx context.Context, siteID string, limit int) ([]store.Job, error) {
 	limit = max(limit, 2)
+	rotated := store.ResultsRotated(limit)
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -101,11 +103,16 @@ func (s *Store) ResultsPage(ctx context.Context, siteID string, limit int) ([]st
 		c.Payload = nil
 		return copyJob(&c)
 	}
-	if len(all) <= limit {
-		return copies(all, withoutPayload), nil
+	var page []*store.Job
+	for _, j := range all {
+		if j.DoneAt > now-store.ResultsFreshMs {
+			page = append(page, j)
+		}
 	}
-	newest := all[len(all)-limit/2:]
-	page := slices.Clone(newest)
+	slices.SortStableFunc(page, func(a, b *store.Job) int { return cmp.Compare(b.DoneAt, a.DoneAt) })
+	page = page[:min(len(page), limit-rotated)]
+	fresh := len(page)
+
 	start := 0
 	if last, ok := s.rotation[siteID]; ok {
 		if i := slices.IndexFunc(all, func(j *store.Job) bool { return j.ID == last }); i >= 0 {
@@ -115,11 +122,18 @@ func (s *Store) ResultsPage(ctx context.Context, siteID string, limit int) ([]st
 	if s.rotation == nil {
 		s.rotation = map[string]string{}
 	}
-	i := start
-	for ; i < len(all) && len(page) < limit; i++ {
-		if !slices.Contains(newest, all[i]) {
-			page = append(page, all[i])
+	// The rotation goes on from where it stopped and lists up to rotated
+	// results the window did not, as the DynamoDB store's does.
+	i, added := start, 0
+	for ; i < len(all); i++ {
+		if slices.Contains(page[:fresh], all[i]) {
+			continue
 		}
+		if added == rotated {
+			break
+		}
+		page = append(page, all[i])
+		added++
 	}
 	if i < len(all) {
 		s.rotation[siteID] = all[i-1].ID

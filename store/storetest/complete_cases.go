@@ -90,46 +90,72 @@ var completeCases = []testCase{
 		e.check(err)
 		e.same("other site's finished", jobIDs(other), []string{})
 	}},
-	{"pages the GET's results: the newest on every page, every result within a rotation", func(e *env) {
+	{"pages the GET's results: the fresh on every page, every result within a rotation", func(e *env) {
 		in := claimArgs()
 		in.LeaseMs = 120_000
-		const n, limit = 9, 4
-		var all []string
-		for i := range n {
-			id := fmt.Sprintf("j%d", i)
+		const n, limit = 9, 5
+		rotated := store.ResultsRotated(limit)
+		finish := func(id string, deadlineIn int64) {
 			s := stub(id, "alice")
-			s.DeadlineAt = e.nowMs() + 60_000 + int64(i) // newest deadline last
+			s.DeadlineAt = e.nowMs() + deadlineIn
 			e.enqueue(site, s)
 			granted := e.claimOne(in, id)
 			e.seal(id)
 			e.take(id, "runner_1", granted.Lease.ID)
 			e.complete(id, "runner_1", granted.Lease.ID, "answer", store.DispositionOK)
-			all = append(all, id)
-			if i == limit-1 {
-				// Up to limit, a page is every result.
-				page, err := e.s.ResultsPage(e.ctx, site, limit)
-				e.check(err)
-				e.same("a page of few", jobIDs(page), all)
-			}
 		}
-		seen := map[string]bool{}
-		// A rotation of limit/2 per page covers n results in n/(limit/2)
-		// pages, and starting anywhere takes at most one page more.
-		for range n/(limit/2) + 2 {
-			page, err := e.s.ResultsPage(e.ctx, site, limit)
+		page := func() []string {
+			got, err := e.s.ResultsPage(e.ctx, site, limit)
 			e.check(err)
-			ids := jobIDs(page)
+			ids := jobIDs(got)
 			if len(ids) > limit {
 				e.T.Fatalf("page of %d results, limit %d: %v", len(ids), limit, ids)
 			}
-			if !slices.Contains(ids, "j8") || !slices.Contains(ids, "j7") {
-				e.T.Fatalf("page %v lacks the newest, j7 and j8", ids)
+			return ids
+		}
+		// Few results: the fresh and the rotation's share beside them are
+		// every result, on every page.
+		var few []string
+		for i := range rotated + 1 {
+			if i == rotated {
+				e.advance(store.ResultsFreshMs) // the others are old
 			}
+			id := fmt.Sprintf("j%d", i)
+			finish(id, 600_000)
+			few = append(few, id)
+		}
+		for range 3 {
+			got := page()
+			slices.Sort(got)
+			e.same("a page of few", got, few)
+		}
+		// Older than the window, they come only from the rotation.
+		e.advance(store.ResultsFreshMs)
+		var fresh []string
+		for i := rotated + 1; i < n; i++ {
+			id := fmt.Sprintf("j%d", i)
+			finish(id, 600_000)
+			fresh = append(fresh, id)
+			e.advance(1) // accepted a millisecond apart: newest last
+		}
+		newest := fresh[len(fresh)-(limit-rotated):]
+		slices.Reverse(newest)
+		seen := map[string]bool{}
+		// The rotation moves rotated a page: n results in n/rotated pages,
+		// and starting anywhere takes at most one page more.
+		for range n/rotated + 2 {
+			ids := page()
+			e.same("the page's fresh part, newest first", ids[:len(newest)], newest)
 			for _, id := range ids {
 				seen[id] = true
 			}
 		}
 		e.same("listed over the pages", len(seen), n)
+		// Past the window, nothing is fresh: a page is the rotation's share.
+		e.advance(store.ResultsFreshMs)
+		if ids := page(); len(ids) > rotated {
+			e.T.Fatalf("with nothing fresh a page of %d results %v, the rotation's share is %d", len(ids), ids, rotated)
+		}
 		other, err := e.s.ResultsPage(e.ctx, "site_other", limit)
 		e.check(err)
 		e.same("other site's page", jobIDs(other), []string{})
