@@ -76,17 +76,14 @@ type jobItem struct {
 	ResultC     []byte `dynamodbav:"rsC,omitempty"`
 	ResultS3    string `dynamodbav:"rsS3,omitempty"`
 	Disposition string `dynamodbav:"dp,omitempty"`
-	// DoneAt is when the result was accepted (epoch ms): the fresh index's
-	// sort key.
+	// DoneAt is when the result was accepted (epoch ms): the job's place
+	// on its site's finished list.
 	DoneAt int64 `dynamodbav:"dn,omitempty"`
 
 	// Index attributes, derived from the state by index() before each write.
 	QK string `dynamodbav:"qk,omitempty"`
 	DK string `dynamodbav:"dk,omitempty"`
 	DU int64  `dynamodbav:"du,omitempty"`
-	// FK puts a finished job on its site's fresh list (the fresh index,
-	// sorted by DoneAt).
-	FK string `dynamodbav:"fk,omitempty"`
 
 	// payload and result hold envelopes loaded from S3 (never stored).
 	payload *protocol.SealedEnvelope `dynamodbav:"-"`
@@ -120,7 +117,7 @@ func (j *jobItem) claimed() bool { return j.Lease != "" }
 // happens: they are done first.
 func (j *jobItem) index(shards int) {
 	stored := j.DU
-	j.QK, j.DK, j.DU, j.FK = "", "", 0, ""
+	j.QK, j.DK, j.DU = "", "", 0
 	j.TTL = j.Deadline/1000 + ttlGraceSeconds
 	if j.Gone {
 		return
@@ -153,14 +150,12 @@ func (j *jobItem) index(shards int) {
 		// that the sweep deletes it, brought back by its end hook (its
 		// payload item or its end item), not by this item. Until then it
 		// is on its site's finished list, a partition of the due index
-		// sorted by deadline, so a listing reads only the jobs still
-		// before theirs (or its grace).
+		// sorted by when its result was accepted, so a results page reads
+		// the newest with one Query from a moment on (ResultsPage). A job
+		// accepted before DoneAt was kept sorts first, as the oldest.
 		j.TTL = (j.Deadline+store.ResultGraceMs)/1000 + 1
 		if (j.Result != "" || j.ResultS3 != "") && !j.Collected {
-			j.DK, j.DU = finishedKey(j.Site), j.Deadline
-			// And on its fresh list, by when it was accepted, which only
-			// ResultsPage reads.
-			j.FK = finishedKey(j.Site)
+			j.DK, j.DU = finishedKey(j.Site), max(j.DoneAt, 1)
 		}
 		return
 	}

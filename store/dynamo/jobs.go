@@ -243,17 +243,18 @@ func (s *Store) unsealedSets(ctx context.Context, siteID string) ([]string, erro
 // Finished lists the site's done jobs that carry a result and are not
 // collected (the index lags a collect; the consistent read does not).
 //
-// The list is the site's partition of the due index from now - graceMs
-// on (keys only), so jobs past that, which TTL may take days to delete,
-// are never read.
+// The list is the site's partition of the due index (keys only). It holds
+// a result until the sweep ends its job, shortly after the deadline and
+// its grace (the end hook), and the consistent read leaves out those past
+// theirs.
 func (s *Store) Finished(ctx context.Context, siteID string, graceMs int64) ([]store.Job, error) {
 	var pks []string
 	in := &dynamodb.QueryInput{
 		TableName:              &s.table,
 		IndexName:              aws.String("due"),
-		KeyConditionExpression: aws.String("dk = :dk AND du > :since"),
+		KeyConditionExpression: aws.String("dk = :dk"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":dk": str(finishedKey(siteID)), ":since": num(s.now() - graceMs),
+			":dk": str(finishedKey(siteID)),
 		},
 	}
 	for {

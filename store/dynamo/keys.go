@@ -130,5 +130,5 @@ func endDueKey(pk string, shards int) string { return "E" + dueKey(pk, shards) }
 func endDueShardKey(shard int) string { return "E" + dueShardKey(shard) }
 
 // finishedKey is a site's finished list: a partition of the due index
-// (sort key: the deadline) that no sweep reads.
+// (sort key: when the result was accepted) that no sweep reads.
 func finishedKey(siteID string) string { return "F#" + siteID }

@@ -26,18 +26,17 @@ const rotationTTL = 24 * 60 * 60 // seconds
 
 // ResultsPage is the GET results page (store.RoutingStore.ResultsPage),
 // read so that a poll's cost follows the site's throughput and not the
-// results it holds:
+// results it holds. The site's finished list (the due index's F#<site>
+// partition, keys only) is sorted by when each result was accepted, so:
 //
-//   - one keys-only Query of the site's fresh list (the fresh index, by
-//     DoneAt), newest first, from now - store.ResultsFreshMs, at most
-//     limit - store.ResultsRotated(limit) entries;
-//   - one GetItem of the site's rotation item (eventually consistent; a
+//   - one Query reads the fresh, newest first, from now -
+//     store.ResultsFreshMs on, at most limit - store.ResultsRotated(limit);
+//   - one GetItem reads the site's rotation item (eventually consistent; a
 //     stale rotation only repeats a stretch, it never skips one, since it
 //     only ever moves to the end of a stretch some call listed), and one
-//     keys-only Query of store.ResultsRotated(limit) entries of the site's
-//     finished list (the due index, by deadline) from there on;
-//   - the jobs they name, read as Finished reads them (a BatchGet, per
-//     item).
+//     Query reads on from there, oldest first, for the rotation's share;
+//   - a BatchGet reads the jobs they name, as Finished does (per item),
+//     and drops any past its deadline that the sweep has not ended yet.
 //
 // So a poll reads at most limit jobs and about 2 × limit index keys
 // whatever the deadlines of the results the site holds, and writes the
@@ -49,10 +48,10 @@ func (s *Store) ResultsPage(ctx context.Context, siteID string, limit int) ([]st
 	dk := finishedKey(siteID)
 	fresh, err := s.db.Query(ctx, &dynamodb.QueryInput{
 		TableName:              &s.table,
-		IndexName:              aws.String("fresh"),
-		KeyConditionExpression: aws.String("fk = :fk AND dn > :since"),
+		IndexName:              aws.String("due"),
+		KeyConditionExpression: aws.String("dk = :dk AND du > :since"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":fk": str(dk), ":since": num(now - store.ResultsFreshMs),
+			":dk": str(dk), ":since": num(now - store.ResultsFreshMs),
 		},
 		ScanIndexForward: aws.Bool(false),
 		Limit:            aws.Int32(int32(limit - rotated)),
@@ -78,19 +77,15 @@ func (s *Store) ResultsPage(ctx context.Context, siteID string, limit int) ([]st
 	// end here: a Query that fills its Limit reports more to read even
 	// when there is none, and the next call would list nothing old.
 	in := &dynamodb.QueryInput{
-		TableName:              &s.table,
-		IndexName:              aws.String("due"),
-		KeyConditionExpression: aws.String("dk = :dk AND du > :now"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":dk": str(dk), ":now": num(now),
-		},
-		Limit: aws.Int32(int32(rotated + len(pks) + 1)),
+		TableName:                 &s.table,
+		IndexName:                 aws.String("due"),
+		KeyConditionExpression:    aws.String("dk = :dk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":dk": str(dk)},
+		Limit:                     aws.Int32(int32(rotated + len(pks) + 1)),
 	}
-	// A rotation at or before now lies outside the Query's key condition,
-	// which DynamoDB refuses as a start key: the rotation starts over.
-	if du := getN(got.Item, "du"); len(got.Item) > 0 && du > now {
+	if len(got.Item) > 0 {
 		in.ExclusiveStartKey = map[string]types.AttributeValue{
-			"pk": str(getS(got.Item, "at")), "sk": str(skJob), "dk": str(dk), "du": num(du),
+			"pk": str(getS(got.Item, "at")), "sk": str(skJob), "dk": str(dk), "du": num(getN(got.Item, "du")),
 		}
 	}
 	rest, err := s.db.Query(ctx, in)

@@ -31,8 +31,6 @@ func tableInput(name string) *dynamodb.CreateTableInput {
 			attribute("seq", types.ScalarAttributeTypeS),
 			attribute("dk", types.ScalarAttributeTypeS),
 			attribute("du", types.ScalarAttributeTypeN),
-			attribute("fk", types.ScalarAttributeTypeS),
-			attribute("dn", types.ScalarAttributeTypeN),
 		},
 		KeySchema: keySchema("pk", "sk"),
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
@@ -42,9 +40,6 @@ func tableInput(name string) *dynamodb.CreateTableInput {
 			gsi("sitelist", "lk", "seq", types.ProjectionTypeKeysOnly),
 			// Jobs by their next deadline, over a few shards.
 			gsi("due", "dk", "du", types.ProjectionTypeKeysOnly),
-			// A site's uncollected results by when they were accepted;
-			// sparse.
-			gsi("fresh", "fk", "dn", types.ProjectionTypeKeysOnly),
 		},
 	}
 }
