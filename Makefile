@@ -139,6 +139,11 @@ demo-stream: bin/byorelay
 example: bin/chat
 	bin/chat $(EXAMPLE_FLAGS)
 
+# LAMBDA_ARCH is the GOARCH every function is built for, by build-lambdas and
+# by sam build's build-<LogicalId>. It must name the architecture the
+# templates deploy on (Architectures: [arm64] in both, the bench's size
+# figures are arm64 builds): a bootstrap built for the other one does not
+# start. amd64 goes with Architectures: [x86_64] in the templates.
 LAMBDA_ARCH ?= arm64
 FUNCTIONS   := $(notdir $(wildcard functions/*))
 LAMBDA_GOFLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w"
@@ -151,7 +156,7 @@ validate:
 	$(GO) test -count=1 -run '^TestTemplateWithTheEdgeOnPassesCfnLint$$' .
 	@echo "validate: ok (cfn-lint passes template.yaml, with and without the edge, and site-template.yaml)"
 
-## build-lambdas: every function as deployed (linux/arm64, static) into bin/lambda/<fn>/bootstrap
+## build-lambdas: every function as deployed (linux/LAMBDA_ARCH, arm64 unless set; static) into bin/lambda/<fn>/bootstrap
 build-lambdas:
 	@for fn in $(FUNCTIONS); do \
 	  echo "build $$fn ($(LAMBDA_ARCH))"; \
@@ -160,7 +165,7 @@ build-lambdas:
 
 # `sam build` (BuildMethod: makefile) runs build-<LogicalId> with ARTIFACTS_DIR set.
 build-%Function:
-	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build $(LAMBDA_GOFLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(shell echo $* | tr A-Z a-z)
+	GOOS=linux GOARCH=$(LAMBDA_ARCH) CGO_ENABLED=0 $(GO) build $(LAMBDA_GOFLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(shell echo $* | tr A-Z a-z)
 
 ## invoke: make invoke FN=claim [EVENT=events/claim.json]: the real bootstrap under the Lambda RIE (host arch: arm64 cannot run here); FN=site… for the site stack
 invoke:
