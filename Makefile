@@ -11,7 +11,7 @@ DDB_PORT  ?= 8000
 # Tests share one DynamoDB Local and one moto server, started once here.
 WITH_SERVICES := $(GO) run ./localtest/withservices --
 
-.PHONY: all build deps test unit race fuzz lint ddb run site demo demo-stream example validate build-lambdas invoke deploy bench vectors chaos race-long site-restart sweep-load site-sweep-load scale bin/byorelay bin/chat
+.PHONY: all build deps test unit race fuzz lint ddb run site demo demo-stream example validate build-lambdas invoke deploy bench vectors chaos race-long site-restart sweep-load site-sweep-load scale bin/byorelay bin/byorelay-local bin/chat
 
 all: build
 
@@ -79,7 +79,7 @@ fuzz:
 	  done; \
 	done
 
-## chaos: the full chaos run (docs/performance.md): `byorelay serve` replicas on one DynamoDB Local, Go sites and
+## chaos: the full chaos run (docs/performance.md): `byorelay-local serve` replicas on one DynamoDB Local, Go sites and
 ## daemons as processes, replicas and daemons killed at random; `make test` runs a 100-job smoke of it
 CHAOS_JOBS       ?= 10000
 CHAOS_KILL_EVERY ?= 2s
@@ -116,24 +116,26 @@ lint:
 # Each of them stops cleanly on SIGINT or SIGTERM and exits 0.
 bin/byorelay:
 	$(GO) build -o $@ ./cmd/byorelay
+bin/byorelay-local:
+	$(GO) build -o $@ ./cmd/byorelay-local
 bin/chat:
 	$(GO) build -o $@ ./examples/chat
 
 ## run: the local stack: DynamoDB Local + every function on one port (RUN_FLAGS='--port 9000 -v')
-run: deps bin/byorelay
-	bin/byorelay serve $(RUN_FLAGS)
+run: deps bin/byorelay-local
+	bin/byorelay-local serve $(RUN_FLAGS)
 
 ## site: a direct-lane site locally: DynamoDB Local and the site functions on 127.0.0.1:8788 (SITE_FLAGS='--port 9000')
-site: deps bin/byorelay
-	bin/byorelay site $(SITE_FLAGS)
+site: deps bin/byorelay-local
+	bin/byorelay-local site $(SITE_FLAGS)
 
 ## demo: a Go site and a Go daemon complete real jobs against the running `make run` stack
 demo:
-	$(GO) run ./cmd/byorelay demo $(DEMO_FLAGS)
+	$(GO) run ./cmd/byorelay-local demo $(DEMO_FLAGS)
 
 ## demo-stream: a page (http://127.0.0.1:8790) where an answer streams token by token through the running `make run` stack
-demo-stream: bin/byorelay
-	bin/byorelay demo-stream $(DEMO_FLAGS)
+demo-stream: bin/byorelay-local
+	bin/byorelay-local demo-stream $(DEMO_FLAGS)
 
 ## example: the example site web page (examples/chat) on http://127.0.0.1:8080, direct lane (EXAMPLE_FLAGS='-lane cloud -relay URL -site ID -keys FILE')
 example: bin/chat
@@ -169,7 +171,7 @@ build-%Function:
 
 ## invoke: make invoke FN=claim [EVENT=events/claim.json]: the real bootstrap under the Lambda RIE (host arch: arm64 cannot run here); FN=site… for the site stack
 invoke:
-	@$(GO) run ./cmd/byorelay invoke $(FN) $(EVENT)
+	@$(GO) run ./cmd/byorelay-local invoke $(FN) $(EVENT)
 
 ## deploy: build and deploy with SAM (samconfig.toml holds the defaults)
 deploy:
@@ -177,7 +179,7 @@ deploy:
 
 ## bench: throughput, latency, DynamoDB capacity per job, claim at queue depth, function size and cold start, beside the memory store and the reference relay (docs/performance.md)
 bench: deps
-	$(GO) run ./cmd/byorelay bench $(BENCH_FLAGS)
+	$(GO) run ./cmd/byorelay-local bench $(BENCH_FLAGS)
 
 ## vectors: regenerate protocol/testdata/vectors from the pinned @byollm/protocol (only one random ciphertext and the node version change)
 vectors: deps
