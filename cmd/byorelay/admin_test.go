@@ -8,13 +8,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/byorelay/byorelay/cmd/internal/localstack"
 	"github.com/byorelay/byorelay/controlplane"
 	"github.com/byorelay/byorelay/controlplane/admincli"
-	"github.com/byorelay/byorelay/localtest/demo"
 )
 
 func TestByorelayAdminTalksToTheAdminAPI(t *testing.T) {
-	t.Setenv(demo.EnvDir, t.TempDir())
+	t.Setenv(localstack.EnvDir, t.TempDir())
 	s := controlplane.NewStore(controlplane.NewMemoryStorage())
 	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: s, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	srv := httptest.NewServer(controlplane.AdminHandler(admin))
@@ -40,7 +40,7 @@ func TestByorelayAdminTalksToTheAdminAPI(t *testing.T) {
 // local stack and its per-run token through the env file serve writes.
 func TestByorelayAdminFindsTheRunningStackThroughItsEnvFile(t *testing.T) {
 	dir := t.TempDir()
-	t.Setenv(demo.EnvDir, dir)
+	t.Setenv(localstack.EnvDir, dir)
 	t.Setenv(admincli.EnvEndpoint, "")
 	t.Setenv(controlplane.EnvAdminToken, "")
 	s := controlplane.NewStore(controlplane.NewMemoryStorage())
@@ -56,11 +56,22 @@ func TestByorelayAdminFindsTheRunningStackThroughItsEnvFile(t *testing.T) {
 	if code := run(t.Context(), []string{"admin", "export"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), admincli.EnvEndpoint) {
 		t.Fatalf("with no stack running: exit %d: %s", code, stderr.String())
 	}
-	if _, err := writeStackEnv(dir, stackEnv{URL: srv.URL, AdminToken: token}); err != nil {
+	if _, err := localstack.Write(dir, localstack.Stack{URL: srv.URL, AdminToken: token}); err != nil {
 		t.Fatal(err)
 	}
 	stderr.Reset()
 	if code := run(t.Context(), []string{"admin", "export"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("export through stack.env: exit %d: %s", code, stderr.String())
+	}
+}
+
+// The local stack's commands are not in the operator's build; asked for
+// one, it says where it is.
+func TestByorelaySendsTheLocalCommandsToByorelayLocal(t *testing.T) {
+	for _, c := range []string{"serve", "site", "invoke", "demo", "demo-stream", "fake-llm", "bench"} {
+		var stdout, stderr bytes.Buffer
+		if code := run(t.Context(), []string{c}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "./cmd/byorelay-local "+c) {
+			t.Errorf("byorelay %s: exit %d: %s", c, code, stderr.String())
+		}
 	}
 }

@@ -15,44 +15,10 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/client/daemon"
-	"github.com/byorelay/byorelay/localtest/demo"
+	"github.com/byorelay/byorelay/cmd/internal/backendflag"
+	"github.com/byorelay/byorelay/cmd/internal/localstack"
 	"github.com/byorelay/byorelay/protocol"
 )
-
-// backendFlags choose what answers jobs.
-type backendFlags struct {
-	kind      string
-	baseURL   string
-	model     string
-	backendID string
-	apiKeyEnv string
-}
-
-func (b *backendFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&b.kind, "backend", "echo", "echo (answers with the prompt) or openai (an OpenAI-compatible server)")
-	fs.StringVar(&b.baseURL, "openai-url", "http://127.0.0.1:11434/v1", "API root of the OpenAI-compatible server (Ollama, llama.cpp, vLLM, ...)")
-	fs.StringVar(&b.model, "model", "", "model name, for --backend openai")
-	fs.StringVar(&b.backendID, "backend-id", "openai-http", "protocol backend id to advertise: ollama, llamacpp, vllm, openai-http, ...")
-	fs.StringVar(&b.apiKeyEnv, "api-key-env", "", "environment variable holding the server's API key, if it needs one")
-}
-
-func (b *backendFlags) build() (daemon.Backend, error) {
-	switch b.kind {
-	case "echo":
-		return daemon.EchoBackend{}, nil
-	case "openai":
-		if b.model == "" {
-			return nil, errors.New("--backend openai needs --model")
-		}
-		key := ""
-		if b.apiKeyEnv != "" {
-			key = os.Getenv(b.apiKeyEnv)
-		}
-		return daemon.OpenAIBackend{BaseURL: b.baseURL, Model: b.model, ID: b.backendID, APIKey: key}, nil
-	default:
-		return nil, fmt.Errorf("unknown --backend %q (echo or openai)", b.kind)
-	}
-}
 
 // runDaemon is `byorelay daemon`: a minimal runnable device. The first run
 // makes keys and pairs (the user code is printed for a person to approve);
@@ -68,8 +34,8 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	offer := fs.String("offer", "private", "private (the owner's own work only) or team (also work a control plane grants)")
 	service := fs.String("service", "default", "service name advertised for each kind")
 	heartbeat := fs.Duration("heartbeat", 10*time.Second, "longest gap between heartbeats; keep it well under the relay's lease")
-	var backend backendFlags
-	backend.register(fs)
+	var backend backendflag.Flags
+	backend.Register(fs)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: byorelay daemon [flags]\n\nA BYOLLM device: pairs once, then claims, runs and reports jobs until stopped.\n\n")
 		fs.PrintDefaults()
@@ -82,10 +48,8 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if *relayURL == "" {
 		*relayURL = "http://127.0.0.1:8787"
-		if dir, err := demo.Dir(); err == nil {
-			if stack, found, _ := readStackEnv(dir); found {
-				*relayURL = stack.URL
-			}
+		if stack, found := localstack.Find(); found {
+			*relayURL = stack.URL
 		}
 	}
 	if err := serveDevice(ctx, deviceOptions{
@@ -105,11 +69,11 @@ type deviceOptions struct {
 	relayURL, statePath, label, offer, service string
 	concurrency                                int
 	heartbeat                                  time.Duration
-	backend                                    backendFlags
+	backend                                    backendflag.Flags
 }
 
 func serveDevice(ctx context.Context, o deviceOptions, stdout, stderr io.Writer) error {
-	be, err := o.backend.build()
+	be, err := o.backend.Build()
 	if err != nil {
 		return err
 	}

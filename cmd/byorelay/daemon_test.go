@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/byorelay/byorelay/client/daemon"
 	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/localtest/demo"
 )
 
 // lines is a writer a test can wait on.
@@ -48,8 +50,17 @@ func (l *lines) waitFor(t *testing.T, re *regexp.Regexp) []string {
 }
 
 func TestTheDaemonPairsOnceKeepsItsStateAndStopsCleanly(t *testing.T) {
-	dir := t.TempDir()
-	url := demoStack(t, dir)
+	world, err := demo.Load(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack, token, err := demo.MemoryStack(t.Context(), world, "http://control.invalid/approve")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(stack)
+	t.Cleanup(srv.Close)
+	url := srv.URL
 	state := filepath.Join(t.TempDir(), "device", "daemon.json")
 	args := []string{"--relay", url, "--state", state, "--heartbeat", "200ms"}
 
@@ -58,11 +69,7 @@ func TestTheDaemonPairsOnceKeepsItsStateAndStopsCleanly(t *testing.T) {
 	exit := make(chan int, 1)
 	go func() { exit <- runDaemon(ctx, args, &stdout, &stderr) }()
 	code := stdout.waitFor(t, regexp.MustCompile(`approve the code (\S+) at`))[1]
-	stack, _, err := readStackEnv(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := controlplane.NewClient(url, nil).WithToken(stack.AdminToken).Approve(ctx, controlplane.ApproveRequest{UserCode: code, Owner: "demo-user"}); err != nil {
+	if _, err := controlplane.NewClient(url, nil).WithToken(token).Approve(ctx, controlplane.ApproveRequest{UserCode: code, Owner: "demo-user"}); err != nil {
 		t.Fatal(err)
 	}
 	stdout.waitFor(t, regexp.MustCompile(`paired: runner \S+, owner demo-user, serving 1 site`))

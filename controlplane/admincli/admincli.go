@@ -58,7 +58,7 @@ flags (before or after the command):
   --region R       the region to sign for (default: from the endpoint's host name,
                    else the AWS configuration)
   --token T        the local stack's admin token (default $BYORELAY_ADMIN_TOKEN;
-                   'byorelay serve' prints it); deployments use SigV4 instead
+                   'make run' prints it); deployments use SigV4 instead
   --json           print the API's answer as JSON, for scripts (default: a table, or a
                    sentence for a change); export always prints JSON
 `

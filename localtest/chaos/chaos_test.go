@@ -405,8 +405,8 @@ func buildByorelay(t *testing.T, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "byorelay")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/byorelay")
+	bin := filepath.Join(dir, "byorelay-local")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/byorelay-local")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build byorelay: %v\n%s", err, out)

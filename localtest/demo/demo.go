@@ -1,7 +1,8 @@
 // Package demo is the local stack's demo world: one site and one paired,
 // consented daemon (and, for the site stack, the same daemon paired to a
 // direct-lane site holding the demo site's keys, with a job queued), with
-// keys generated on first use into a git-ignored cache directory and
+// keys generated on first use into the directory Load is given (the
+// commands' is git-ignored: cmd/internal/localstack.Dir) and
 // reused by everything local (the local server, `make invoke`, the invoke
 // test), so a request signed by one is accepted by the others. No key
 // material is ever committed: a fresh clone makes its own.
@@ -18,7 +19,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/byorelay/byorelay/projection"
@@ -34,47 +34,11 @@ const (
 	JobID = "demo-job-1"
 )
 
-// EnvDir overrides the key directory.
-const EnvDir = "BYORELAY_DEMO_DIR"
-
 // World is the demo's keys. It holds private keys: it lives on the
 // developer's machine and in tests, never in a deployment.
 type World struct {
 	Site   *protocol.Keys
 	Daemon *protocol.Keys
-}
-
-// Dir is where the demo keys live: $BYORELAY_DEMO_DIR, or .cache/demo at
-// the root of the repository holding the working directory.
-func Dir() (string, error) {
-	if d := os.Getenv(EnvDir); d != "" {
-		return d, nil
-	}
-	root, err := RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(root, ".cache", "demo"), nil
-}
-
-// RepoRoot walks up from the working directory to the go.mod of this
-// module.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.HasPrefix(string(mod), "module github.com/byorelay/byorelay\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("demo: not inside the byorelay repository (set " + EnvDir + ")")
-		}
-		dir = parent
-	}
 }
 
 // Load reads the demo keys from dir, generating any that are missing.
@@ -91,15 +55,6 @@ func Load(dir string) (*World, error) {
 		return nil, err
 	}
 	return &World{Site: site, Daemon: daemon}, nil
-}
-
-// LoadDefault is Load(Dir()).
-func LoadDefault() (*World, error) {
-	dir, err := Dir()
-	if err != nil {
-		return nil, err
-	}
-	return Load(dir)
 }
 
 // loadOrCreate reads a key file, or writes a new one. Two processes may

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/byorelay/byorelay/cmd/internal/localstack"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/localtest/lambdadev"
@@ -29,17 +30,17 @@ const (
 // invokeSite is invoke for a function of the site stack
 // (site-template.yaml): against the site demo world (demo.World.SeedSite:
 // the demo daemon paired as runner-demo, demo-job-1 queued) in DynamoDB
-// Local started here, or in a running `byorelay site --demo`
+// Local started here, or in a running `byorelay-local site --demo`
 // (siteTarget), the event prepared with the lease the demo daemon holds on
 // demo-job-1, then run in-process or under the emulator. Under the
 // emulator the real bootstrap reads the site's keys from SSM as it does
 // deployed; moto holds the demo site's keys there.
 func invokeSite(ctx context.Context, fn sitefn.Function, raw []byte, opts invokeOptions) ([]byte, error) {
-	root, err := demo.RepoRoot()
+	root, err := localstack.RepoRoot()
 	if err != nil {
 		return nil, err
 	}
-	world, err := demo.LoadDefault()
+	world, err := loadDemoWorld()
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +88,7 @@ func invokeSite(ctx context.Context, fn sitefn.Function, raw []byte, opts invoke
 // With TABLE_NAME set: that table on the loopback DynamoDB
 // AWS_ENDPOINT_URL_DYNAMODB names, as it is, under the local stack's
 // credentials (DynamoDB Local keeps tables per access key); it must hold
-// the site demo world, as `byorelay site --demo` seeds it.
+// the site demo world, as `byorelay-local site --demo` seeds it.
 func siteTarget(ctx context.Context, world *demo.World, opts invokeOptions) (table, endpoint string, st *sitefn.Stack, stop func(), err error) {
 	table = os.Getenv("TABLE_NAME")
 	if table == "" {

@@ -2,50 +2,31 @@ package main
 
 import (
 	"bytes"
-	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/cmd/internal/localstack"
 	"github.com/byorelay/byorelay/localtest/demo"
-	"github.com/byorelay/byorelay/relay"
-	"github.com/byorelay/byorelay/store"
-	"github.com/byorelay/byorelay/store/memory"
 )
 
-// demoStack is the local stack's shape in one process: the relay over the
-// memory store and the admin API on the same origin, with the demo
-// projection imported from the demo keys in dir.
+// demoStack is the local stack's shape in one process (demo.MemoryStack)
+// with the demo projection imported from the demo keys in dir, named in
+// dir's stack.env as serve names itself.
 func demoStack(t *testing.T, dir string) string {
 	t.Helper()
 	world, err := demo.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	quiet := slog.New(slog.DiscardHandler)
-	mem := memory.New(store.Options{})
-	cp := controlplane.NewStore(controlplane.NewMemoryStorage())
-	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: cp, Pairings: mem, Logger: quiet})
-	if _, err := admin.Import(t.Context(), world.Fixture()); err != nil {
-		t.Fatal(err)
-	}
-	r, err := relay.New(relay.Config{Store: mem, Pairing: mem, Projection: cp, VerificationURL: "http://control.invalid/approve"})
+	stack, token, err := demo.MemoryStack(t.Context(), world, "http://control.invalid/approve")
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle(controlplane.AdminPrefix+"/", controlplane.AdminHandler(admin))
-	mux.Handle("/", r.HTTPHandler())
-	token, err := controlplane.NewAdminToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(controlplane.LocalGuard(controlplane.GuardConfig{Token: token}, mux))
+	srv := httptest.NewServer(stack)
 	t.Cleanup(srv.Close)
 	// As serve does: the demo finds the stack and its token here.
-	if _, err := writeStackEnv(dir, stackEnv{URL: srv.URL, AdminToken: token}); err != nil {
+	if _, err := localstack.Write(dir, localstack.Stack{URL: srv.URL, AdminToken: token}); err != nil {
 		t.Fatal(err)
 	}
 	return srv.URL

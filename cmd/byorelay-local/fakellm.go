@@ -20,19 +20,19 @@ import (
 // fakeModel is the model name the stand-in lists and answers as.
 const fakeModel = "byorelay-fake"
 
-// runFakeLLM is `byorelay fake-llm`: a stand-in model server speaking the
+// runFakeLLM is `byorelay-local fake-llm`: a stand-in model server speaking the
 // two calls of the OpenAI chat API that byollm's openai-http backend makes,
 // so a real daemon can run a job in a demo without a model installed
 // (localtest/fakellm). It answers every prompt with a fixed sentence that
 // quotes the prompt.
 func runFakeLLM(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("byorelay fake-llm", flag.ContinueOnError)
+	fs := flag.NewFlagSet("byorelay-local fake-llm", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	port := fs.Int("port", 11500, "port on 127.0.0.1 (0 picks a free one)")
 	model := fs.String("model", fakeModel, "the one model it lists and answers as")
 	configOut := fs.String("byollm-config", "", "also write a byollm config.json naming this server as its one service,\nunless the file exists (e.g. .cache/demo/byollm-home/.byollm/config.json)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: byorelay fake-llm [flags]\n\nA stand-in OpenAI-compatible model server for demos (GET /v1/models,\nPOST /v1/chat/completions): it answers every prompt with a sentence that\nquotes it. Nothing is generated; use a real server (Ollama, llama.cpp,\nvLLM) for real answers.\n\n")
+		fmt.Fprint(stderr, "usage: byorelay-local fake-llm [flags]\n\nA stand-in OpenAI-compatible model server for demos (GET /v1/models,\nPOST /v1/chat/completions): it answers every prompt with a sentence that\nquotes it. Nothing is generated; use a real server (Ollama, llama.cpp,\nvLLM) for real answers.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -43,7 +43,7 @@ func runFakeLLM(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)))
 	if err != nil {
-		fmt.Fprintf(stderr, "byorelay fake-llm: %v (pick another: --port N)\n", err)
+		fmt.Fprintf(stderr, "byorelay-local fake-llm: %v (pick another: --port N)\n", err)
 		return 1
 	}
 	base := "http://" + l.Addr().String() + "/v1"
@@ -52,7 +52,7 @@ func runFakeLLM(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if *configOut != "" {
 		switch wrote, err := writeIfAbsent(*configOut, config); {
 		case err != nil:
-			fmt.Fprintf(stderr, "byorelay fake-llm: %v\n", err)
+			fmt.Fprintf(stderr, "byorelay-local fake-llm: %v\n", err)
 			_ = l.Close()
 			return 1
 		case wrote:
@@ -75,7 +75,7 @@ func runFakeLLM(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		_ = srv.Shutdown(shutdown)
 		return 0
 	case err := <-served:
-		fmt.Fprintf(stderr, "byorelay fake-llm: %v\n", err)
+		fmt.Fprintf(stderr, "byorelay-local fake-llm: %v\n", err)
 		return 1
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/byorelay/byorelay/cmd/internal/localstack"
 	"github.com/byorelay/byorelay/controlplane"
 	"github.com/byorelay/byorelay/controlplane/grants"
 	"github.com/byorelay/byorelay/lambdafn"
@@ -61,14 +62,14 @@ type serveOptions struct {
 
 func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	var o serveOptions
-	fs := flag.NewFlagSet("byorelay serve", flag.ContinueOnError)
+	fs := flag.NewFlagSet("byorelay-local serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.store, "store", storeDynamo, "dynamodb: every function of template.yaml over DynamoDB Local, as deployed;\nmemory: the relay and its admin API on plain net/http over this process's memory,\nas the reference relay runs (no Java; everything is gone when it stops)")
 	fs.StringVar(&o.host, "host", "127.0.0.1", "address to listen on; anything but loopback needs --expose-admin")
 	fs.IntVar(&o.port, "port", 8787, "port for every function (0 picks a free one)")
 	fs.StringVar(&o.ddbEndpoint, "ddb-endpoint", "", "use this DynamoDB endpoint instead of starting DynamoDB Local\n(also $"+localtest.EnvDynamoEndpoint+")")
 	fs.StringVar(&o.table, "table", "byorelay-local", "routing table name; created if missing")
-	fs.StringVar(&o.demoDir, "demo-dir", "", "where the demo keys are kept, made on first run and reused after\n(default $"+demo.EnvDir+", else .cache/demo in the repository)")
+	fs.StringVar(&o.demoDir, "demo-dir", "", "where the demo keys are kept, made on first run and reused after\n(default $"+localstack.EnvDir+", else .cache/demo in the repository)")
 	fs.BoolVar(&o.debug, "debug", false, "serve the relay's /debug page (?site=demo-site)")
 	fs.DurationVar(&o.sweepEvery, "sweep-every", time.Minute, "how often the sweeper runs, as its schedule does when deployed")
 	fs.DurationVar(&o.lease, "lease", time.Duration(store.DefaultLeaseMs)*time.Millisecond, "how long a claim's lease lasts without a heartbeat (LEASE_MS when deployed)")
@@ -79,7 +80,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.BoolVar(&o.exposeAdmin, "expose-admin", false, "allow a non-loopback --host: the admin API (guarded by the per-run token,\nsent in clear over plain HTTP) is then reachable from the network too")
 	fs.BoolVar(&o.grants, "grants", false, "author grants with a control-plane key kept in the demo dir: daemons paired\nfrom now on run in relayed mode (a grant on every job, roster members' jobs too)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: byorelay serve [flags]\n\nThe local stack: DynamoDB Local and every function of template.yaml on one\nport, routed as API Gateway routes them, with a demo projection; or, with\n--store memory, the relay alone in this process's memory.\n\n")
+		fmt.Fprint(stderr, "usage: byorelay-local serve [flags]\n\nThe local stack: DynamoDB Local and every function of template.yaml on one\nport, routed as API Gateway routes them, with a demo projection; or, with\n--store memory, the relay alone in this process's memory.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -107,14 +108,14 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	return o, nil
 }
 
-// runServe is `byorelay serve`: up, report, serve until ctx ends, down.
+// runServe is `byorelay-local serve`: up, report, serve until ctx ends, down.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts, err := parseServeFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "byorelay serve: %v\n", err)
+		fmt.Fprintf(stderr, "byorelay-local serve: %v\n", err)
 		return 2
 	}
 	level := slog.LevelInfo
@@ -134,7 +135,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "byorelay serve: %v\n", err)
+		fmt.Fprintf(stderr, "byorelay-local serve: %v\n", err)
 		return 1
 	}
 	defer ls.close()
@@ -145,7 +146,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stdout, "\nstopping…")
 		return 0
 	case err := <-ls.served:
-		fmt.Fprintf(stderr, "byorelay serve: %v\n", err)
+		fmt.Fprintf(stderr, "byorelay-local serve: %v\n", err)
 		return 1
 	}
 }
@@ -159,7 +160,7 @@ type localStack struct {
 	demoDir     string
 	demo        *demo.World
 	siteEnv     string
-	stackEnv    string   // the file `byorelay demo` and `admin` read to find this stack
+	stackEnv    string   // the file `byorelay-local demo` and `admin` read to find this stack
 	adminToken  string   // the admin API's bearer token for this run
 	hosts       []string // Host headers the admin API answers to; nil: any
 	grantKey    string   // the control-plane key file; "" in direct mode
@@ -213,10 +214,10 @@ func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger, progre
 		}
 	}
 
-	// The demo keys are shared with `byorelay invoke` (localtest/demo), so
+	// The demo keys are shared with `byorelay-local invoke` (localtest/demo), so
 	// a sample event it re-signs is accepted here too.
 	if ls.demoDir = opts.demoDir; ls.demoDir == "" {
-		if ls.demoDir, err = demo.Dir(); err != nil {
+		if ls.demoDir, err = localstack.Dir(); err != nil {
 			return nil, err
 		}
 	}
@@ -226,7 +227,7 @@ func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger, progre
 	if ls.siteEnv, err = writeSiteEnv(ls.demoDir, ls.demo, ls.url, time.Now()); err != nil {
 		return nil, fmt.Errorf("demo site env: %w", err)
 	}
-	if ls.stackEnv, err = writeStackEnv(ls.demoDir, stackEnv{URL: ls.url, AdminToken: ls.adminToken}); err != nil {
+	if ls.stackEnv, err = localstack.Write(ls.demoDir, localstack.Stack{URL: ls.url, AdminToken: ls.adminToken}); err != nil {
 		return nil, fmt.Errorf("stack env: %w", err)
 	}
 
@@ -426,7 +427,7 @@ func (ls *localStack) close() {
 	}
 	if ls.stackEnv != "" {
 		// A stack that is gone must not be found by the demo.
-		removeStackEnv(ls.demoDir, ls.url)
+		localstack.Remove(ls.demoDir, ls.url)
 	}
 }
 

@@ -16,13 +16,13 @@ import (
 	"github.com/byorelay/byorelay/localtest"
 )
 
-// runBench is `byorelay bench`: the lifecycle workload against byorelay on
+// runBench is `byorelay-local bench`: the lifecycle workload against byorelay on
 // DynamoDB Local, on the memory store and against the reference relay,
 // then the queue-depth phase and the functions' size and cold start. It
 // writes the report as JSON and as Markdown tables.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := bench.DefaultConfig()
-	fs := flag.NewFlagSet("byorelay bench", flag.ContinueOnError)
+	fs := flag.NewFlagSet("byorelay-local bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.IntVar(&cfg.Sites, "sites", cfg.Sites, "sites (S)")
 	fs.IntVar(&cfg.Daemons, "daemons", cfg.Daemons, "daemons (D), each its own owner, one job at a time: the concurrency")
@@ -44,7 +44,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&cfg.DynamoEndpoint, "ddb-endpoint", os.Getenv(localtest.EnvDynamoEndpoint), "use this DynamoDB endpoint instead of starting DynamoDB Local")
 	out := fs.String("out", ".cache/bench/bench.json", "the JSON report; the Markdown tables go beside it (.md)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: byorelay bench [flags]\n\nDrives the job lifecycle over HTTP against byorelay on DynamoDB Local, on the\nmemory store and against the reference relay, and reports throughput, latency,\nDynamoDB capacity per job and its hottest partition keys, claim at queue\ndepth, and function size and init.\n\n")
+		fmt.Fprint(stderr, "usage: byorelay-local bench [flags]\n\nDrives the job lifecycle over HTTP against byorelay on DynamoDB Local, on the\nmemory store and against the reference relay, and reports throughput, latency,\nDynamoDB capacity per job and its hottest partition keys, claim at queue\ndepth, and function size and init.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -55,11 +55,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	var err error
 	if cfg.Depths, err = parseInts(*depths); err != nil {
-		fmt.Fprintf(stderr, "byorelay bench: --depths: %v\n", err)
+		fmt.Fprintf(stderr, "byorelay-local bench: --depths: %v\n", err)
 		return 2
 	}
 	if cfg.ResultsDeadlines, err = parseDurations(*resultsDeadlines); err != nil {
-		fmt.Fprintf(stderr, "byorelay bench: --results-deadlines: %v\n", err)
+		fmt.Fprintf(stderr, "byorelay-local bench: --results-deadlines: %v\n", err)
 		return 2
 	}
 	cfg.Targets = nil
@@ -69,20 +69,20 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	if cfg.RepoRoot, err = localtest.RepoRoot(); err != nil {
-		fmt.Fprintf(stderr, "byorelay bench: %v\n", err)
+		fmt.Fprintf(stderr, "byorelay-local bench: %v\n", err)
 		return 1
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		fmt.Fprintf(stderr, "byorelay bench: %v\n", err)
+		fmt.Fprintf(stderr, "byorelay-local bench: %v\n", err)
 		return 1
 	}
 	cfg.TargetCommand = []string{exe, "bench-target"}
 	cfg.Progress = stdout
-	fmt.Fprintf(stdout, "byorelay bench %s\n", strings.Join(args, " "))
+	fmt.Fprintf(stdout, "byorelay-local bench %s\n", strings.Join(args, " "))
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "byorelay bench: %v\n", err)
+		fmt.Fprintf(stderr, "byorelay-local bench: %v\n", err)
 		return 1
 	}
 	path := *out
@@ -90,12 +90,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		path = filepath.Join(cfg.RepoRoot, path)
 	}
 	if err := rep.WriteJSON(path); err != nil {
-		fmt.Fprintf(stderr, "byorelay bench: %v\n", err)
+		fmt.Fprintf(stderr, "byorelay-local bench: %v\n", err)
 		return 1
 	}
 	md := strings.TrimSuffix(path, filepath.Ext(path)) + ".md"
 	if err := os.WriteFile(md, []byte(rep.Markdown()), 0o644); err != nil {
-		fmt.Fprintf(stderr, "byorelay bench: %v\n", err)
+		fmt.Fprintf(stderr, "byorelay-local bench: %v\n", err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "\n%s\nwrote %s and %s (%s)\n", rep.Markdown(), path, md, time.Duration(rep.Seconds*float64(time.Second)).Round(time.Second))

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/cmd/internal/localstack"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/protocol"
@@ -36,6 +37,7 @@ func TestRunDispatchesAndRefusesMisuse(t *testing.T) {
 		{"no command", nil, 2},
 		{"an unknown command", []string{"launch"}, 2},
 		{"help", []string{"help"}, 0},
+		{"admin, which is byorelay's", []string{"admin", "export"}, 2},
 		{"serve help", []string{"serve", "-h"}, 0},
 		{"serve with an unknown flag", []string{"serve", "--bogus"}, 2},
 		{"serve with an argument", []string{"serve", "now"}, 2},
@@ -145,15 +147,15 @@ func serveBringsUpTheDemoWorld(t *testing.T, opts serveOptions) {
 	}
 
 	// The env file the demo and the admin CLI read names this stack.
-	env, found, err := readStackEnv(opts.demoDir)
+	env, found, err := localstack.Read(opts.demoDir)
 	if err != nil || !found || env.URL != ls.url || env.AdminToken != ls.adminToken {
 		t.Fatalf("stack.env: %+v %v %v", env, found, err)
 	}
-	if info, err := os.Stat(filepath.Join(opts.demoDir, stackEnvFile)); err != nil || info.Mode().Perm() != 0o600 {
+	if info, err := os.Stat(filepath.Join(opts.demoDir, localstack.StackFile)); err != nil || info.Mode().Perm() != 0o600 {
 		t.Fatalf("stack.env must be owner-only: %v %v", info, err)
 	}
 	ls.close()
-	if _, found, _ := readStackEnv(opts.demoDir); found {
+	if _, found, _ := localstack.Read(opts.demoDir); found {
 		t.Fatal("a stopped stack left its env file for the demo to find")
 	}
 }

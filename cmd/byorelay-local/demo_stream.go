@@ -20,7 +20,7 @@ import (
 	"github.com/byorelay/byorelay/protocol"
 )
 
-// runDemoStream is `byorelay demo-stream`: against a running local stack, a
+// runDemoStream is `byorelay-local demo-stream`: against a running local stack, a
 // Go device that streams (the echo backend, dripping a word at a time) is
 // paired, and a page is served where a prompt's answer appears token by
 // token through the relay (docs/streaming.md). It runs until interrupted.
@@ -28,10 +28,10 @@ func runDemoStream(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var o demoOptions
 	var addr string
 	var drip time.Duration
-	fs := flag.NewFlagSet("byorelay demo-stream", flag.ContinueOnError)
+	fs := flag.NewFlagSet("byorelay-local demo-stream", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.relay, "relay", "", "the relay (default: the local stack 'make run' started)")
-	fs.StringVar(&o.demoDir, "demo-dir", "", "where 'byorelay serve' keeps the demo site's keys")
+	fs.StringVar(&o.demoDir, "demo-dir", "", "where 'byorelay-local serve' keeps the demo site's keys")
 	fs.StringVar(&o.pairAsWho, "owner", demo.Owner, "the person the demo device is approved for")
 	fs.StringVar(&addr, "listen", "127.0.0.1:8790", "where the page is served")
 	fs.DurationVar(&drip, "drip", 200*time.Millisecond, "the echo backend's pause between words")
@@ -42,11 +42,11 @@ func runDemoStream(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return 2
 	}
 	if err := findStack(&o); err != nil {
-		fmt.Fprintf(stderr, "byorelay demo-stream: %v\n", err)
+		fmt.Fprintf(stderr, "byorelay-local demo-stream: %v\n", err)
 		return 1
 	}
 	if err := demoStream(ctx, o, addr, drip, stdout); err != nil && ctx.Err() == nil {
-		fmt.Fprintf(stderr, "byorelay demo-stream: %v (is 'make run' up?)\n", err)
+		fmt.Fprintf(stderr, "byorelay-local demo-stream: %v (is 'make run' up?)\n", err)
 		return 1
 	}
 	return 0
@@ -75,7 +75,7 @@ func demoStream(ctx context.Context, o demoOptions, addr string, drip time.Durat
 	}
 	admin := controlplane.NewClient(relayURL, nil).WithToken(o.token)
 	var approveErr error
-	if _, err := dev.Pair(ctx, "byorelay demo-stream", func(code daemon.PairCode) {
+	if _, err := dev.Pair(ctx, "byorelay-local demo-stream", func(code daemon.PairCode) {
 		_, approveErr = admin.Approve(ctx, controlplane.ApproveRequest{UserCode: code.UserCode, Owner: o.pairAsWho})
 	}); err != nil || approveErr != nil {
 		return fmt.Errorf("pairing the streaming device: %v %v", err, approveErr)
@@ -105,7 +105,7 @@ func demoStream(ctx context.Context, o demoOptions, addr string, drip time.Durat
 			_ = srv.Close()
 		}
 	})
-	fmt.Fprintf(out, "byorelay demo-stream: open http://%s and ask; the answer streams through %s\n", ln.Addr(), relayURL)
+	fmt.Fprintf(out, "byorelay-local demo-stream: open http://%s and ask; the answer streams through %s\n", ln.Addr(), relayURL)
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/cmd/internal/localstack"
 	"github.com/byorelay/byorelay/localtest"
-	"github.com/byorelay/byorelay/localtest/demo"
 )
 
 // buildProgram builds pkg (a path from this directory) into dir, as the
@@ -122,18 +122,18 @@ func (r *running) stopWith(t *testing.T, sig syscall.Signal) {
 // non-zero status is printed as a make error after every Ctrl-C.
 func TestLongRunningProgramsExitZeroOnSIGINT(t *testing.T) {
 	bins := t.TempDir()
-	byorelay := buildProgram(t, bins, "byorelay", ".")
+	byorelay := buildProgram(t, bins, "byorelay-local", ".")
 	chat := buildProgram(t, bins, "chat", "../../examples/chat")
 	ddb := localtest.DynamoEndpoint(t)
 
 	t.Run("make run (serve, DynamoDB)", func(t *testing.T) {
-		env := []string{demo.EnvDir + "=" + t.TempDir()}
+		env := []string{localstack.EnvDir + "=" + t.TempDir()}
 		serve := start(t, env, byorelay, "serve", "--port", "0", "--ddb-endpoint", ddb, "--table", localtest.UniqueName("sigint"), "--quiet")
 		serve.waitFor(t, "Ctrl-C stops everything")
 		serve.interrupt(t)
 	})
 	t.Run("make run RUN_FLAGS=--store=memory, and make demo-stream against it", func(t *testing.T) {
-		env := []string{demo.EnvDir + "=" + t.TempDir()}
+		env := []string{localstack.EnvDir + "=" + t.TempDir()}
 		serve := start(t, env, byorelay, "serve", "--store", "memory", "--port", "0", "--quiet")
 		serve.waitFor(t, "Ctrl-C stops everything")
 		stream := start(t, env, byorelay, "demo-stream", "--listen", "127.0.0.1:0")
@@ -186,7 +186,7 @@ func TestCtrlCOnALongRunningMakeTargetPrintsNoMakeError(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command("make", append([]string{"--no-print-directory", "-C", "../.."}, tc.args...)...)
-			cmd.Env = append(os.Environ(), demo.EnvDir+"="+t.TempDir())
+			cmd.Env = append(os.Environ(), localstack.EnvDir+"="+t.TempDir())
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 			out, err := cmd.StdoutPipe()
 			if err != nil {

@@ -85,7 +85,7 @@ func TestInvokeAgainstARunningStackUsesItsCredentialsNotTheDevelopers(t *testing
 	}
 	endpoint := localtest.DynamoEndpoint(t)
 	table := localtest.UniqueName("invoke-stack")
-	// As `byorelay serve` makes it: under localtest.AWSConfig's credentials.
+	// As `byorelay-local serve` makes it: under localtest.AWSConfig's credentials.
 	if err := world.Seed(t.Context(), dynamodb.NewFromConfig(localtest.AWSConfig(endpoint)), table); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestInvokeOfASiteFunctionRefusesATableWithoutTheSiteDemoWorld(t *testing.T)
 	}
 }
 
-// A running `byorelay site --demo`'s table, with the developer's own AWS
+// A running `byorelay-local site --demo`'s table, with the developer's own AWS
 // settings in the environment: invoke uses the local stack's credentials,
 // claims the queued demo job, and a fetch then names the lease that claim
 // granted (read from the table) and gets the payload resealed to the
@@ -186,7 +186,7 @@ func TestInvokeOfSiteFunctionsActsOnARunningSiteStacksTable(t *testing.T) {
 	}
 	endpoint := localtest.DynamoEndpoint(t)
 	table := localtest.UniqueName("invoke-site-stack")
-	// As `byorelay site --demo` makes it: under localtest.AWSConfig's credentials.
+	// As `byorelay-local site --demo` makes it: under localtest.AWSConfig's credentials.
 	if _, err := lambdadev.OpenDemoSite(t.Context(), world, dynamodb.NewFromConfig(localtest.AWSConfig(endpoint)), table); err != nil {
 		t.Fatal(err)
 	}

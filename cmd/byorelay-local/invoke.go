@@ -18,6 +18,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/byorelay/byorelay/cmd/internal/localstack"
 	"github.com/byorelay/byorelay/lambdafn"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/demo"
@@ -26,7 +27,7 @@ import (
 	"github.com/byorelay/byorelay/store/dynamo"
 )
 
-const invokeUsage = `usage: byorelay invoke [flags] FN EVENT
+const invokeUsage = `usage: byorelay-local invoke [flags] FN EVENT
 
 Runs function FN (a directory under functions/) with the event file EVENT,
 the way 'sam local invoke' would: the real bootstrap, built for this
@@ -41,7 +42,7 @@ a local table) it uses that table as it is.
 A site-stack function (functions/site*, site-template.yaml) runs against
 the site demo world (the demo daemon paired, demo-job-1 queued): with
 TABLE_NAME unset in its own DynamoDB Local, with it set in that table of a
-running 'byorelay site --demo'. Under the emulator moto's SSM holds the
+running 'byorelay-local site --demo'. Under the emulator moto's SSM holds the
 site's keys, which the bootstrap reads as it does deployed.
 
 flags:
@@ -66,12 +67,12 @@ func runInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	fn, err := lookupAnyFunction(fs.Arg(0))
 	if err != nil {
-		fmt.Fprintln(stderr, "byorelay invoke:", err)
+		fmt.Fprintln(stderr, "byorelay-local invoke:", err)
 		return 2
 	}
 	raw, err := os.ReadFile(fs.Arg(1))
 	if err != nil {
-		fmt.Fprintln(stderr, "byorelay invoke:", err)
+		fmt.Fprintln(stderr, "byorelay-local invoke:", err)
 		return 1
 	}
 	// The emulator runs in the bootstrap's directory: a path relative to
@@ -82,7 +83,7 @@ func runInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) int
 				_, err = os.Stat(*p)
 			}
 			if err != nil {
-				fmt.Fprintln(stderr, "byorelay invoke:", err)
+				fmt.Fprintln(stderr, "byorelay-local invoke:", err)
 				return 1
 			}
 		}
@@ -96,7 +97,7 @@ func runInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		answer, err = invokeSite(ctx, f, raw, opts)
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "byorelay invoke:", err)
+		fmt.Fprintln(stderr, "byorelay-local invoke:", err)
 		return 1
 	}
 	var pretty bytes.Buffer
@@ -130,11 +131,11 @@ type invokeOptions struct {
 }
 
 func invoke(ctx context.Context, fn lambdafn.Function, raw []byte, opts invokeOptions) ([]byte, error) {
-	root, err := demo.RepoRoot()
+	root, err := localstack.RepoRoot()
 	if err != nil {
 		return nil, err
 	}
-	world, err := demo.LoadDefault()
+	world, err := loadDemoWorld()
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +276,7 @@ func functionEnv(ctx context.Context, world *demo.World, progress io.Writer) (en
 
 // localCredentials are the variables that point a function at a local
 // DynamoDB with the credentials and region localtest.AWSConfig uses, the
-// ones `byorelay serve` created its table under. Later entries win over
+// ones `byorelay-local serve` created its table under. Later entries win over
 // the inherited environment.
 func localCredentials(endpoint string) []string {
 	return []string{

@@ -15,6 +15,8 @@ import (
 
 	"github.com/byorelay/byorelay/client/daemon"
 	"github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/cmd/internal/backendflag"
+	"github.com/byorelay/byorelay/cmd/internal/localstack"
 	"github.com/byorelay/byorelay/controlplane"
 	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/protocol"
@@ -26,28 +28,28 @@ type demoOptions struct {
 	demoDir   string
 	jobs      int
 	timeout   time.Duration
-	backend   backendFlags
+	backend   backendflag.Flags
 	pairAsWho string
 	device    bool
 	token     string
 }
 
-// runDemo is `byorelay demo`: against a running local stack, a Go site and
+// runDemo is `byorelay-local demo`: against a running local stack, a Go site and
 // a freshly paired Go daemon finish real jobs, and every step is told as it
 // happens, for somebody seeing BYOLLM for the first time.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o demoOptions
-	fs := flag.NewFlagSet("byorelay demo", flag.ContinueOnError)
+	fs := flag.NewFlagSet("byorelay-local demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.relay, "relay", "", "the relay (default: the local stack 'make run' started, found through\nthe stack.env it writes in the demo dir)")
-	fs.StringVar(&o.demoDir, "demo-dir", "", "where 'byorelay serve' keeps the demo site's keys\n(default $"+demo.EnvDir+", else .cache/demo in the repository)")
+	fs.StringVar(&o.demoDir, "demo-dir", "", "where 'byorelay-local serve' keeps the demo site's keys\n(default $"+localstack.EnvDir+", else .cache/demo in the repository)")
 	fs.IntVar(&o.jobs, "jobs", 3, "how many jobs the site publishes")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "give up if the jobs have not all come back by then")
 	fs.StringVar(&o.pairAsWho, "owner", demo.Owner, "the person the demo device is approved for (they consented to the demo site)")
 	fs.BoolVar(&o.device, "device", true, "pair and run a Go device too; --device=false only publishes and collects,\nfor a device of the owner that is already running (a real byollm daemon)")
-	o.backend.register(fs)
+	o.backend.Register(fs)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: byorelay demo [flags]\n\nA Go site and a Go daemon complete real jobs through the local stack, step\nby step. Start the stack first: make run (or byorelay serve).\n\n")
+		fmt.Fprint(stderr, "usage: byorelay-local demo [flags]\n\nA Go site and a Go daemon complete real jobs through the local stack, step\nby step. Start the stack first: make run (or byorelay-local serve).\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -57,17 +59,17 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if o.jobs < 1 {
-		fmt.Fprintln(stderr, "byorelay demo: --jobs must be at least 1")
+		fmt.Fprintln(stderr, "byorelay-local demo: --jobs must be at least 1")
 		return 2
 	}
 	if err := findStack(&o); err != nil {
-		fmt.Fprintf(stderr, "byorelay demo: %v\n", err)
+		fmt.Fprintf(stderr, "byorelay-local demo: %v\n", err)
 		return 1
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	if err := demoSteps(ctx, o, stdout); err != nil {
-		fmt.Fprintf(stderr, "\nbyorelay demo: %v\n", err)
+		fmt.Fprintf(stderr, "\nbyorelay-local demo: %v\n", err)
 		// The clients' errors do not all wrap the dial error, so its words
 		// are checked too.
 		if errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error(), "connection refused") {
@@ -85,13 +87,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // file when it names the same stack, else from $BYORELAY_ADMIN_TOKEN.
 func findStack(o *demoOptions) error {
 	if o.demoDir == "" {
-		dir, err := demo.Dir()
+		dir, err := localstack.Dir()
 		if err != nil {
 			return err
 		}
 		o.demoDir = dir
 	}
-	stack, found, err := readStackEnv(o.demoDir)
+	stack, found, err := localstack.Read(o.demoDir)
 	if err != nil {
 		return err
 	}
@@ -133,7 +135,7 @@ var demoPrompts = []string{
 func demoSteps(ctx context.Context, o demoOptions, out io.Writer) error {
 	n := &narrator{out: out}
 	relayURL := strings.TrimRight(o.relay, "/")
-	n.say("byorelay demo: a site and a device finish %d job(s) through the relay at %s.", o.jobs, relayURL)
+	n.say("byorelay-local demo: a site and a device finish %d job(s) through the relay at %s.", o.jobs, relayURL)
 	n.say("The relay routes work and holds only public keys and ciphertext: it can read none of it.\n")
 
 	// 1. The site.
@@ -160,7 +162,7 @@ func demoSteps(ctx context.Context, o demoOptions, out io.Writer) error {
 	}
 
 	// 2. The device, paired the way a person pairs one.
-	backend, err := o.backend.build()
+	backend, err := o.backend.Build()
 	if err != nil {
 		return err
 	}
@@ -180,7 +182,7 @@ func demoSteps(ctx context.Context, o demoOptions, out io.Writer) error {
 	pairCtx, stopPairing := context.WithCancel(ctx)
 	defer stopPairing()
 	var approveErr error
-	pairing, err := dev.Pair(pairCtx, "byorelay demo", func(code daemon.PairCode) {
+	pairing, err := dev.Pair(pairCtx, "byorelay-local demo", func(code daemon.PairCode) {
 		n.say("   The relay answers with a user code: %s", code.UserCode)
 		n.say("   A person would approve it at %s;", code.VerificationURL)
 		n.say("   the demo approves it for %q through the control plane's admin API.", o.pairAsWho)

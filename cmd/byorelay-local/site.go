@@ -27,11 +27,11 @@ import (
 	sitedynamo "github.com/byorelay/byorelay/sitestore/dynamo"
 )
 
-// runSite is `byorelay site`: the direct-lane site stack locally, every
+// runSite is `byorelay-local site`: the direct-lane site stack locally, every
 // function of site-template.yaml on one loopback port over DynamoDB Local
 // (started, or given), routed as API Gateway routes them.
 func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("byorelay site", flag.ContinueOnError)
+	fs := flag.NewFlagSet("byorelay-local site", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	port := fs.Int("port", 8788, "loopback port for the daemon endpoints (/byollm/*) and the app API (/app/*)")
 	adminPort := fs.Int("admin-port", 0, "TEST ONLY: serve the conformance admin API (reset, clock advance) on this loopback port; 0 is off")
@@ -43,7 +43,7 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	leaseMs := fs.Int64("lease-ms", 0, "lease length in ms (default 60000)")
 	pairingTTL := fs.Int64("pairing-ttl-ms", 0, "pairing code lifetime in ms (default 600000)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: byorelay site [flags]\n\nA direct-lane BYOLLM site locally: the site functions of site-template.yaml\non one port over DynamoDB Local. Point a daemon at it with `byollm connect <url>`;\napprove codes and enqueue jobs through the app API (README, \"Run a direct-lane site\").\n\n")
+		fmt.Fprint(stderr, "usage: byorelay-local site [flags]\n\nA direct-lane BYOLLM site locally: the site functions of site-template.yaml\non one port over DynamoDB Local. Point a daemon at it with `byollm connect <url>`;\napprove codes and enqueue jobs through the app API (README, \"Run a direct-lane site\").\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -59,7 +59,7 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, "stopped")
 			return 0
 		}
-		fmt.Fprintf(stderr, "byorelay site: %v\n", err)
+		fmt.Fprintf(stderr, "byorelay-local site: %v\n", err)
 		return 1
 	}
 
@@ -67,7 +67,7 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var keys *protocol.Keys
 	var err error
 	if *demoWorld {
-		if world, err = demo.LoadDefault(); err != nil {
+		if world, err = loadDemoWorld(); err != nil {
 			return fail(err)
 		}
 		keys = world.Site

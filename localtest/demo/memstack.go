@@ -1,0 +1,38 @@
+package demo
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/relay"
+	"github.com/byorelay/byorelay/store"
+	"github.com/byorelay/byorelay/store/memory"
+)
+
+// MemoryStack is the local stack's shape in one handler, for tests of the
+// commands that talk to it: the relay over the memory store and the admin
+// API on the same origin, behind the local admin guard, with w's
+// projection imported. adminToken is the guard's per-run token. Pairing
+// codes name verificationURL; nothing serves it.
+func MemoryStack(ctx context.Context, w *World, verificationURL string) (h http.Handler, adminToken string, err error) {
+	quiet := slog.New(slog.DiscardHandler)
+	mem := memory.New(store.Options{})
+	cp := controlplane.NewStore(controlplane.NewMemoryStorage())
+	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: cp, Pairings: mem, Logger: quiet})
+	if _, err := admin.Import(ctx, w.Fixture()); err != nil {
+		return nil, "", err
+	}
+	r, err := relay.New(relay.Config{Store: mem, Pairing: mem, Projection: cp, VerificationURL: verificationURL})
+	if err != nil {
+		return nil, "", err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(controlplane.AdminPrefix+"/", controlplane.AdminHandler(admin))
+	mux.Handle("/", r.HTTPHandler())
+	if adminToken, err = controlplane.NewAdminToken(); err != nil {
+		return nil, "", err
+	}
+	return controlplane.LocalGuard(controlplane.GuardConfig{Token: adminToken}, mux), adminToken, nil
+}
