@@ -196,7 +196,13 @@ func (s *Store) Complete(ctx context.Context, in store.CompleteInput) (store.Com
 		next.Result, next.ResultC, next.ResultS3 = env.inline, env.inlineC, env.s3Key
 		next.Disposition = string(in.Disposition)
 		next.State = string(store.StateDone)
-		out, _, err := s.commit(ctx, jobWrite{pk: j.PK, put: &next, ver: j.Ver, unsealed: unsealed(j)})
+		// A renewal or a cancel may write the done job before a lost
+		// acknowledgement's read-back: the mark still tells this result
+		// from another call's, which would be answered "duplicate".
+		mark := newMark()
+		next.DoneMark = mark
+		out, _, err := s.commit(ctx, jobWrite{pk: j.PK, put: &next, ver: j.Ver, unsealed: unsealed(j),
+			mine: func(j *jobItem) bool { return j.DoneMark == mark }})
 		if err != nil {
 			return store.CompleteResult{}, err
 		}
@@ -252,7 +258,12 @@ func (s *Store) release(ctx context.Context, in store.ReleaseInput, ref protocol
 			next.RetryAfter[in.RunnerID] = in.RetryAfter
 		}
 		next.requeue()
-		out, _, err := s.commit(ctx, jobWrite{pk: j.PK, put: &next, ver: j.Ver, unsealed: unsealed(j)})
+		// Another runner may claim the job before a lost acknowledgement's
+		// read-back: the mark still tells that this release let it go.
+		mark := newMark()
+		next.ReleaseMark = mark
+		out, _, err := s.commit(ctx, jobWrite{pk: j.PK, put: &next, ver: j.Ver, unsealed: unsealed(j),
+			mine: func(j *jobItem) bool { return j.ReleaseMark == mark }})
 		if err != nil {
 			return false, err
 		}
