@@ -197,8 +197,9 @@ func (s *Store) Complete(ctx context.Context, in store.CompleteInput) (store.Com
 		next.Disposition = string(in.Disposition)
 		next.State = string(store.StateDone)
 		// A renewal or a cancel may write the done job before a lost
-		// acknowledgement's read-back: the mark still tells this result
-		// from another call's, which would be answered "duplicate".
+		// acknowledgement's read-back: the mark still says this call
+		// recorded the result, which, decided again, it would answer
+		// "duplicate" (and drop the S3 object the job now names).
 		mark := newMark()
 		next.DoneMark = mark
 		out, _, err := s.commit(ctx, jobWrite{pk: j.PK, put: &next, ver: j.Ver, unsealed: unsealed(j),
@@ -259,7 +260,8 @@ func (s *Store) release(ctx context.Context, in store.ReleaseInput, ref protocol
 		}
 		next.requeue()
 		// Another runner may claim the job before a lost acknowledgement's
-		// read-back: the mark still tells that this release let it go.
+		// read-back: the mark still says this call let it go, which,
+		// decided again, it would answer not released.
 		mark := newMark()
 		next.ReleaseMark = mark
 		out, _, err := s.commit(ctx, jobWrite{pk: j.PK, put: &next, ver: j.Ver, unsealed: unsealed(j),

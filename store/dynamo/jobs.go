@@ -354,8 +354,9 @@ func (s *Store) Seal(ctx context.Context, in store.SealInput) (store.SealResult,
 		// problem it does not have.
 		next.SealAttempts = 0
 		// The device may fetch (or complete, or release) before a lost
-		// acknowledgement's read-back: the mark still tells this seal from
-		// another that would be answered too-late.
+		// acknowledgement's read-back: the mark still says this call
+		// sealed, which, decided again, it would answer too-late (and drop
+		// the S3 object the job now names).
 		mark := newMark()
 		next.SealMark = mark
 		out, _, err := s.commit(ctx, jobWrite{pk: pk, put: &next, ver: j.Ver, unsealed: unsealed(j),
