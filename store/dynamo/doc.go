@@ -8,7 +8,8 @@
 //
 //	J#<site>\0<jobId>     sk J: the job: stub, state, holder, clocks,
 //	                      refusals, the result (inline JSON or an S3 key),
-//	                      where its payload is, ver, wid; once removed, its
+//	                      where its payload is, ver, wid, the last seal's,
+//	                      completion's and release's marks; once removed, its
 //	                      tombstone (gone, no ciphertext) until TTL; a
 //	                      finished job is deleted by the sweep at its end
 //	                      (below, "When a job ends")
@@ -82,14 +83,20 @@
 // (timeout, connection reset, throttling after the fact), the job is read
 // back: it carries the wid when the write committed and nothing was
 // written over it since, so the caller gets the right answer instead of a
-// guess. A grant can be written over before its read-back (the site sees it
-// and seals at once), so a grant is also recognised by its lease id, which
-// only it writes; otherwise the claim would answer no grant for a job now
-// ready under a lease nobody was told of. Transactions also carry the wid
-// as their ClientRequestToken. A sweep removes an unfinished job by writing
-// its tombstone, not by deleting it, so a removal too is known to be this
-// replica's own and is reported once. (A finished job, which is never
-// reported, is deleted at its end: below.)
+// guess. The rule: a write whose effect another call can observe, and that
+// another call can write over before the read-back, also leaves an id only
+// it writes and every later write keeps (they copy the item), and the
+// read-back looks for that id too. A grant leaves its lease id (the site
+// seals at once); a seal, a completion and a release their marks (sm, dm,
+// rm: the device fetches at once, a heartbeat renews the done job, another
+// runner claims the released one). Without it the claim answers no grant
+// for a job ready under a lease nobody was told of, the seal too-late for
+// a payload the device holds, the completion "duplicate" for the result it
+// recorded (dropping its object), the release no for a job it let go.
+// Transactions also carry the wid as their ClientRequestToken. A sweep
+// removes an unfinished job by writing its tombstone, not by deleting it,
+// so a removal too is known to be this replica's own and is reported once.
+// (A finished job, which is never reported, is deleted at its end: below.)
 //
 // # The unsealed cap without a transaction
 //

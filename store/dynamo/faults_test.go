@@ -335,6 +335,134 @@ func TestFaultsClaimKeepsAGrantSealedBeforeItsLostAckIsResolved(t *testing.T) {
 	}
 }
 
+// TestFaultsWritesKeepTheirAnswerWhenWrittenOverBeforeTheirLostAckIsResolved:
+// a seal, a completion or a release commits, its acknowledgement is lost,
+// and another call writes the job before the read-back (a fetch, a lease
+// renewal, a claim). The read-back finds the later image, not this write's,
+// and the caller must still be told that its write took effect: a seal told
+// too-late after the device took its payload, a result told "duplicate"
+// (and its object dropped) that is the one recorded, a release told no
+// after the job went to another runner.
+func TestFaultsWritesKeepTheirAnswerWhenWrittenOverBeforeTheirLostAckIsResolved(t *testing.T) {
+	payload := protocol.SealedEnvelope{Ciphertext: "p"}
+	result := protocol.SealedEnvelope{Ciphertext: "result"}
+	// grant claims a for r1 through the clean replica, sealed and taken
+	// when asked.
+	grant := func(e *faultEnv, seal, take bool) string {
+		t.Helper()
+		e.enqueue("a")
+		g, err := e.clean.Claim(e.ctx, faultClaim("r1"))
+		if err != nil || len(g) != 1 {
+			t.Fatalf("claim: %v %v", g, err)
+		}
+		lease := g[0].Lease.ID
+		if seal {
+			if res, err := e.clean.Seal(e.ctx, store.SealInput{SiteID: "site", JobID: "a", Envelope: payload}); err != nil || res.State != store.StateReady {
+				t.Fatalf("seal: %+v %v", res, err)
+			}
+		}
+		if take {
+			if res, err := e.clean.TakePayload(e.ctx, store.HolderInput{JobID: "a", RunnerID: "r1", LeaseID: lease}); err != nil || res.Envelope == nil {
+				t.Fatalf("take: %+v %v", res, err)
+			}
+		}
+		return lease
+	}
+	// inWindow runs call once the next job write's acknowledgement is lost.
+	inWindow := func(e *faultEnv, what string, call func() error) {
+		e.f.next("PutItem J", lostAck)
+		e.f.afterLostAck = func() {
+			e.f.afterLostAck = nil
+			if err := call(); err != nil {
+				t.Errorf("%s in the lost acknowledgement's window: %v", what, err)
+			}
+		}
+	}
+	renew := func(e *faultEnv, lease string) func() error {
+		return func() error {
+			res, err := e.clean.RenewLeases(e.ctx, store.RenewInput{RunnerID: "r1", Leases: []protocol.GrantRef{{JobID: "a", LeaseID: lease}}, LeaseMs: 60_000})
+			if err == nil && len(res.Renewed) != 1 {
+				err = fmt.Errorf("not renewed: %+v", res)
+			}
+			return err
+		}
+	}
+
+	t.Run("seal, then the device takes the payload", func(t *testing.T) {
+		e := newFaultEnv(t)
+		lease := grant(e, false, false)
+		inWindow(e, "take", func() error {
+			res, err := e.clean.TakePayload(e.ctx, store.HolderInput{JobID: "a", RunnerID: "r1", LeaseID: lease})
+			if err == nil && res.Envelope == nil {
+				err = fmt.Errorf("no payload: %+v", res)
+			}
+			return err
+		})
+		res, err := e.s.Seal(e.ctx, store.SealInput{SiteID: "site", JobID: "a", Envelope: payload})
+		if err != nil || res.State != store.StateReady || res.Refused != "" {
+			t.Fatalf("seal: %+v %v, want ready", res, err)
+		}
+		if j, held := e.held("a"); j.State != store.StateRunning || j.Payload == nil || len(held) != 0 {
+			t.Fatalf("stored %s, payload %v, unsealed set %v", j.State, j.Payload, held)
+		}
+	})
+
+	for _, tc := range []struct {
+		name        string
+		seal, take  bool
+		overwriting func(e *faultEnv, lease string) (string, func() error)
+	}{
+		{"complete from running, then a renewal", true, true, func(e *faultEnv, lease string) (string, func() error) { return "renewal", renew(e, lease) }},
+		{"complete from ready, then a renewal", true, false, func(e *faultEnv, lease string) (string, func() error) { return "renewal", renew(e, lease) }},
+		{"complete unsealed, then a cancel", false, false, func(e *faultEnv, lease string) (string, func() error) {
+			return "cancel", func() error {
+				ok, err := e.clean.Cancel(e.ctx, "site", "a")
+				if err == nil && !ok {
+					err = errors.New("not cancelled")
+				}
+				return err
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newFaultEnv(t)
+			lease := grant(e, tc.seal, tc.take)
+			what, call := tc.overwriting(e, lease)
+			inWindow(e, what, call)
+			res, err := e.s.Complete(e.ctx, store.CompleteInput{JobID: "a", RunnerID: "r1", LeaseID: lease, Envelope: result, Disposition: store.DispositionOK})
+			if err != nil || !res.Accepted || res.Duplicate {
+				t.Fatalf("complete: %+v %v, want accepted", res, err)
+			}
+			finished, err := e.clean.Finished(e.ctx, "site", 0)
+			if err != nil || len(finished) != 1 || finished[0].Result.Ciphertext != "result" {
+				t.Fatalf("finished: %+v %v", finished, err)
+			}
+			if _, held := e.held("a"); len(held) != 0 {
+				t.Fatalf("unsealed set after the completion: %v", held)
+			}
+		})
+	}
+
+	t.Run("release, then another runner claims the job", func(t *testing.T) {
+		e := newFaultEnv(t)
+		lease := grant(e, true, false)
+		inWindow(e, "claim", func() error {
+			g, err := e.clean.Claim(e.ctx, faultClaim("r2"))
+			if err == nil && len(g) != 1 {
+				err = fmt.Errorf("granted %d jobs, want 1", len(g))
+			}
+			return err
+		})
+		released, err := e.s.ReleaseLeases(e.ctx, store.ReleaseInput{RunnerID: "r1", Leases: []protocol.GrantRef{{JobID: "a", LeaseID: lease}}, Reason: store.ReleaseShutdown})
+		if err != nil || len(released) != 1 {
+			t.Fatalf("release: %v %v, want a released", released, err)
+		}
+		if j, _ := e.held("a"); j.ClaimedBy == nil || j.ClaimedBy.RunnerID != "r2" {
+			t.Fatalf("stored %s under %+v, want r2's grant", j.State, j.ClaimedBy)
+		}
+	})
+}
+
 // TestFaultsHolderCallsAnswerCorrectly drives a grant through seal, fetch,
 // complete and release with each fault on the write that decides it.
 func TestFaultsHolderCallsAnswerCorrectly(t *testing.T) {

@@ -197,7 +197,14 @@ func (s *Store) Complete(ctx context.Context, in store.CompleteInput) (store.Com
 		next.Disposition = string(in.Disposition)
 		next.State = string(store.StateDone)
 		next.DoneAt = s.now()
-		out, _, err := s.commit(ctx, jobWrite{pk: j.PK, put: &next, ver: j.Ver, unsealed: unsealed(j)})
+		// A renewal or a cancel may write the done job before a lost
+		// acknowledgement's read-back: the mark still says this call
+		// recorded the result, which, decided again, it would answer
+		// "duplicate" (and drop the S3 object the job now names).
+		mark := newMark()
+		next.DoneMark = mark
+		out, _, err := s.commit(ctx, jobWrite{pk: j.PK, put: &next, ver: j.Ver, unsealed: unsealed(j),
+			mine: func(j *jobItem) bool { return j.DoneMark == mark }})
 		if err != nil {
 			return store.CompleteResult{}, err
 		}
@@ -253,7 +260,13 @@ func (s *Store) release(ctx context.Context, in store.ReleaseInput, ref protocol
 			next.RetryAfter[in.RunnerID] = in.RetryAfter
 		}
 		next.requeue()
-		out, _, err := s.commit(ctx, jobWrite{pk: j.PK, put: &next, ver: j.Ver, unsealed: unsealed(j)})
+		// Another runner may claim the job before a lost acknowledgement's
+		// read-back: the mark still says this call let it go, which,
+		// decided again, it would answer not released.
+		mark := newMark()
+		next.ReleaseMark = mark
+		out, _, err := s.commit(ctx, jobWrite{pk: j.PK, put: &next, ver: j.Ver, unsealed: unsealed(j),
+			mine: func(j *jobItem) bool { return j.ReleaseMark == mark }})
 		if err != nil {
 			return false, err
 		}

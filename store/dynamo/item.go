@@ -39,6 +39,15 @@ type jobItem struct {
 	// WID names the write that produced this version, so a caller whose
 	// write's answer was lost can tell by reading whether it committed.
 	WID string `dynamodbav:"wid"`
+	// SealMark, DoneMark and ReleaseMark are ids the last seal, completion
+	// and release wrote (newMark). Every later write copies the item, so
+	// keeps them: after an ambiguous error, a write that a fetch, a renewal
+	// or a claim wrote over before its read-back is still recognised as its
+	// own (commit). The next write of the same kind replaces the mark; a
+	// tombstone drops them.
+	SealMark    string `dynamodbav:"sm,omitempty"`
+	DoneMark    string `dynamodbav:"dm,omitempty"`
+	ReleaseMark string `dynamodbav:"rm,omitempty"`
 	// Seq is enqueue order: store clock, then a per-instance counter.
 	Seq string `dynamodbav:"seq"`
 	TTL int64  `dynamodbav:"ttl"`

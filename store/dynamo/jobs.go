@@ -354,7 +354,14 @@ func (s *Store) Seal(ctx context.Context, in store.SealInput) (store.SealResult,
 		// twice for ordinary lease lapses must not be evicted for a payload
 		// problem it does not have.
 		next.SealAttempts = 0
-		out, _, err := s.commit(ctx, jobWrite{pk: pk, put: &next, ver: j.Ver, unsealed: unsealed(j)})
+		// The device may fetch (or complete, or release) before a lost
+		// acknowledgement's read-back: the mark still says this call
+		// sealed, which, decided again, it would answer too-late (and drop
+		// the S3 object the job now names).
+		mark := newMark()
+		next.SealMark = mark
+		out, _, err := s.commit(ctx, jobWrite{pk: pk, put: &next, ver: j.Ver, unsealed: unsealed(j),
+			mine: func(j *jobItem) bool { return j.SealMark == mark }})
 		if err != nil {
 			return store.SealResult{}, err
 		}

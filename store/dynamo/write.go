@@ -2,6 +2,8 @@ package dynamo
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -37,8 +39,10 @@ type jobWrite struct {
 	// mine, when set, recognises this write in a later image of the job:
 	// after an ambiguous error the read-back may find the wid already
 	// overwritten by a write that came after this one (a seal landing on a
-	// grant whose acknowledgement was lost), and without it the caller
-	// would be told it lost a race it won.
+	// grant whose acknowledgement was lost, a renewal on a completion), and
+	// without it the caller would be told it lost a race it won. It names
+	// what only this write put there and every later write keeps: a grant's
+	// lease id, or a seal's, a completion's or a release's mark.
 	mine func(*jobItem) bool
 }
 
@@ -61,9 +65,11 @@ const (
 // effect (throttling, a conflict, a timeout, a lost acknowledgement) is
 // resolved by reading the job back: the write stamped a fresh wid, so the
 // item carries it when the write committed and nothing was written over it
-// since. A write that can be overwritten before its read-back (a grant the
-// site seals at once) names what else marks it (jobWrite.mine). If it did
-// not commit, the same write is tried again; its condition is evaluated
+// since. A write whose effect a caller can observe, and which another write
+// can cover before the read-back (a grant the site seals at once, a seal the
+// device fetches at once, a completion a heartbeat renews, a release
+// another runner claims), names what else marks it (jobWrite.mine). If it
+// did not commit, the same write is tried again; its condition is evaluated
 // afresh.
 //
 // A removal could not be told apart this way if it deleted the item: "the
@@ -214,6 +220,15 @@ func backoff(ctx context.Context, attempt int) {
 }
 
 func newWID() string { return store.NewLeaseID() }
+
+// newMark is a seal's, a completion's or a release's mark (jobItem.SealMark):
+// 64 random bits, unique among one job's writes, and short, because every
+// later write of the job carries it.
+func newMark() string {
+	var b [8]byte
+	rand.Read(b[:]) // crypto/rand.Read never fails (it aborts the program instead).
+	return hex.EncodeToString(b[:])
+}
 
 // isCanceled reports a transaction DynamoDB cancelled: a condition failed
 // or another transaction was on one of its items. Nothing was written.
