@@ -45,8 +45,7 @@ func (a *Admin) RegisterSite(ctx context.Context, siteID string, site protocol.P
 }
 
 // RotateSite moves a site to a new key. The succession must be the site's
-// own: signed by its current key over handing over to next
-// (protocol.md §3.6). The control plane never holds a site's private key,
+// own: signed by its current key over handing over to next. The control plane never holds a site's private key,
 // so it cannot make one, only check it.
 //
 // The link is appended to the chain (oldest first, so the last link vouches

@@ -2,9 +2,10 @@ package protocol
 
 import "net/http"
 
-// Wire error codes (wire.ts WireErrorCode). byollm_002 requires that
-// "revoked", "no matching work" and "backend down" never share a message;
-// distinct codes are how a daemon tells them apart.
+// Wire error codes (wire.ts WireErrorCode). "revoked", "no matching work"
+// and "backend down" never share a message: a daemon that could not tell
+// them apart would retry a revocation or give up on a passing outage, and
+// distinct codes are how it tells them apart.
 const (
 	CodeBadRequest                 = "bad-request"
 	CodeUnsupportedProtocolVersion = "unsupported-protocol-version"

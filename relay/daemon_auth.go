@@ -17,8 +17,8 @@ type caller struct {
 }
 
 // authDaemon is every authenticated daemon call: signature first, then
-// revocation, then the schema (the reference's DaemonPlane.#authed, relay.md
-// §1.4). body is decoded into only when everything before it passed. A
+// revocation, then the schema (the reference's DaemonPlane.#authed order).
+// body is decoded into only when everything before it passed. A
 // non-nil *reply is the refusal to serve; an error is a store failure.
 func (r *Relay) authDaemon(c *call, d *daemonRequest, body protocol.Validator) (caller, *reply, error) {
 	sig, err := protocol.SignatureFromHeaders(d.header, protocol.HeaderRunner)

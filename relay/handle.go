@@ -163,7 +163,7 @@ func (r *Relay) Handle(ctx context.Context, req Request) Response {
 	return resp
 }
 
-// dispatch is the reference's Relay.handle, in its order (relay.md §1.1).
+// dispatch is the reference's Relay.handle, in its order.
 func (r *Relay) dispatch(c *call, req Request, header http.Header) (reply, error) {
 	path := req.Path
 	query, _ := url.ParseQuery(req.RawQuery)

@@ -10,7 +10,7 @@ import (
 
 // heartbeat records presence, renews what the daemon still holds, names
 // what it lost and what the site withdrew, and tells it which sites it may
-// pin (relay.md §5).
+// pin.
 func (r *Relay) heartbeat(c *call, d daemonRequest) (reply, error) {
 	var req protocol.HeartbeatRequest
 	who, refusal, err := r.authDaemon(c, &d, &req)

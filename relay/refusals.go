@@ -8,7 +8,7 @@ import (
 )
 
 // refusals is the one place a store refusal becomes a wire answer (the
-// reference's REFUSALS table, relay.md §3.7). The store says why in its own
+// reference's REFUSALS table). The store says why in its own
 // vocabulary and this decides what a caller is told, so a store that grows a
 // reason does not get to invent a status code.
 //
@@ -17,7 +17,8 @@ import (
 // deliberately a different code: not-ready means keep asking and too-late
 // means stop; a daemon that read them as one would poll a finished job
 // until its lease ran out. not-holder and stale-lease are forbidden, not
-// unauthorized: both are an identified caller being refused (V1-13).
+// unauthorized: both are an identified caller being refused, and a 401 would
+// send the daemon to re-pair a device whose keys are fine.
 var refusals = map[store.Refusal]reply{
 	store.RefusedNotFound:   fail(http.StatusNotFound, protocol.CodeNotFound, "unknown job"),
 	store.RefusedNotHolder:  fail(http.StatusForbidden, protocol.CodeForbidden, "this runner does not hold the job"),

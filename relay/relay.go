@@ -1,7 +1,7 @@
 // Package relay is the BYOLLM relay's two planes, independent of Lambda: a
 // request goes in as method, path, headers and raw body bytes, and a
 // response comes out. It ports @byollm/relay 0.1.1 (index.ts,
-// daemon-plane.ts, site-plane.ts, refusals.ts, debug.ts; relay.md §1, §5).
+// daemon-plane.ts, site-plane.ts, refusals.ts, debug.ts).
 //
 // The relay is blind by construction: Config has no field that can hold a
 // private key, and nothing here can open an envelope. It routes stubs, hands

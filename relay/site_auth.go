@@ -8,8 +8,8 @@ import (
 )
 
 // authSite is every site-plane call, reads included: signature first, then
-// the site id, then the work (the reference's SitePlane.#authed, relay.md
-// §1.6). The caller is whoever the signature says, verified against the key
+// the site id, then the work (the reference's SitePlane.#authed order). The
+// caller is whoever the signature says, verified against the key
 // the control plane registered, never whoever the request claims; the
 // siteId the body or query carries must then match it, so the two can never
 // name different sites. siteIDOf reads that siteId once body has decoded.

@@ -9,8 +9,8 @@ import (
 	"github.com/byorelay/byorelay/sitestore"
 )
 
-// Admin is the test-only admin API the conformance kit's target drives
-// (site-server.md §10.6): reset, enqueue, approve, revoke, cancel, read,
+// Admin is the test-only admin API the conformance kit's target drives:
+// reset, enqueue, approve, revoke, cancel, read,
 // availability, sweep and clock advance. It can wipe the store and move
 // its clock, so it is never part of a deployment: nothing in sitefn builds
 // one, and Listen binds it to loopback only.

@@ -12,7 +12,7 @@ import (
 	"github.com/byorelay/byorelay/sitestore"
 )
 
-// The cloud lane (site-server.md §8, @byollm/server's CloudLane): the same
+// The cloud lane (@byollm/server's CloudLane): the same
 // app, with daemons reached through a relay. The site publishes each job's
 // stub and nothing else; client/site is the transport (publish, pending,
 // seal, collect, cancel) and the site job store is its ledger, so every

@@ -1,6 +1,6 @@
 // Package siteserver is the direct lane of a BYOLLM site, independent of
-// Lambda: the six daemon endpoints of @byollm/server 0.1.1
-// (site-server.md §5) over a sitestore.Store, the app the site's own
+// Lambda: the six daemon endpoints of @byollm/server 0.1.1 over a
+// sitestore.Store, the app the site's own
 // backend calls (enqueue, job, result, cancel, runner availability,
 // pairing approval, runners, revoke), that app over HTTP, and a test-only
 // admin API for the conformance kit.
@@ -198,7 +198,7 @@ func (s *Server) Handle(ctx context.Context, req Request) Response {
 // endpoints are the six daemon endpoints.
 var endpoints = []string{"pair", "claim", "heartbeat", "fetch", "result", "release"}
 
-// dispatch is site-server.md §5's processing order: method and path, body
+// dispatch is @byollm/server's processing order: method and path, body
 // limit and JSON, version (before auth), then the endpoint, whose
 // authenticated ones go on with signature, revocation, schema and runner id.
 func (s *Server) dispatch(ctx context.Context, req Request) (reply, string, error) {

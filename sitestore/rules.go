@@ -325,7 +325,7 @@ func Release(j Job, runnerID, leaseID, reason string, now int64) (Job, bool) {
 //  1. a held job whose own (not adopted) lease has lapsed is requeued with
 //     the TTL clock restarted: time spent being worked on does not count
 //     toward expiry, so a dead runner's job is offered again, not expired;
-//  2. an adopted lease past deadlineFor expires (B258: a relay's lease is
+//  2. an adopted lease past deadlineFor expires (a relay's lease is
 //     not this site's to lapse, but the deadline still bounds it);
 //  3. a queued job past its deadline, or past ClaimableAt+TTL, expires. A
 //     blocked job (ClaimableAt 0) never expires by TTL.

@@ -1,6 +1,6 @@
 // Package sitestore is the site job-store contract: what a site that serves
-// its users' daemons directly (the direct lane of @byollm/server 0.1.1,
-// site-server.md §1–§3 and §7) needs from a place to keep jobs, runners and
+// its users' daemons directly (the direct lane of @byollm/server 0.1.1)
+// needs from a place to keep jobs, runners and
 // pairings, with the semantics of the reference MemoryStore.
 //
 // It is the site's counterpart of package store, in the same shape:
@@ -88,7 +88,7 @@ type Job struct {
 	// dropped when the job completes.
 	CancelRequested bool
 
-	// The cloud lane's (a job published to a relay, site-server.md §8).
+	// The cloud lane's (a job published to a relay).
 
 	// AwaitingPublish is set from Create until the relay has accepted the
 	// stub: a site restarted in between publishes it again (the relay's
@@ -122,7 +122,7 @@ func (j Job) NeedsPublish() bool {
 }
 
 // Adopted reports whether the job's lease was granted by a relay rather
-// than by this site (B258: such a lease never lapses here, only the job's
+// than by this site (such a lease never lapses here, only the job's
 // deadline ends it).
 func (j Job) Adopted() bool { return j.Lease != nil && j.Lease.RunnerID == "" }
 
@@ -443,7 +443,7 @@ type JobStore interface {
 	// ClaimedBy lists the jobs whose lease is this runner's.
 	ClaimedBy(ctx context.Context, runnerID string) ([]Job, error)
 
-	// The cloud lane (site-server.md §8): a job published to a relay.
+	// The cloud lane: a job published to a relay.
 
 	// MarkPublished clears AwaitingPublish once the relay accepted the
 	// stub; false if unknown or already clear.

@@ -1,7 +1,8 @@
 package store
 
-// Churn thresholds (B187's other half). An honest site never gets here: it
-// seals within a round trip and the grant never reaches AwaitingPayloadMs. A
+// Churn thresholds: the report that names a site walking the fleet for
+// device identities, beside the cap that slows it. An honest site never
+// gets here: it seals within a round trip and the grant never reaches AwaitingPayloadMs. A
 // site walking the fleet burns its UnsealedPerPair slots every ten seconds
 // and crosses six in five minutes inside one.
 const (

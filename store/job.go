@@ -77,12 +77,12 @@ type Job struct {
 	// claim runs out; 0 when not awaiting.
 	AwaitingUntil int64
 	// SealAttempts counts consecutive devices that waited for this payload
-	// and never got it (B042). It survives a requeue, because a requeue is
+	// and never got it. It survives a requeue, because a requeue is
 	// exactly the event it counts, and resets on a seal, so ordinary lease
 	// lapses never add up to an eviction.
 	SealAttempts int
 	// ReofferTo is the only runner this job may go to after a site abandoned
-	// a grant on it (B187's sticky re-offer): repeated abandonment then
+	// a grant on it (the sticky re-offer): repeated abandonment then
 	// reveals one identity instead of a fresh sample each window. Set at the
 	// first unsealed expiry, survives requeue and seal.
 	ReofferTo string

@@ -14,7 +14,7 @@ import "github.com/byorelay/byorelay/protocol"
 const AwaitingPayloadMs = 10_000
 
 // UnsealedPerPair is how many grants one (site, job owner) pair may hold
-// unsealed at once (B187).
+// unsealed at once.
 //
 // A site must learn which device claimed its job, because it seals to that
 // device's key. The leak is the ratio: a site that enqueued a thousand jobs
@@ -30,7 +30,7 @@ const UnsealedPerPair = 2
 const ResultGraceMs = protocol.ResultGraceMs
 
 // SealAttemptsBeforeEviction is how many consecutive unsealed expiries a job
-// survives (B042). Every device that waits on a site that never seals does
+// survives. Every device that waits on a site that never seals does
 // ten seconds of nothing and cannot tell the last one already tried; the
 // daemon's breaker stops one device looping, only the store can stop the
 // job. Three at AwaitingPayloadMs apiece is thirty seconds, then the job is

@@ -7,13 +7,13 @@ import "errors"
 // error from a store always means the store itself could not answer (I/O,
 // a corrupt item it cannot route around).
 //
-// The relay maps them to wire bodies in one place (relay.md §3.7).
+// The relay maps them to wire bodies in one place (relay/refusals.go).
 type Refusal string
 
 const (
 	// RefusedNotFound: no job this caller holds or held by that id. Also the
 	// answer for another site's job id, so a runner cannot probe other
-	// tenants' namespaces (V1-8).
+	// tenants' namespaces.
 	RefusedNotFound Refusal = "not-found"
 	// RefusedNotHolder: the job exists under this lease but another runner
 	// holds it.

@@ -1,6 +1,6 @@
 // Package store is the routing-store contract: what the relay needs from a
 // place to keep routing state, with the exact semantics of the reference
-// RoutingStore (@byollm/relay 0.1.1, relay.md §3).
+// RoutingStore (@byollm/relay 0.1.1).
 //
 // store/memory is the reference implementation, written to be read as the
 // spec; store/dynamo keeps the same state in DynamoDB so every Lambda is a
@@ -129,8 +129,8 @@ type RoutingStore interface {
 	// Grant is left nil (authoring grants is the relay's job).
 	// An unsealed grant whose window ran out but which no sweep has reached
 	// yet still counts against its pair: the cap errs towards handing out
-	// fewer device identities (B187), never more, and the next sweep frees
-	// the slot.
+	// fewer device identities to a site that does not seal, never more,
+	// and the next sweep frees the slot.
 	Claim(ctx context.Context, in ClaimInput) ([]protocol.ClaimedStub, error)
 
 	// TakePayload hands the sealed payload to the holder and marks the job
@@ -341,7 +341,8 @@ type ClaimInput struct {
 // current lease is LeaseID, if its id is JobID (a lease for another job never
 // unlocks this one); else a job with id JobID, on any site, whose ClaimedBy
 // is this runner (which yields stale-lease); else nothing (not-found). So a
-// runner learns about jobs it holds or held and nothing else (V1-8).
+// runner learns about jobs it holds or held and nothing else: another
+// tenant's job id answers exactly like an id nobody used.
 type HolderInput struct {
 	JobID    string
 	RunnerID string
@@ -419,7 +420,7 @@ type RenewResult struct {
 
 // SweepResult is what a sweep did. Both halves matter: a caller that logs
 // requeues and never mentions removals reports a shrinking queue with no
-// reason for it (B096). The reference reports Requeued then Removed as one
+// reason for it. The reference reports Requeued then Removed as one
 // list.
 type SweepResult struct {
 	Requeued []Job

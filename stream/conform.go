@@ -3,7 +3,7 @@ package stream
 import "fmt"
 
 // Conform is the reader-side guard over what a relay yields, a port of
-// rindle 0.10's StreamRelayConform (streams.md §1.10). It holds the end of
+// rindle 0.10's StreamRelayConform. It holds the end of
 // the prefix delivered so far and passes a frame only when the reader can
 // apply it without a hole; everything else becomes one legal `stale`. A
 // broken relay costs the reader smooth tokens, never corrupted text, and

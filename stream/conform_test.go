@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// One row per rule of streams.md §1.10, porting pitfalls included.
+// One row per rule of rindle's StreamRelayConform, porting pitfalls included.
 func TestConformFollowsEveryRuleOfTheTable(t *testing.T) {
 	const id = "job_1"
 	synth := func(from int64) Frame { return Open(id, from, from, from, false) }

@@ -5,7 +5,7 @@ import (
 	"unicode/utf8"
 )
 
-// Type names a frame (rindle's frame catalogue, streams.md §1.2).
+// Type names a frame (rindle's frame catalogue).
 type Type string
 
 const (
@@ -45,7 +45,7 @@ func (s Status) Final() bool {
 }
 
 // Frame is one frame of any type. Which fields are meaningful depends on
-// Type (streams.md §1.2):
+// Type:
 //
 //	open     StreamID, From, Seq, DurableSeq, Ended
 //	chunk    From, Seq, Text          (UTF16Len(Text) == Seq-From)

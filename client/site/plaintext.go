@@ -12,8 +12,8 @@ import (
 // The two sealed plaintexts (protocol job.ts, kinds.ts). The relay never
 // sees them; both ends parse them as strictly as the reference's zod
 // schemas, because a key the other side does not know makes the whole
-// envelope worthless to it (B304: a result with two extra keys was dropped
-// by every site, in silence).
+// envelope worthless to it: a result with a key a site does not know is
+// dropped by that site, in silence.
 //
 // They live here because the protocol package does not carry them yet; the
 // daemon package uses these same types so the two legs cannot drift.

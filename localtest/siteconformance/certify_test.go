@@ -22,9 +22,8 @@ import (
 	"github.com/byorelay/byorelay/sitestore/memory"
 )
 
-// Timing for the kit (site-server.md §10.7). advanceTime removes the
-// deliberate waits, so these only have to outlive a check's real steps:
-// C009 holds a job for up to 10 s of real time while a cancel travels.
+// Timing for the kit. advanceTime removes the deliberate waits, so these
+// only have to outlive a check's real steps: the kit's C009 holds a job for up to 10 s of real time while a cancel travels.
 const (
 	leaseMs = 30_000
 	ttlMs   = 5_000

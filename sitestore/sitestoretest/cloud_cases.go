@@ -138,7 +138,8 @@ func cloudCases() []testCase {
 			if got := e.get(t, "a"); len(got.SealedTo) != 2 || got.SealedTo[1] != device("d2") || got.Lease.ID != "L3" {
 				t.Fatalf("stored: %+v (returned %+v)", got, j)
 			}
-			// An adopted lease never lapses: only the deadline ends it (B258),
+			// An adopted lease never lapses: only the deadline ends it (the
+			// relay, not this site, decides when its lease lapses),
 			// and for a job sealed to a device not before the relay's grace.
 			e.advance(30_000)
 			if _, err := e.Store.ExpireDue(ctx); err != nil {

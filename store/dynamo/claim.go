@@ -22,15 +22,16 @@ import (
 // and a pair can be granted at most UnsealedPerPair per claim anyway.
 const claimSlack = 6
 
-// Claim grants queued work. It sweeps in-line (bounded) first, reads a bounded number of
-// candidates from each queue partition the device may take from (its routes
-// times its kinds, private partitions only for its owner's own routes,
-// streaming partitions only if it opted in to streams, and its sticky
-// partition), walks them in enqueue order with the contract's
-// guards, and grants each in one transaction: the job (conditioned on the
-// version it was read at) and the pair's unsealed set (conditioned on the
-// cap), after a holder hint. Cost depends on the route set, never on how
-// deep the queue is.
+// Claim grants queued work. It sweeps in-line (bounded) first, reads a
+// bounded number of candidates from each queue partition the device may
+// take from (its routes times its kinds, private partitions only for its
+// owner's own routes, streaming partitions only if it opted in to streams,
+// and its sticky partition), walks them in enqueue order with the
+// contract's guards, and grants each with single writes, no transaction
+// (grant): a holder hint, then the grant's member into the pair's unsealed
+// set (conditioned on the cap), then the job (conditioned on the version it
+// was read at; if that loses, the member is taken out again). Cost depends
+// on the route set, never on how deep the queue is.
 func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.ClaimedStub, error) {
 	_, handled, err := s.sweepInline(ctx)
 	if err != nil {

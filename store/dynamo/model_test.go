@@ -9,7 +9,7 @@ import (
 )
 
 // The sequential model the concurrency test checks histories against: the
-// memory store's rules (store/memory, relay.md §3), restated for one job.
+// memory store's rules (store/memory), restated for one job.
 // Histories are partitioned by job: every operation the workload issues
 // names one job, and a multi-job operation (a claim, a sweep) is recorded
 // as one sub-operation per job it reported, over the same interval. The

@@ -31,7 +31,7 @@ func (s *Store) claim(now int64, in store.ClaimInput) []protocol.ClaimedStub {
 		kinds[k] = true
 	}
 
-	// How many grants each pair already sits on unsealed (B187), counted in
+	// How many grants each pair already sits on unsealed, counted in
 	// a pass rather than kept in a counter: a maintained tally needs claim,
 	// seal, requeue, forget and complete to agree for ever, and one missed
 	// decrement would throttle that pair permanently while looking exactly
@@ -62,7 +62,7 @@ func (s *Store) claim(now int64, in store.ClaimInput) []protocol.ClaimedStub {
 			continue
 		}
 		// Abandoned once, so it goes back only to the device that answered
-		// for it (B187's sticky re-offer). Before the cap, so a job this
+		// for it (the sticky re-offer). Before the cap, so a job this
 		// device may not have does not spend its budget on the way to being
 		// skipped.
 		if job.ReofferTo != "" && job.ReofferTo != in.RunnerID {

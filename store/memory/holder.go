@@ -16,7 +16,7 @@ import (
 // this runner under another grant, which is what stale-lease is. Then
 // nothing: falling back to any job with that id would answer not-holder for
 // another tenant's id and not-found for a free one, an existence oracle
-// through the holder door (V1-8).
+// through the holder door.
 func (s *Store) grantFor(jobID, runnerID, leaseID string) *store.Job {
 	if exact, ok := s.byLease[leaseID]; ok && exact.ID == jobID {
 		return exact
@@ -62,7 +62,7 @@ func (s *Store) TakePayload(ctx context.Context, in store.HolderInput) (store.Pa
 	// Completing does not end the grant, so the checks above pass for a job
 	// this runner just finished. A replayed fetch that set running on a done
 	// job would hide its result from the site and let the sweep requeue
-	// finished work (V1-6).
+	// finished work.
 	if job.State != store.StateReady && job.State != store.StateRunning {
 		return store.PayloadResult{Refused: store.RefusedTerminal}, nil
 	}
@@ -87,7 +87,7 @@ func (s *Store) Complete(ctx context.Context, in store.CompleteInput) (store.Com
 	if job.Stub.DeadlineAt <= s.now() {
 		return store.CompleteResult{Refused: store.RefusedNotFound}, nil
 	}
-	// Terminal before lease (cloud_008 §3.6). The two orders disagree only
+	// Terminal before lease. The two orders disagree only
 	// about a done job asked about under another grant; "already recorded"
 	// is the useful answer for the grant that finished it, and the argument
 	// for signed requests over nonces leans on every write being idempotent,
@@ -99,7 +99,7 @@ func (s *Store) Complete(ctx context.Context, in store.CompleteInput) (store.Com
 		}
 		return store.CompleteResult{Refused: store.RefusedStaleLease}, nil
 	}
-	// LEASE_HONORED per instance (cloud_008 §1.4a): a result produced under a
+	// LEASE_HONORED per instance: a result produced under a
 	// grant that ended is a different device's work arriving late.
 	if job.ClaimedBy.LeaseID != in.LeaseID {
 		return store.CompleteResult{Refused: store.RefusedStaleLease}, nil

@@ -222,8 +222,8 @@ func (s *Store) Seal(ctx context.Context, in store.SealInput) (store.SealResult,
 	job.Payload = &envelope
 	job.State = store.StateReady
 	job.AwaitingUntil = 0
-	// The site sealed, so the count of devices that waited in vain resets
-	// (B042): it measures consecutive failures to seal, and without this a
+	// The site sealed, so the count of devices that waited in vain resets:
+	// it measures consecutive failures to seal, and without this a
 	// job requeued twice for ordinary lease lapses would be evicted for a
 	// payload problem it does not have. ReofferTo stays: the site already
 	// abandoned a grant on this job once.

@@ -11,7 +11,7 @@ import (
 // Sweep fires whatever the clock says is due and reports it, requeued and
 // removed alike: a timeout that fires invisibly is indistinguishable from a
 // job never claimed, and a removal nobody reports is a queue that shrinks
-// for no visible reason (B096).
+// for no visible reason.
 func (s *Store) Sweep(ctx context.Context) (store.SweepResult, error) {
 	s.mu.Lock()
 	result, reports := s.sweepJobs(s.now(), 0)
@@ -78,7 +78,8 @@ func (s *Store) sweepJobs(now int64, limit int) (store.SweepResult, []store.Unse
 			continue
 		}
 		if job.State == store.StateAwaitingPayload && job.AwaitingUntil <= now {
-			// A grant this pair took and did not seal: B187's signature.
+			// A grant this pair took and did not seal: the mark of a site
+			// walking the fleet for device identities.
 			if report, ok := s.noteChurn(store.Route{SiteID: job.SiteID, Owner: job.Stub.Owner}, now); ok {
 				reports = append(reports, report)
 			}
@@ -87,7 +88,7 @@ func (s *Store) sweepJobs(now int64, limit int) (store.SweepResult, []store.Unse
 			if job.ClaimedBy != nil && job.ReofferTo == "" {
 				job.ReofferTo = job.ClaimedBy.RunnerID
 			}
-			// Counted before the requeue and evicted once spent (B042): after
+			// Counted before the requeue and evicted once spent: after
 			// three it is no longer patience, it is a queue handing the same
 			// dead job around.
 			attempts := job.SealAttempts + 1

@@ -28,7 +28,7 @@ func (e *env) enqueueMany(owner string, ids ...string) {
 
 var churnCases = []testCase{
 	{"reports a pair that lets six grants lapse unsealed inside five minutes", func(e *env) {
-		// B187: an honest site never gets here; a walk crosses it inside a
+		// An honest site never gets here; a walk crosses it inside a
 		// minute.
 		e.enqueueMany("alice", "a", "b", "c", "d", "e", "f")
 		e.abandonRound()

@@ -82,7 +82,8 @@ var claimCases = []testCase{
 		e.claimOne(in, "b")
 	}},
 	{"hands one pair at most two unsealed grants at a time", func(e *env) {
-		// B187: the leak was the ratio. Ten queued, max 10, one call: two.
+		// The leak is the ratio of device identities to seals: a site that
+		// never seals must learn at most two. Ten queued, max 10, one call: two.
 		for i := range 10 {
 			e.enqueue(site, stub(fmt.Sprintf("j%d", i), "alice"))
 		}
@@ -126,7 +127,7 @@ var claimCases = []testCase{
 		e.same("the slots came back", ids(e.claim(claimArgs())), []string{"c", "d"})
 	}},
 	{"re-offers an abandoned grant only to the device that abandoned it", func(e *env) {
-		// B187's sticky re-offer: repeated abandonment reveals one device
+		// The sticky re-offer: repeated abandonment reveals one device
 		// however long somebody waits.
 		e.enqueue(site, stub("a", "alice"))
 		e.claimOne(claimArgs(), "a")
@@ -200,9 +201,9 @@ func claimGrantShape(e *env) {
 }
 
 func claimSkipsUnparseable(e *env) {
-	// cloud_008 §2.1a: two rows written before a wire change came back in a
-	// claim and the daemon's strict parse rejected the whole response; two
-	// dead rows denied claims to every device. A routing store outlives the
+	// A row written before a wire change that comes back in a claim makes the
+	// daemon's strict parse reject the whole response, so two dead rows would
+	// deny claims to every device. A routing store outlives the
 	// deployment that filled it.
 	w, ok := e.s.(RawStubWriter)
 	if !ok {

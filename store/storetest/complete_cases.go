@@ -57,7 +57,7 @@ var completeCases = []testCase{
 	}},
 
 	{"refuses a payload for a job that already finished", func(e *env) {
-		// V1-6: a replayed fetch set running on a done job, hiding its result
+		// A replayed fetch would set running on a done job, hiding its result
 		// and letting the sweep requeue finished work.
 		e.enqueue(site, stub("a", "alice"))
 		granted := e.claimOne(claimArgs(), "a")

@@ -14,7 +14,7 @@ var enqueueCases = []testCase{
 	}},
 
 	{"is idempotent by job id, and a replay does not disturb work in flight", func(e *env) {
-		// byollm_009 §4.2: a replayed enqueue inside the freshness window
+		// A replayed enqueue inside the freshness window
 		// must not yank a job back from the machine running it.
 		e.enqueue(site, stub("a", "alice"))
 		e.claim(claimArgs())

@@ -50,7 +50,7 @@ var holderCases = []testCase{
 	}},
 
 	{"tells a runner nothing about another site's job id", func(e *env) {
-		// V1-8: an id belonging to another tenant must answer exactly like an
+		// An id belonging to another tenant must answer exactly like an
 		// id belonging to nobody.
 		e.enqueue("site_somebody_else", stub("secret", "alice"))
 		e.enqueue(site, stub("mine", "alice"))

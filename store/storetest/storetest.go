@@ -3,7 +3,7 @@
 // here, and holds for the memory store and the DynamoDB store alike.
 //
 // It ports every case of the reference contract (@byollm/relay 0.1.1
-// store-contract.ts) and every behaviour of relay.md §3.9, and adds the
+// store-contract.ts) and every behaviour of its RoutingStore, and adds the
 // timed rules the reference could only test with a movable clock: sweep,
 // sticky re-offer, eviction, churn reporting and pairing-code expiry. Time
 // moves by the injected store.ManualClock, never by sleeping.

@@ -6,7 +6,7 @@ import (
 
 var sweepCases = []testCase{
 	{"reports what it removed, not only what it requeued", func(e *env) {
-		// B096: a caller that logs requeues and never mentions removals
+		// A caller that logs requeues and never mentions removals
 		// reports a shrinking queue with no reason for it.
 		expired := stub("expired", "alice")
 		expired.DeadlineAt = e.nowMs() - 1_000
@@ -81,7 +81,7 @@ var sweepCases = []testCase{
 	}},
 
 	{"evicts a job on its third unsealed expiry", func(e *env) {
-		// B042: after three it is no longer patience, it is a queue handing
+		// After three it is no longer patience, it is a queue handing
 		// the same dead job around.
 		e.enqueue(site, stub("a", "alice"))
 		for attempt := 1; attempt <= 2; attempt++ {
