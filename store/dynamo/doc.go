@@ -59,11 +59,14 @@
 //	          shard is an FNV hash of the key modulo Config.DueShards
 //	          (DefaultDueShards, 256; DUE_SHARDS, template.yaml's
 //	          DueShards). A removed job's tombstone carries no index key.
-//	          dk = F#<site>, du = deadlineAt: the site's finished list, the
-//	          done jobs whose result it has not collected. No sweep reads
-//	          it: every read treats a finished job as gone from its
-//	          deadline, it is not reported Removed, and Finished reads only
-//	          du > now (du > now - grace for a collect).
+//	          dk = F#<site>, du = when the result was accepted: the site's
+//	          finished list, the done jobs whose result it has not
+//	          collected, so a results page reads the newest from a moment on
+//	          with one Query (ResultsPage). No sweep reads it: every read
+//	          treats a finished job as gone from its deadline (its grace
+//	          for a collect), it is not reported Removed, and Finished reads
+//	          the whole partition and leaves out, on the consistent read,
+//	          the jobs past theirs.
 //	          dk = ED#<shard>, du = deadlineAt + ResultGraceMs on a job's
 //	          payload items and its end item: its end hooks, which bring
 //	          the scheduled sweep back to delete its ciphertext (below).
