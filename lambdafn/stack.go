@@ -87,7 +87,7 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		clock = store.SystemClock{}
 		// One time source for every replica's expiry decisions: the host
 		// clock corrected by the Date of DynamoDB's own responses
-		// (docs/architecture.md, "One time source"). The relay's clock stays
+		// (docs/decisions/0012-one-time-source.md). The relay's clock stays
 		// the host's: signature freshness is about the caller's clock
 		// versus this process's.
 		st.serverClock = dynamo.NewServerClock(nil)
@@ -371,8 +371,8 @@ func (st *Stack) serve(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (
 // Calibrate returns once the store clock has read DynamoDB's, or has
 // tried: while it has no reading, each call makes one read (half a read
 // unit), one at a time. Every handler calls it first, so a cold container
-// stamps nothing with its host's skew (docs/architecture.md, "One time
-// source"); a failure costs only timeliness: the clock reads the host
+// stamps nothing with its host's skew
+// (docs/decisions/0012-one-time-source.md); a failure costs only timeliness: the clock reads the host
 // until a store call answers, and the sweep calibrates again before it
 // decides any expiry. A caller serving the relay or st.Store by another
 // path (`byorelay serve`'s stream and admin routes) calls it once before

@@ -15,8 +15,7 @@ import (
 // identifier too long for a table key is a 400 that names the field rather
 // than a store error and a 500. An intended difference from the
 // reference, which holds everything in memory and accepts any length; no
-// real peer comes near them (docs/architecture.md, "Bounds on what a caller
-// names").
+// real peer comes near them (docs/decisions/0006-bounds-on-identifiers.md).
 
 // field is one identifier and its bound.
 type field struct {

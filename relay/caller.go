@@ -14,8 +14,8 @@ import (
 const ViewerAddressHeader = "CloudFront-Viewer-Address"
 
 // callerAddress is the one place that decides whose address a request came
-// from: what the pairing throttle counts by (docs/architecture.md, "Pairing
-// throttle"). It is asked only of a request the origin lock admitted.
+// from: what the pairing throttle counts by
+// (docs/decisions/0009-pairing-throttle.md). It is asked only of a request the origin lock admitted.
 //
 // Without an origin lock the answer is the front end's source address and
 // nothing else: anyone can send a CloudFront-Viewer-Address header, and

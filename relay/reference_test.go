@@ -132,7 +132,7 @@ type refStep struct {
 	req  func(s *refSide) relay.Request
 	// differs marks an intended difference: the two answers are not
 	// compared with each other, each is held to what it is documented to
-	// be (docs/architecture.md).
+	// be (docs/decisions/).
 	differs *refDifference
 }
 

@@ -10,8 +10,8 @@ import (
 	"github.com/byorelay/byorelay/store"
 )
 
-// The pairing throttle behind the edge (docs/architecture.md, "Pairing
-// throttle"): with an origin lock, a request that passed it is counted by
+// The pairing throttle behind the edge
+// (docs/decisions/0009-pairing-throttle.md): with an origin lock, a request that passed it is counted by
 // CloudFront-Viewer-Address; without one, that header is nobody's word.
 
 const (

@@ -22,7 +22,7 @@ import (
 // corrected by the offset between it and the Date header of DynamoDB's own
 // responses. Every replica over one table then reads one time source, so a
 // replica whose host runs 15 s fast does not requeue a lease that has 14 s
-// left by everybody else's clock (docs/architecture.md, "One time source").
+// left by everybody else's clock (docs/decisions/0012-one-time-source.md).
 //
 // Give it as the store's Options.Clock: New then routes every call the
 // store makes through it, so each response narrows the offset, and the
