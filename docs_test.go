@@ -1,0 +1,167 @@
+package byorelay_test
+
+import (
+	"bufio"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The docs stand alone: every relative link resolves to a file in the
+// repository, the architecture page stays a map short enough to read in
+// one sitting and names nothing outside the repository, and every decision
+// record is linked from it. A link that points nowhere sends a newcomer to
+// a dead end; a decision nobody links is a decision nobody finds.
+
+// maxArchitectureLines is the most docs/architecture.md may run to.
+const maxArchitectureLines = 300
+
+// mdLink is an inline Markdown link or image: [text](target "title").
+var mdLink = regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
+
+// inlineCode is a code span, whose text is not a link.
+var inlineCode = regexp.MustCompile("`[^`]*`")
+
+// docFiles are the Markdown files the docs rule covers.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	files := []string{"README.md", "CHANGELOG.md"}
+	err := filepath.WalkDir("docs", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".md") {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// link is one relative link and the line it is on.
+type link struct {
+	line   int
+	target string
+}
+
+// relativeLinks lists the links of a Markdown file that point into the
+// repository, outside fenced code blocks and code spans.
+func relativeLinks(t *testing.T, path string) []link {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var links []link
+	fenced := false
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		text := sc.Text()
+		if strings.HasPrefix(strings.TrimSpace(text), "```") {
+			fenced = !fenced
+			continue
+		}
+		if fenced {
+			continue
+		}
+		text = inlineCode.ReplaceAllString(text, "")
+		for _, m := range mdLink.FindAllStringSubmatch(text, -1) {
+			target := m[1]
+			if u, err := url.Parse(target); err == nil && u.Scheme != "" {
+				continue // http:, https:, mailto: are not files here
+			}
+			if strings.HasPrefix(target, "#") {
+				continue // a heading in this same file
+			}
+			links = append(links, link{line: n, target: target})
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return links
+}
+
+func TestEveryRelativeLinkInTheDocsResolves(t *testing.T) {
+	checked := 0
+	for _, path := range docFiles(t) {
+		for _, l := range relativeLinks(t, path) {
+			checked++
+			target, _, _ := strings.Cut(l.target, "#")
+			target, err := url.PathUnescape(target)
+			if err != nil {
+				t.Errorf("%s:%d: link %q does not unescape: %v", path, l.line, l.target, err)
+				continue
+			}
+			resolved := filepath.Join(filepath.Dir(path), filepath.FromSlash(target))
+			if _, err := os.Stat(resolved); err != nil {
+				t.Errorf("%s:%d: link %q points at %s, which is not in the repository", path, l.line, l.target, resolved)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("found no relative links at all: the link pattern is broken")
+	}
+}
+
+func TestTheArchitecturePageIsAShortMap(t *testing.T) {
+	raw, err := os.ReadFile("docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	if n := strings.Count(text, "\n"); n > maxArchitectureLines {
+		t.Errorf("docs/architecture.md has %d lines, more than %d", n, maxArchitectureLines)
+	}
+	// Names of design notes that live outside the repository, and the
+	// section sign their references use.
+	for _, outside := range []string{"relay.md", "protocol.md", "site-server.md", "streams.md", "aws-notes.md", "ARCHITECTURE.md", "reference/", "§"} {
+		if strings.Contains(text, outside) {
+			t.Errorf("docs/architecture.md names %q, which is not in the repository", outside)
+		}
+	}
+}
+
+func TestEveryDecisionRecordIsLinkedFromTheArchitecturePage(t *testing.T) {
+	linked := map[string]bool{}
+	for _, l := range relativeLinks(t, "docs/architecture.md") {
+		target, _, _ := strings.Cut(l.target, "#")
+		linked[filepath.Clean(filepath.Join("docs", target))] = true
+	}
+	records, err := filepath.Glob("docs/decisions/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(records) == 0 {
+		t.Fatal("docs/decisions holds no records")
+	}
+	name := regexp.MustCompile(`^[0-9]{4}-[a-z0-9-]+\.md$`)
+	for _, rec := range records {
+		if !name.MatchString(filepath.Base(rec)) {
+			t.Errorf("%s: a record is named NNNN-short-title.md", rec)
+		}
+		if !linked[filepath.Clean(rec)] {
+			t.Errorf("%s is not linked from docs/architecture.md", rec)
+		}
+		raw, err := os.ReadFile(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(raw), "\n"); n < 10 || n > 40 {
+			t.Errorf("%s has %d lines; a record is short, 10 to 40", rec, n)
+		}
+		for _, section := range []string{"## Context", "## Decision", "## Consequences"} {
+			if !strings.Contains(string(raw), "\n"+section+"\n") {
+				t.Errorf("%s has no %q section", rec, section)
+			}
+		}
+	}
+}
