@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/byorelay/byorelay/bench/partkey"
+	"github.com/byorelay/byorelay/store/dynamo"
 )
 
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
@@ -105,5 +106,43 @@ func TestSaturationArithmetic(t *testing.T) {
 	}
 	if len(h.JobsPerSecond) != len(heatSites) {
 		t.Errorf("%d fleet sizes, want %d", len(h.JobsPerSecond), len(heatSites))
+	}
+}
+
+// A shard family's load is spread over all its shards for the saturation
+// estimates, whichever members the sample touched; the table keeps the
+// exact keys.
+func TestSaturationSpreadsAShardFamily(t *testing.T) {
+	w := &world{sites: []site{{id: "site-a"}}, daemons: []daemon{{runnerID: "run-1", owner: "own-1"}}}
+	// One container's one probe read, on one member, in 10 daemon-seconds;
+	// and due index writes on two of the request shards.
+	idle := &IdlePhase{Daemons: 2, Seconds: 5, Keys: map[string]Capacity{
+		"CLOCK#probe#146": {Calls: 1, ReadUnits: 0.5},
+	}}
+	lifecycle := map[string]Capacity{
+		"due:D#3":  {Calls: 10, WriteUnits: 400},
+		"due:D#7":  {Calls: 10, WriteUnits: 200},
+		"due:D#7x": {Calls: 1, WriteUnits: 1}, // not a member: its suffix is not a shard number
+	}
+	h := heat(w, 100, lifecycle, idle)
+	if h.Keys[0].Key != "CLOCK#probe#146" && h.Keys[0].Key != "due:D#3" {
+		t.Errorf("the table names %q first, want a measured key", h.Keys[0].Key)
+	}
+	// 0.05 RCU per daemon-second over 256 shards: 3000 × 256 / 0.05.
+	if s := h.IdleDaemons; s == nil || s.Key != "CLOCK#probe#*" || !near(s.At, 3000*float64(dynamo.ClockProbeShards)/0.05) {
+		t.Errorf("idle saturation %+v, want the probe family at %v daemons", s, 3000*float64(dynamo.ClockProbeShards)/0.05)
+	}
+	// 6 WCU per job over the due shards: 1000 × shards / 6 jobs/s; the
+	// non-member, 0.01 WCU per job on its own, saturates at 100,000.
+	for _, s := range h.JobsPerSecond {
+		if s.Sites != 1 {
+			continue
+		}
+		family := 1000 * float64(dynamo.DefaultDueShards) / 6
+		other := 1000 / 0.01
+		want := min(family, other)
+		if !near(s.At, want) {
+			t.Errorf("at one site: %+v, want %v jobs/s", s, want)
+		}
 	}
 }

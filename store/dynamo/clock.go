@@ -218,15 +218,15 @@ func (x *clocked) TransactWriteItems(ctx context.Context, in *dynamodb.TransactW
 	return x.api.TransactWriteItems(ctx, in, withClock(o, x.c)...)
 }
 
-// clockProbeShards spreads the clock probe over partitions: every
+// ClockProbeShards spreads the clock probe over partitions: every
 // container reads one when it starts and whenever its offset grows
 // uncertain, so one key would be read by the whole fleet's containers.
-const clockProbeShards = 256
+const ClockProbeShards = 256
 
 // clockProbe is a key no item has, on a partition picked at random:
 // reading it costs half a read unit and brings a fresh Date.
 func clockProbe() map[string]types.AttributeValue {
-	k := "CLOCK#probe#" + strconv.Itoa(rand.IntN(clockProbeShards))
+	k := "CLOCK#probe#" + strconv.Itoa(rand.IntN(ClockProbeShards))
 	return key(k, k)
 }
 
