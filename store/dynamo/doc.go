@@ -208,11 +208,13 @@
 // about waits for its shard's turn or the scheduled sweep.
 //
 // The shard count is a table setting (Config.DueShards). DefaultDueShards
-// is 256: a job writes about 6.5 WCU of index entries on its request
-// shard, so 10,000 jobs a second put 254 WCU/s on each (25% of a
+// is 256: a job writes about 3 WCU of index entries on the request
+// shards, so 10,000 jobs a second put 117 WCU/s on each (12% of a
 // partition's 1,000), and the in-line sweeps of 1,000,000 idle daemons,
 // about 0.2 Queries a daemon-second at 0.5 RCU, put 391 RCU/s on each (13%
-// of 3,000). 128 shards would run the writes at 51%, 64 past the limit.
+// of 3,000): both under a sixth of a partition, so a fleet can grow
+// several times before the count must be raised. 32 shards would run the
+// writes at 94%.
 //
 // A seal moves its job's due entry from the awaiting window's end to the
 // sealed job's next deadline (its lease expiry) only where that is cheaper

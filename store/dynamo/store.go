@@ -21,11 +21,10 @@ const (
 	DefaultInlineEnvelopeBytes = 32 * 1024
 	// DefaultDueShards is how many partitions the due index's request
 	// shards (and, as many again, its end shards) are spread over: a
-	// partition takes 1,000 WCU/s and 3,000 RCU/s. A job writes about 6.5
-	// WCU of index entries on its request shard (the bench's key heat:
-	// docs/performance.md), so 10,000 jobs/s is 65,000 WCU/s, 254 per
-	// shard at 256 (25% of the limit; 128 shards would be 51%, 64 would be
-	// 102%). Every claim, heartbeat and pending read queries one shard
+	// partition takes 1,000 WCU/s and 3,000 RCU/s. A job writes about 3
+	// WCU of index entries on the request shards (the bench's key heat:
+	// docs/performance.md), so 10,000 jobs/s is 30,000 WCU/s, 117 per
+	// shard at 256 (12% of the limit; 23% at 128, 94% at 32). Every claim, heartbeat and pending read queries one shard
 	// (0.5 RCU), about 0.2 Queries per idle daemon-second at the default
 	// heartbeat, so 1,000,000 idle daemons read 100,000 RCU/s, 391 per
 	// shard at 256 (13%). More shards cost only the scheduled sweep, one
