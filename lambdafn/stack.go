@@ -146,12 +146,15 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		Projection:      st.Control,
 		Clock:           clock,
 		LeaseMs:         env.LeaseMs,
-		BasePath:        env.BasePath,
-		Debug:           env.Debug,
-		UpdateOffer:     env.UpdateOffer,
-		DaemonFloor:     env.DaemonFloor,
-		Logger:          log,
-		Metrics:         st.Metrics,
+		// The store's window (dcfg.Options above): the relay reports when
+		// a claim's windows close, and the wake-up is set for then.
+		AwaitingPayloadMs: env.AwaitingPayloadMs,
+		BasePath:          env.BasePath,
+		Debug:             env.Debug,
+		UpdateOffer:       env.UpdateOffer,
+		DaemonFloor:       env.DaemonFloor,
+		Logger:            log,
+		Metrics:           st.Metrics,
 	}
 	if env.OriginSecretParameter != "" {
 		rcfg.OriginSecrets = NewSSMOriginSecrets(params, env.OriginSecretParameter, clock, log).Secrets
@@ -456,14 +459,12 @@ func (st *Stack) claimHandler(ctx context.Context, ev events.APIGatewayV2HTTPReq
 	if err != nil {
 		return failedEvent(err), nil
 	}
-	if st.waker != nil && resp.Status == http.StatusOK {
-		if at, ok := earliestClaimDeadline(resp.Body); ok {
-			// A failed wake-up costs timeliness, not correctness: the
-			// periodic schedule and every later claim sweep too. So it is
-			// logged, and the device still gets its jobs.
-			if err := st.waker.Wake(ctx, at); err != nil {
-				st.log.WarnContext(ctx, "sweeper wake-up not scheduled", slog.String("problem", err.Error()))
-			}
+	if st.waker != nil && resp.AwaitingUntil != 0 {
+		// A failed wake-up costs timeliness, not correctness: the periodic
+		// schedule and every later claim sweep too. So it is logged, and
+		// the device still gets its jobs.
+		if err := st.waker.Wake(ctx, time.UnixMilli(resp.AwaitingUntil)); err != nil {
+			st.log.WarnContext(ctx, "sweeper wake-up not scheduled", slog.String("problem", err.Error()))
 		}
 	}
 	return container.ToAPIGateway(resp), nil

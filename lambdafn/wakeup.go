@@ -2,7 +2,6 @@ package lambdafn
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -116,30 +115,4 @@ func (w *Waker) create(ctx context.Context, name string, bucket time.Time) error
 		return fmt.Errorf("create wake-up %s: %w", name, err)
 	}
 	return nil
-}
-
-// earliestClaimDeadline is the first awaiting-payload deadline a claim
-// answer opened: each granted lease was stamped at expiresAt - leaseMs by
-// the store clock, and the site has AwaitingPayloadMs from then to seal.
-// false when the answer granted nothing (or is not a claim answer).
-func earliestClaimDeadline(body []byte) (time.Time, bool) {
-	var resp struct {
-		Jobs []struct {
-			Lease struct {
-				ExpiresAt int64 `json:"expiresAt"`
-			} `json:"lease"`
-		} `json:"jobs"`
-		LeaseMs int64 `json:"leaseMs"`
-	}
-	if json.Unmarshal(body, &resp) != nil || len(resp.Jobs) == 0 {
-		return time.Time{}, false
-	}
-	var first int64
-	for i, j := range resp.Jobs {
-		due := j.Lease.ExpiresAt - resp.LeaseMs + store.AwaitingPayloadMs
-		if i == 0 || due < first {
-			first = due
-		}
-	}
-	return time.UnixMilli(first), true
 }

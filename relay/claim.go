@@ -56,16 +56,34 @@ func (r *Relay) claim(c *call, d daemonRequest) (reply, error) {
 		r.decide(c, "grant-lease", slog.String("job", job.ID), slog.String("lease", job.Lease.ID),
 			slog.String("siteKey", job.Site), slog.Int64("leaseExpiresAt", job.Lease.ExpiresAt))
 	}
-	if r.cfg.AuthorGrant == nil {
-		r.decide(c, "claimed", slog.Int("jobs", len(granted)), slog.Int("routes", len(routes)))
-		return ok(protocol.ClaimResponse{Jobs: granted, LeaseMs: r.leaseMs}), nil
-	}
-	jobs, err := r.authorGrants(c, d, who, req.Capabilities, granted)
-	if err != nil {
-		return reply{}, err
+	jobs := granted
+	if r.cfg.AuthorGrant != nil {
+		if jobs, err = r.authorGrants(c, d, who, req.Capabilities, granted); err != nil {
+			return reply{}, err
+		}
 	}
 	r.decide(c, "claimed", slog.Int("jobs", len(jobs)), slog.Int("routes", len(routes)))
-	return ok(protocol.ClaimResponse{Jobs: jobs, LeaseMs: r.leaseMs}), nil
+	rep := ok(protocol.ClaimResponse{Jobs: jobs, LeaseMs: r.leaseMs})
+	rep.awaitingUntil = r.awaitingUntil(jobs)
+	return rep, nil
+}
+
+// awaitingUntil is when the first awaiting-payload window of the grants a
+// claim answers with closes, 0 when it answers none. Claim stamps a
+// grant's lease ExpiresAt = now+LeaseMs and its AwaitingUntil =
+// now+AwaitingMs from one reading of the store clock
+// (store.RoutingStore.Claim), so the lease gives the window back in the
+// store's time, whatever this process's clock reads. A job released
+// because its grant was declined is not in jobs: no site seals it.
+func (r *Relay) awaitingUntil(jobs []protocol.ClaimedStub) int64 {
+	var first int64
+	for i, job := range jobs {
+		due := job.Lease.ExpiresAt - r.leaseMs + r.awaitingMs
+		if i == 0 || due < first {
+			first = due
+		}
+	}
+	return first
 }
 
 // authorGrants attaches the control plane's grant to each job this device

@@ -9,6 +9,7 @@ import (
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/relay"
 	"github.com/byorelay/byorelay/relay/relaytest"
+	"github.com/byorelay/byorelay/store"
 )
 
 func grantAll(_ context.Context, in relay.GrantRequest) (relay.GrantDecision, error) {
@@ -253,6 +254,71 @@ func TestClaimWithGrants(t *testing.T) {
 			expect(t, w.daemonCall(w.daemon, "claim", claimBody(w.daemon, 1)), 500, errBody("server-error", "the relay could not answer this request; try again shortly"))
 			if w.logs.Len() == 0 || !contains(w.logs.String(), "policy store down") {
 				t.Fatal("the failure was not logged")
+			}
+		})
+	})
+}
+
+// Response.AwaitingUntil is what a front end wakes the sweeper for: the
+// first awaiting-payload window a claim's answer opened, in the store's
+// time, read back from the job the store stamped.
+func TestClaimAwaitingUntil(t *testing.T) {
+	eachStore(t, func(t *testing.T, f storeFactory) {
+		t.Run("is the window the store stamped on the grants", func(t *testing.T) {
+			w := newWorld(t, f, func(c *relay.Config) { c.LeaseMs = 45_000 })
+			w.enqueue(w.site, "job-1", "alice")
+			w.enqueue(w.site, "job-2", "alice")
+			resp := w.daemonCall(w.daemon, "claim", claimBody(w.daemon, 2))
+			if jobs := decode[protocol.ClaimResponse](t, resp).Jobs; len(jobs) != 2 {
+				t.Fatalf("jobs %+v", jobs)
+			}
+			for _, id := range []string{"job-1", "job-2"} {
+				job, _, _ := w.store.Job(w.ctx, "site-a", id)
+				if job.AwaitingUntil == 0 || resp.AwaitingUntil != job.AwaitingUntil {
+					t.Fatalf("awaiting until %d, the store stamped %s with %d", resp.AwaitingUntil, id, job.AwaitingUntil)
+				}
+			}
+		})
+		t.Run("follows the store's configured window", func(t *testing.T) {
+			w := newWorld(t, f)
+			s := f.new(t, store.Options{Clock: w.clock, AwaitingPayloadMs: 3_000})
+			w.store = s
+			w.rebuild(func(c *relay.Config) { c.Store, c.Pairing, c.AwaitingPayloadMs = s, s, 3_000 })
+			w.enqueue(w.site, "job-1", "alice")
+			resp := w.daemonCall(w.daemon, "claim", claimBody(w.daemon, 1))
+			job, _, _ := w.store.Job(w.ctx, "site-a", "job-1")
+			if job.AwaitingUntil != w.nowMs()+3_000 || resp.AwaitingUntil != job.AwaitingUntil {
+				t.Fatalf("awaiting until %d, the store stamped %d", resp.AwaitingUntil, job.AwaitingUntil)
+			}
+		})
+		t.Run("is 0 when the claim grants nothing", func(t *testing.T) {
+			w := newWorld(t, f)
+			resp := w.daemonCall(w.daemon, "claim", claimBody(w.daemon, 1))
+			expect(t, resp, 200, `{"jobs":[],"leaseMs":60000}`)
+			if resp.AwaitingUntil != 0 {
+				t.Fatalf("awaiting until %d", resp.AwaitingUntil)
+			}
+		})
+		t.Run("is 0 when every grant is declined", func(t *testing.T) {
+			w := newWorld(t, f, func(c *relay.Config) {
+				c.AuthorGrant = func(context.Context, relay.GrantRequest) (relay.GrantDecision, error) {
+					return relay.GrantDecision{Declined: &relay.Decline{Reason: "other-device"}}, nil
+				}
+			})
+			w.enqueue(w.site, "job-1", "alice")
+			resp := w.daemonCall(w.daemon, "claim", claimBody(w.daemon, 1))
+			expect(t, resp, 200, `{"jobs":[],"leaseMs":60000}`)
+			if resp.AwaitingUntil != 0 {
+				t.Fatalf("awaiting until %d", resp.AwaitingUntil)
+			}
+		})
+		t.Run("is 0 on other answers", func(t *testing.T) {
+			w := newWorld(t, f)
+			stub := w.site.Stub("job-1", "alice", w.deadline())
+			resp := w.siteCall(w.site, "enqueue", protocol.EnqueueRequest{ProtocolVersion: "2", SiteID: "site-a", Stub: stub})
+			expectStatus(t, resp, 200)
+			if resp.AwaitingUntil != 0 {
+				t.Fatalf("awaiting until %d", resp.AwaitingUntil)
 			}
 		})
 	})

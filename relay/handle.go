@@ -32,6 +32,8 @@ type reply struct {
 	// body is encoded with protocol.Encode unless html is set.
 	body any
 	html string
+	// awaitingUntil becomes Response.AwaitingUntil.
+	awaitingUntil int64
 }
 
 func ok(body any) reply { return reply{status: http.StatusOK, body: body} }
@@ -149,6 +151,7 @@ func (r *Relay) Handle(ctx context.Context, req Request) Response {
 		resp, _ = encode(serverError)
 		rep = serverError
 	}
+	resp.AwaitingUntil = rep.awaitingUntil
 	if rep.code != "" {
 		r.metrics.Refused(c.endpoint, rep.code)
 	}

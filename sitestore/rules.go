@@ -3,7 +3,6 @@ package sitestore
 import (
 	"slices"
 
-	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
 )
 
@@ -229,7 +228,7 @@ func SealTo(j Job, leaseID string, expiresAt int64, device protocol.PublicIdenti
 // answered a cancel before it was sent anything. The state is the
 // outcome's (error unless canceled). A finished or expired job keeps its
 // end: a job ends once.
-func EndJob(j Job, outcome site.Outcome, reason string, now int64) (Job, bool) {
+func EndJob(j Job, outcome protocol.Outcome, reason string, now int64) (Job, bool) {
 	if j.Terminal() || j.State == StateExpired {
 		return j, false
 	}

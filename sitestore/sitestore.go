@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 
-	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
 )
 
@@ -80,7 +79,7 @@ type Job struct {
 	DeadlineAt  int64
 	RefusedBy   []string
 	Attempts    int64
-	Outcome     *site.Outcome
+	Outcome     *protocol.Outcome
 	Provenance  *Provenance
 	UpdatedAt   int64
 	// CancelRequested is the reference's separate cancel-request row: set
@@ -270,7 +269,7 @@ type SealToInput struct {
 // (error or canceled) and why.
 type EndInput struct {
 	JobID   string
-	Outcome site.Outcome
+	Outcome protocol.Outcome
 	Reason  string
 }
 
@@ -328,7 +327,7 @@ type CompleteInput struct {
 	// authorisation is Holder.
 	RunnerID   string
 	Holder     Holder
-	Outcome    site.Outcome
+	Outcome    protocol.Outcome
 	Provenance Provenance
 }
 

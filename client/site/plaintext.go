@@ -15,8 +15,9 @@ import (
 // envelope worthless to it: a result with a key a site does not know is
 // dropped by that site, in silence.
 //
-// They live here because the protocol package does not carry them yet; the
-// daemon package uses these same types so the two legs cannot drift.
+// The payload and the sealed outcome live here; the Outcome inside the
+// latter is protocol's, because a site's job store records it. The daemon
+// package uses these same types so the two legs cannot drift.
 
 // Job kinds.
 const (
@@ -158,71 +159,27 @@ func DecodePayload(plaintext, kind string) (Payload, error) {
 
 // Outcome dispositions (ResultDisposition), also JobOutcome.outcome.
 const (
-	OutcomeOK       = "ok"
-	OutcomeError    = "error"
-	OutcomeCanceled = "canceled"
+	OutcomeOK       = protocol.DispositionOK
+	OutcomeError    = protocol.DispositionError
+	OutcomeCanceled = protocol.DispositionCanceled
 )
 
-// Outcome is a JobOutcome, discriminated on Outcome:
-//
-//	ok:       Text (required, may be empty), ArtifactURL optional
-//	error:    Code, Message, Retryable (all required)
-//	canceled: nothing else
-type Outcome struct {
-	Outcome     string  `json:"outcome"`
-	Text        *string `json:"text,omitempty"`
-	ArtifactURL string  `json:"artifactUrl,omitempty"`
-	Code        string  `json:"code,omitempty"`
-	Message     string  `json:"message,omitempty"`
-	Retryable   *bool   `json:"retryable,omitempty"`
-}
+// Outcome is a JobOutcome; protocol.Outcome is its definition. It is an
+// alias, not a new type, so that a site's job store, which records it,
+// and this package, which seals and opens it, hold one type, and code that
+// names site.Outcome keeps compiling.
+type Outcome = protocol.Outcome
 
 // OK is a successful outcome.
-func OK(text string) Outcome { return Outcome{Outcome: OutcomeOK, Text: &text} }
+func OK(text string) Outcome { return protocol.OKOutcome(text) }
 
 // Failed is an error outcome.
 func Failed(code, message string, retryable bool) Outcome {
-	return Outcome{Outcome: OutcomeError, Code: code, Message: message, Retryable: &retryable}
+	return protocol.FailedOutcome(code, message, retryable)
 }
 
 // Canceled is the outcome a device reports after honouring a cancel.
-func Canceled() Outcome { return Outcome{Outcome: OutcomeCanceled} }
-
-// TextOrEmpty is the answer of an ok outcome, "" otherwise.
-func (o Outcome) TextOrEmpty() string {
-	if o.Text == nil {
-		return ""
-	}
-	return *o.Text
-}
-
-// Validate enforces each arm's strict shape: a field from another arm is
-// an unknown key to the reference's discriminated union.
-func (o Outcome) Validate() error {
-	switch o.Outcome {
-	case OutcomeOK:
-		if o.Text == nil {
-			return fmt.Errorf("outcome: ok needs text")
-		}
-		if o.Code != "" || o.Message != "" || o.Retryable != nil {
-			return fmt.Errorf("outcome: ok carries error fields")
-		}
-	case OutcomeError:
-		if o.Code == "" || o.Message == "" || o.Retryable == nil {
-			return fmt.Errorf("outcome: error needs code, message and retryable")
-		}
-		if o.Text != nil || o.ArtifactURL != "" {
-			return fmt.Errorf("outcome: error carries ok fields")
-		}
-	case OutcomeCanceled:
-		if o.Text != nil || o.ArtifactURL != "" || o.Code != "" || o.Message != "" || o.Retryable != nil {
-			return fmt.Errorf("outcome: canceled carries other fields")
-		}
-	default:
-		return fmt.Errorf("outcome: unknown outcome %q", o.Outcome)
-	}
-	return nil
-}
+func Canceled() Outcome { return protocol.CanceledOutcome() }
 
 // RunMetadata is the device's signed account of how it ran the job.
 type RunMetadata struct {

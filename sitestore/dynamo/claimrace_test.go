@@ -10,7 +10,6 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/sitestore"
 	"github.com/byorelay/byorelay/sitestore/sitestoretest"
@@ -164,7 +163,7 @@ func TestReplicaClaimRaceIsLinearizable(t *testing.T) {
 					continue
 				}
 				res, err := st.Complete(ctx, sitestore.CompleteInput{JobID: g.JobID, RunnerID: runner,
-					Holder: sitestore.HolderByLease(g.LeaseID, runner), Outcome: site.OK("x")})
+					Holder: sitestore.HolderByLease(g.LeaseID, runner), Outcome: protocol.OKOutcome("x")})
 				ret := since()
 				if err != nil {
 					t.Error(err)

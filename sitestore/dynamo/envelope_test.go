@@ -8,7 +8,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/sitestore"
@@ -59,7 +58,7 @@ func TestAnEndedJobsEnvelopeItemIsGoneFromTheTable(t *testing.T) {
 		t.Fatal("a claim dropped the envelope of a live job")
 	}
 	res, err := s.Complete(ctx, sitestore.CompleteInput{JobID: "done", RunnerID: "r1",
-		Holder: sitestore.HolderByLease(jobs[0].Lease.ID, "r1"), Outcome: site.OK("x"),
+		Holder: sitestore.HolderByLease(jobs[0].Lease.ID, "r1"), Outcome: protocol.OKOutcome("x"),
 		Provenance: sitestore.Provenance{Audience: jobs[0].Audience, RunnerID: "r1", RunnerOwner: "alice", BackendClass: "http", Model: "m"}})
 	if err != nil || !res.Accepted {
 		t.Fatalf("complete: %+v %v", res, err)

@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/sitestore"
 	"github.com/byorelay/byorelay/sitestore/sitestoretest"
@@ -44,7 +43,7 @@ func claimOnly(t *testing.T, s *Store, runner string) sitestore.Job {
 
 func completeOK(s *Store, j sitestore.Job, runner string) error {
 	_, err := s.Complete(context.Background(), sitestore.CompleteInput{JobID: j.ID, RunnerID: runner,
-		Holder: sitestore.HolderByLease(j.Lease.ID, runner), Outcome: site.OK("done")})
+		Holder: sitestore.HolderByLease(j.Lease.ID, runner), Outcome: protocol.OKOutcome("done")})
 	return err
 }
 

@@ -3,7 +3,6 @@ package sitestoretest
 import (
 	"testing"
 
-	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/sitestore"
 )
@@ -34,7 +33,7 @@ func cancelCases() []testCase {
 			if other, _ := e.Store.CancelRequests(ctx, "r2"); len(other) != 0 {
 				t.Fatalf("another runner hears of it: %+v", other)
 			}
-			e.complete(t, j, "r1", site.Canceled())
+			e.complete(t, j, "r1", protocol.CanceledOutcome())
 			wantState(t, e, "a", sitestore.StateCanceled)
 			if after, _ := e.Store.CancelRequests(ctx, "r1"); len(after) != 0 {
 				t.Fatalf("the request outlived the completion: %+v", after)

@@ -3,7 +3,6 @@ package sitestoretest
 import (
 	"testing"
 
-	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/sitestore"
 )
@@ -241,7 +240,7 @@ func cloudCases() []testCase {
 			if again := e.completeBy(t, "a", "L2", device("d1")); again.Accepted {
 				t.Fatal("accepted a result twice")
 			}
-			if _, ok, _ := e.Store.End(ctx, sitestore.EndInput{JobID: "a", Outcome: site.Failed("evicted", "x", false), Reason: "x"}); ok {
+			if _, ok, _ := e.Store.End(ctx, sitestore.EndInput{JobID: "a", Outcome: protocol.FailedOutcome("evicted", "x", false), Reason: "x"}); ok {
 				t.Fatal("ended a finished job again")
 			}
 			wantState(t, e, "a", sitestore.StateOK)
@@ -249,21 +248,21 @@ func cloudCases() []testCase {
 		{"an eviction or a refused result ends a live job terminally with its reason, once", func(t *testing.T, e Env) {
 			e.create(t, cloudJob("a"))
 			e.sealTo(t, "a", "L1", device("d1"))
-			j, ok, err := e.Store.End(ctx, sitestore.EndInput{JobID: "a", Outcome: site.Failed("evicted", "unsealed three times", false), Reason: "evicted"})
+			j, ok, err := e.Store.End(ctx, sitestore.EndInput{JobID: "a", Outcome: protocol.FailedOutcome("evicted", "unsealed three times", false), Reason: "evicted"})
 			if err != nil || !ok || j.State != sitestore.StateError || j.EndReason != "evicted" || j.Lease != nil || j.Outcome.Code != "evicted" {
 				t.Fatalf("end: %+v %v %v", j, ok, err)
 			}
 			if res := e.completeBy(t, "a", "L1", device("d1")); res.Accepted {
 				t.Fatal("a result was accepted after the job ended")
 			}
-			if _, ok, _ := e.Store.End(ctx, sitestore.EndInput{JobID: "a", Outcome: site.Canceled(), Reason: "again"}); ok {
+			if _, ok, _ := e.Store.End(ctx, sitestore.EndInput{JobID: "a", Outcome: protocol.CanceledOutcome(), Reason: "again"}); ok {
 				t.Fatal("ended twice")
 			}
 			e.create(t, cloudJob("b"))
-			if j, ok, _ := e.Store.End(ctx, sitestore.EndInput{JobID: "b", Outcome: site.Canceled(), Reason: "answered a cancel"}); !ok || j.State != sitestore.StateCanceled || j.AwaitingPublish {
+			if j, ok, _ := e.Store.End(ctx, sitestore.EndInput{JobID: "b", Outcome: protocol.CanceledOutcome(), Reason: "answered a cancel"}); !ok || j.State != sitestore.StateCanceled || j.AwaitingPublish {
 				t.Fatalf("end as cancelled: %+v", j)
 			}
-			if _, ok, _ := e.Store.End(ctx, sitestore.EndInput{JobID: "nope", Outcome: site.Canceled()}); ok {
+			if _, ok, _ := e.Store.End(ctx, sitestore.EndInput{JobID: "nope", Outcome: protocol.CanceledOutcome()}); ok {
 				t.Fatal("ended an unknown job")
 			}
 		}},

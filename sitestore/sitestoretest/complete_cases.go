@@ -3,7 +3,7 @@ package sitestoretest
 import (
 	"testing"
 
-	site "github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/sitestore"
 )
 
@@ -24,16 +24,16 @@ func completeCases() []testCase {
 		{"outcomes map to states: error and canceled", func(t *testing.T, e Env) {
 			e.create(t, job("a", "alice"))
 			e.create(t, job("b", "alice"))
-			e.complete(t, e.claimOne(t, "r1", "alice"), "r1", site.Failed("boom", "it broke", false))
-			e.complete(t, e.claimOne(t, "r1", "alice"), "r1", site.Canceled())
+			e.complete(t, e.claimOne(t, "r1", "alice"), "r1", protocol.FailedOutcome("boom", "it broke", false))
+			e.complete(t, e.claimOne(t, "r1", "alice"), "r1", protocol.CanceledOutcome())
 			wantState(t, e, "a", sitestore.StateError)
 			wantState(t, e, "b", sitestore.StateCanceled)
 		}},
 		{"a replay by the device and grant that finished it is a duplicate; the first outcome stays", func(t *testing.T, e Env) {
 			e.create(t, job("a", "alice"))
 			j := e.claimOne(t, "r1", "alice")
-			e.complete(t, j, "r1", site.OK("the answer that counts"))
-			res := e.complete(t, j, "r1", site.OK("SECOND ANSWER"))
+			e.complete(t, j, "r1", protocol.OKOutcome("the answer that counts"))
+			res := e.complete(t, j, "r1", protocol.OKOutcome("SECOND ANSWER"))
 			if res.Accepted || !res.Duplicate {
 				t.Fatalf("replay: %+v", res)
 			}
@@ -45,7 +45,7 @@ func completeCases() []testCase {
 			e.create(t, job("a", "alice"))
 			j := e.claimOne(t, "r1", "alice")
 			e.complete(t, j, "r1", okOutcome())
-			if res := e.complete(t, j, "r2", site.OK("forged")); res.Accepted || res.Duplicate {
+			if res := e.complete(t, j, "r2", protocol.OKOutcome("forged")); res.Accepted || res.Duplicate {
 				t.Fatalf("another device: %+v", res)
 			}
 		}},
@@ -54,10 +54,10 @@ func completeCases() []testCase {
 			dead := e.claimOne(t, "r1", "alice")
 			e.advance(10_000)
 			alive := e.claimOne(t, "r2", "alice")
-			if res := e.complete(t, dead, "r1", site.OK("late")); res.Accepted || res.Duplicate {
+			if res := e.complete(t, dead, "r1", protocol.OKOutcome("late")); res.Accepted || res.Duplicate {
 				t.Fatalf("late result: %+v", res)
 			}
-			if res := e.complete(t, alive, "r2", site.OK("current")); !res.Accepted {
+			if res := e.complete(t, alive, "r2", protocol.OKOutcome("current")); !res.Accepted {
 				t.Fatalf("current holder: %+v", res)
 			}
 			if got := e.get(t, "a"); got.Outcome.TextOrEmpty() != "current" {
@@ -68,7 +68,7 @@ func completeCases() []testCase {
 			e.create(t, job("a", "alice"))
 			j := e.claimOne(t, "r1", "alice")
 			res, err := e.Store.Complete(ctx, sitestore.CompleteInput{JobID: "a", RunnerID: "r2",
-				Holder: sitestore.HolderByLease(j.Lease.ID, "r2"), Outcome: site.OK("stolen")})
+				Holder: sitestore.HolderByLease(j.Lease.ID, "r2"), Outcome: protocol.OKOutcome("stolen")})
 			if err != nil || res.Accepted {
 				t.Fatalf("a stranger with the lease id: %+v %v", res, err)
 			}
@@ -120,7 +120,7 @@ func completeCases() []testCase {
 		{"a dependency that ends in error leaves its dependent blocked for good", func(t *testing.T, e Env) {
 			e.create(t, job("a", "alice"))
 			e.create(t, job("c", "alice", "a"))
-			e.complete(t, e.claimOne(t, "r1", "alice"), "r1", site.Failed("x", "y", false))
+			e.complete(t, e.claimOne(t, "r1", "alice"), "r1", protocol.FailedOutcome("x", "y", false))
 			e.advance(sitestore.DefaultTTLMs * 3)
 			if _, err := e.Store.ExpireDue(ctx); err != nil {
 				t.Fatal(err)

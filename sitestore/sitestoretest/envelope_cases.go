@@ -3,7 +3,6 @@ package sitestoretest
 import (
 	"testing"
 
-	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/sitestore"
 )
@@ -38,8 +37,8 @@ func envelopeCases() []testCase {
 		{"a completed job drops its envelope, whatever the outcome", func(t *testing.T, e Env) {
 			for _, c := range []struct {
 				id      string
-				outcome site.Outcome
-			}{{"ok", okOutcome()}, {"failed", site.Failed("backend-down", "no", false)}, {"canceled", site.Canceled()}} {
+				outcome protocol.Outcome
+			}{{"ok", okOutcome()}, {"failed", protocol.FailedOutcome("backend-down", "no", false)}, {"canceled", protocol.CanceledOutcome()}} {
 				e.create(t, job(c.id, "alice"))
 				j := e.claimOne(t, "r1", "alice")
 				if c.id == "canceled" {
@@ -75,7 +74,7 @@ func envelopeCases() []testCase {
 		}},
 		{"a cloud job ended without a device's result drops its envelope", func(t *testing.T, e Env) {
 			e.create(t, cloudJob("a"))
-			if _, ended, err := e.Store.End(ctx, sitestore.EndInput{JobID: "a", Outcome: site.Failed("evicted", "no", false), Reason: "evicted"}); err != nil || !ended {
+			if _, ended, err := e.Store.End(ctx, sitestore.EndInput{JobID: "a", Outcome: protocol.FailedOutcome("evicted", "no", false), Reason: "evicted"}); err != nil || !ended {
 				t.Fatalf("end: %v %v", ended, err)
 			}
 			wantEnvelope(t, e, "a", false)

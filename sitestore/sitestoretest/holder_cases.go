@@ -4,7 +4,6 @@ import (
 	"reflect"
 	"testing"
 
-	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/sitestore"
 )
@@ -38,7 +37,7 @@ func refusedUnchanged(t *testing.T, e Env, name string, jobs map[string]sitestor
 	t.Helper()
 	for id, before := range jobs {
 		res, err := e.Store.Complete(ctx, sitestore.CompleteInput{JobID: id, RunnerID: runnerID, Holder: holder,
-			Outcome: site.OK("forged"), Provenance: sitestore.Provenance{RunnerID: runnerID}})
+			Outcome: protocol.OKOutcome("forged"), Provenance: sitestore.Provenance{RunnerID: runnerID}})
 		if err != nil {
 			t.Fatalf("%s on %s: %v", name, id, err)
 		}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/sitestore"
 	"github.com/byorelay/byorelay/store"
@@ -131,9 +130,9 @@ func ids(jobs []sitestore.Job) []string {
 	return out
 }
 
-func okOutcome() site.Outcome { return site.OK("done") }
+func okOutcome() protocol.Outcome { return protocol.OKOutcome("done") }
 
-func (e Env) complete(t *testing.T, j sitestore.Job, runner string, outcome site.Outcome) sitestore.CompleteResult {
+func (e Env) complete(t *testing.T, j sitestore.Job, runner string, outcome protocol.Outcome) sitestore.CompleteResult {
 	t.Helper()
 	res, err := e.Store.Complete(ctx, sitestore.CompleteInput{
 		JobID: j.ID, RunnerID: runner, Holder: sitestore.HolderByLease(j.Lease.ID, runner),
