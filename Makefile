@@ -41,7 +41,7 @@ unit:
 
 ## race: the tests of the packages where goroutines share state, under the race detector
 race:
-	$(WITH_SERVICES) $(GO) test -count=1 -race ./localtest/ ./store/... ./sitestore/memory/ ./siteserver/
+	$(WITH_SERVICES) $(GO) test -count=1 -race ./localtest/ ./store/... ./internal/sitestore/memory/ ./internal/siteserver/
 
 ## sweep-load: the scheduled sweep clears 100,000 due entries on DynamoDB Local; logs items/s per worker and asserts its heap bound (docs/performance.md). `make unit` runs the same test with 5,000
 sweep-load: deps
@@ -54,7 +54,7 @@ sweep-load: deps
 # `make unit` runs 20,000.
 SCALE_DEVICES ?= 1000000
 scale: deps
-	BYORELAY_SCALE_DEVICES=$(SCALE_DEVICES) $(WITH_SERVICES) $(GO) test -count=1 -timeout=3h -v -run '^TestScale$$' ./bench/
+	BYORELAY_SCALE_DEVICES=$(SCALE_DEVICES) $(WITH_SERVICES) $(GO) test -count=1 -timeout=3h -v -run '^TestScale$$' ./internal/bench/
 
 ## race-long: the faulty replica race at scale: 8 replicas with faults injected (lost acknowledgements among them), 23 seeds, >= 100,000 store calls, every history checked with porcupine (docs/performance.md)
 RACE_LONG_ENV ?= BYORELAY_RACE_REPLICAS=8 BYORELAY_RACE_JOBS=96 BYORELAY_RACE_ROUNDS=12 BYORELAY_RACE_OPS=32 BYORELAY_RACE_FAULTS=0.15 BYORELAY_RACE_RUNS=23
@@ -114,7 +114,7 @@ site-restart: deps
 SITESWEEP_JOBS ?= 100000
 site-sweep-load: deps
 	BYORELAY_SITESWEEP_JOBS=$(SITESWEEP_JOBS) $(WITH_SERVICES) $(GO) test -count=1 -timeout 2h -v \
-	  -run '^TestTheSweeperClearsALoadOfDueEntriesInBoundedMemory$$' ./sitestore/dynamo/
+	  -run '^TestTheSweeperClearsALoadOfDueEntriesInBoundedMemory$$' ./internal/sitestore/dynamo/
 
 ## lint: go.mod tidy, gofmt, go vet, staticcheck, every make target in help, and no built binary or file over 1 MB tracked by git
 lint:

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	byorelay "github.com/byorelay/byorelay"
-	"github.com/byorelay/byorelay/relay"
+	"github.com/byorelay/byorelay/internal/relay"
 )
 
 // edgeOn are parameter values that turn every edge option on. Placeholders:
@@ -72,7 +72,7 @@ func TestTemplateWithTheEdgeOnPassesCfnLint(t *testing.T) {
 // AllViewer policy did (every viewer header, the query, the cookies, the
 // Host the origin routes by) and CloudFront-Viewer-Address, which
 // CloudFront generates and AllViewer does not forward: the pairing
-// throttle counts per viewer by it (relay/caller.go).
+// throttle counts per viewer by it (internal/relay/caller.go).
 func TestTheEdgeForwardsTheViewerAddressToTheRelay(t *testing.T) {
 	p := parseTemplate(t)
 	def := at(p.resource(t, "Edge"), "Properties", "DistributionConfig", "DefaultCacheBehavior")

@@ -8,8 +8,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	byorelay "github.com/byorelay/byorelay"
-	"github.com/byorelay/byorelay/relay"
-	"github.com/byorelay/byorelay/stream/seal"
+	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/internal/stream/seal"
 )
 
 // tpl is template.yaml as YAML nodes: CloudFormation's short-form tags

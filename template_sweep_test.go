@@ -3,7 +3,7 @@ package byorelay_test
 import (
 	"testing"
 
-	"github.com/byorelay/byorelay/lambdafn"
+	"github.com/byorelay/byorelay/internal/lambdafn"
 )
 
 // The template alarms on the sweeper's backlog: the metric the sweeper

@@ -7,7 +7,7 @@ import "errors"
 // error from a store always means the store itself could not answer (I/O,
 // a corrupt item it cannot route around).
 //
-// The relay maps them to wire bodies in one place (relay/refusals.go).
+// The relay maps them to wire bodies in one place (internal/relay/refusals.go).
 type Refusal string
 
 const (

@@ -59,7 +59,7 @@ const RefusedOutOfOrder Refusal = "out-of-order"
 
 // StreamFrame is one sealed frame: the counters the relay checks and the
 // ciphertext it cannot read. Its shape (kinds, offsets, size) is checked
-// where it is decoded (stream/seal), before any store sees it.
+// where it is decoded (internal/stream/seal), before any store sees it.
 type StreamFrame struct {
 	N    int64
 	From int64

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/stream/seal"
+	"github.com/byorelay/byorelay/internal/stream/seal"
 )
 
 // ErrorKind is how the daemon reacts to a refused call, after byollm's

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/stream"
-	"github.com/byorelay/byorelay/stream/seal"
+	"github.com/byorelay/byorelay/internal/stream"
+	"github.com/byorelay/byorelay/internal/stream/seal"
 )
 
 // DefaultFlushEvery is how often a live stream posts a frame while text

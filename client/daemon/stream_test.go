@@ -13,8 +13,8 @@ import (
 	"github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
-	"github.com/byorelay/byorelay/stream"
-	"github.com/byorelay/byorelay/stream/seal"
+	"github.com/byorelay/byorelay/internal/stream"
+	"github.com/byorelay/byorelay/internal/stream/seal"
 )
 
 // endlessStreamer streams a word every few milliseconds until its context

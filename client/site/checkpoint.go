@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/stream"
+	"github.com/byorelay/byorelay/internal/stream"
 )
 
 // The durable checkpoint plane (docs/streaming.md): a process that reads a

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/stream"
-	"github.com/byorelay/byorelay/stream/seal"
+	"github.com/byorelay/byorelay/internal/stream"
+	"github.com/byorelay/byorelay/internal/stream/seal"
 )
 
 // Why a stream ended without its seal. Neither is a failure of the job:

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/byorelay/byorelay/bench"
+	"github.com/byorelay/byorelay/internal/bench"
 	"github.com/byorelay/byorelay/localtest"
 )
 

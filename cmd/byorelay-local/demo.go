@@ -17,7 +17,7 @@ import (
 	"github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/cmd/internal/backendflag"
 	"github.com/byorelay/byorelay/cmd/internal/localstack"
-	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/protocol"
 )

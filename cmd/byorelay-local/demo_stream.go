@@ -14,7 +14,7 @@ import (
 
 	"github.com/byorelay/byorelay/client/daemon"
 	"github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/localtest/streamdemo"
 	"github.com/byorelay/byorelay/protocol"

@@ -19,11 +19,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/byorelay/byorelay/cmd/internal/localstack"
-	"github.com/byorelay/byorelay/lambdafn"
+	"github.com/byorelay/byorelay/internal/lambdafn"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/localtest/lambdadev"
-	"github.com/byorelay/byorelay/sitefn"
+	"github.com/byorelay/byorelay/internal/sitefn"
 	"github.com/byorelay/byorelay/store/dynamo"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/localtest/lambdadev"
-	"github.com/byorelay/byorelay/sitefn"
+	"github.com/byorelay/byorelay/internal/sitefn"
 )
 
 // What a self-contained site invoke creates: the site table, and the SSM

@@ -15,7 +15,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/byorelay/byorelay/bench"
+	"github.com/byorelay/byorelay/internal/bench"
 )
 
 const usage = `usage: byorelay-local <command> [flags]

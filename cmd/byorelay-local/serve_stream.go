@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/byorelay/byorelay/relay"
-	"github.com/byorelay/byorelay/stream/seal"
+	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/internal/stream/seal"
 )
 
 // withStreams serves the stream lane's SSE attach straight from the relay,

@@ -21,8 +21,8 @@ import (
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/relay"
-	"github.com/byorelay/byorelay/relay/relaytest"
+	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/internal/relay/relaytest"
 )
 
 // TestMain stops the DynamoDB Local the serve tests start.

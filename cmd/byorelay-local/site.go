@@ -21,10 +21,10 @@ import (
 	"github.com/byorelay/byorelay/localtest/apiserver"
 	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/sitefn"
-	"github.com/byorelay/byorelay/siteserver"
-	"github.com/byorelay/byorelay/sitestore"
-	sitedynamo "github.com/byorelay/byorelay/sitestore/dynamo"
+	"github.com/byorelay/byorelay/internal/sitefn"
+	"github.com/byorelay/byorelay/internal/siteserver"
+	"github.com/byorelay/byorelay/internal/sitestore"
+	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
 )
 
 // runSite is `byorelay-local site`: the direct-lane site stack locally, every

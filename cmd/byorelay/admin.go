@@ -7,12 +7,12 @@ import (
 	"strings"
 
 	"github.com/byorelay/byorelay/cmd/internal/localstack"
-	"github.com/byorelay/byorelay/controlplane"
-	"github.com/byorelay/byorelay/controlplane/admincli"
+	"github.com/byorelay/byorelay/internal/controlplane"
+	"github.com/byorelay/byorelay/internal/controlplane/admincli"
 )
 
 // runAdmin is `byorelay admin ...`: the control plane's admin API from the
-// command line (controlplane/admincli holds the commands). With nothing
+// command line (internal/controlplane/admincli holds the commands). With nothing
 // in the environment it talks to the running local stack, found through
 // the file serve writes, so `byorelay admin approve CODE` works in any
 // terminal without exporting the per-run token first.

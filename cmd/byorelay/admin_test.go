@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/byorelay/byorelay/cmd/internal/localstack"
-	"github.com/byorelay/byorelay/controlplane"
-	"github.com/byorelay/byorelay/controlplane/admincli"
+	"github.com/byorelay/byorelay/internal/controlplane"
+	"github.com/byorelay/byorelay/internal/controlplane/admincli"
 )
 
 func TestByorelayAdminTalksToTheAdminAPI(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/byorelay/byorelay/siteserver"
-	"github.com/byorelay/byorelay/sitestore"
+	"github.com/byorelay/byorelay/internal/siteserver"
+	"github.com/byorelay/byorelay/internal/sitestore"
 )
 
 // appLane is the site app (siteserver.Server) behind the page, on either

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/client/daemon"
-	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/peers"
 	"github.com/byorelay/byorelay/protocol"

@@ -39,8 +39,8 @@ import (
 
 	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/siteserver"
-	"github.com/byorelay/byorelay/sitestore"
+	"github.com/byorelay/byorelay/internal/siteserver"
+	"github.com/byorelay/byorelay/internal/sitestore"
 )
 
 func main() {

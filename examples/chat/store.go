@@ -9,9 +9,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/byorelay/byorelay/sitestore"
-	sitedynamo "github.com/byorelay/byorelay/sitestore/dynamo"
-	"github.com/byorelay/byorelay/sitestore/memory"
+	"github.com/byorelay/byorelay/internal/sitestore"
+	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
+	"github.com/byorelay/byorelay/internal/sitestore/memory"
 )
 
 // openStore is where the site app keeps its jobs, runners and pairings:

@@ -1,6 +1,6 @@
 // Command pending is the pending Lambda function; lambdafn holds its wiring.
 package main
 
-import "github.com/byorelay/byorelay/lambdafn"
+import "github.com/byorelay/byorelay/internal/lambdafn"
 
 func main() { lambdafn.Start(lambdafn.Pending) }

@@ -2,6 +2,6 @@
 // sitefn holds its wiring.
 package main
 
-import "github.com/byorelay/byorelay/sitefn"
+import "github.com/byorelay/byorelay/internal/sitefn"
 
 func main() { sitefn.Start(sitefn.Heartbeat) }

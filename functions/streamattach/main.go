@@ -2,6 +2,6 @@
 // through a function URL in RESPONSE_STREAM mode; lambdafn holds its wiring.
 package main
 
-import "github.com/byorelay/byorelay/lambdafn"
+import "github.com/byorelay/byorelay/internal/lambdafn"
 
 func main() { lambdafn.Start(lambdafn.StreamAttach) }

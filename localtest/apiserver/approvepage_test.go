@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/internal/controlplane"
 )
 
 // Deployed, the admin API is IAM-authorised and no browser reaches it, so

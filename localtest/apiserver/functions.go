@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	byorelay "github.com/byorelay/byorelay"
-	"github.com/byorelay/byorelay/lambdafn"
+	"github.com/byorelay/byorelay/internal/lambdafn"
 )
 
 // ForStack is the server for every HTTP function of template.yaml, each

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	byorelay "github.com/byorelay/byorelay"
-	"github.com/byorelay/byorelay/lambdafn"
+	"github.com/byorelay/byorelay/internal/lambdafn"
 )
 
 // The template decides routing; the function registry names what each

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/relay"
-	"github.com/byorelay/byorelay/relay/relaytest"
+	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/internal/relay/relaytest"
 )
 
 // The relay's happy path and its auth refusals, over real HTTP through the

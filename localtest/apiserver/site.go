@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	byorelay "github.com/byorelay/byorelay"
-	"github.com/byorelay/byorelay/sitefn"
+	"github.com/byorelay/byorelay/internal/sitefn"
 )
 
 // ForSiteStack is the server for every HTTP function of site-template.yaml,

@@ -48,10 +48,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
-	"github.com/byorelay/byorelay/lambdafn"
+	"github.com/byorelay/byorelay/internal/lambdafn"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/apiserver"
-	"github.com/byorelay/byorelay/relay"
+	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/store/dynamo"
 )
 

@@ -20,9 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/localtest"
-	"github.com/byorelay/byorelay/projection"
+	"github.com/byorelay/byorelay/internal/projection"
 )
 
 func TestMain(m *testing.M) {

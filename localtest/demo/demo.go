@@ -21,7 +21,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/byorelay/byorelay/projection"
+	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/protocol"
 )
 

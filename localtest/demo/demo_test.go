@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	site "github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/projection"
+	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/protocol"
 )
 

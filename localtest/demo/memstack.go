@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/byorelay/byorelay/controlplane"
-	"github.com/byorelay/byorelay/relay"
+	"github.com/byorelay/byorelay/internal/controlplane"
+	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/memory"
 )

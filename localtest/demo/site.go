@@ -10,9 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/siteserver"
-	"github.com/byorelay/byorelay/sitestore"
-	sitedynamo "github.com/byorelay/byorelay/sitestore/dynamo"
+	"github.com/byorelay/byorelay/internal/siteserver"
+	"github.com/byorelay/byorelay/internal/sitestore"
+	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
 	"github.com/byorelay/byorelay/store"
 	storedynamo "github.com/byorelay/byorelay/store/dynamo"
 )

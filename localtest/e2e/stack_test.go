@@ -16,8 +16,8 @@ import (
 
 	"github.com/byorelay/byorelay/client/daemon"
 	"github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/controlplane"
-	"github.com/byorelay/byorelay/lambdafn"
+	"github.com/byorelay/byorelay/internal/controlplane"
+	"github.com/byorelay/byorelay/internal/lambdafn"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/apiserver"
 	"github.com/byorelay/byorelay/localtest/peers"

@@ -11,8 +11,8 @@ import (
 	"github.com/byorelay/byorelay/client/daemon"
 	"github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/relay"
-	"github.com/byorelay/byorelay/stream/seal"
+	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/internal/stream/seal"
 )
 
 // withSSE serves the stream lane's SSE attach straight from the relay, as

@@ -5,7 +5,7 @@
 // client/daemon daemons and client/site sites) through 1,000 signed
 // protocol requests, while SDK middleware on the stack's AWS config names
 // the partition keys of every DynamoDB call each request makes
-// (bench/partkey, the same names the bench meters by).
+// (internal/bench/partkey, the same names the bench meters by).
 //
 // DynamoDB serves one partition key from one partition, at most 3,000
 // strongly consistent reads and 1,000 writes a second, and cannot split an

@@ -22,16 +22,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
-	"github.com/byorelay/byorelay/bench/partkey"
+	"github.com/byorelay/byorelay/internal/bench/partkey"
 	"github.com/byorelay/byorelay/client/daemon"
 	"github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/controlplane"
-	"github.com/byorelay/byorelay/lambdafn"
+	"github.com/byorelay/byorelay/internal/controlplane"
+	"github.com/byorelay/byorelay/internal/lambdafn"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/apiserver"
-	"github.com/byorelay/byorelay/projection"
+	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/relay/relaytest"
+	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/store/dynamo"
 )
 
@@ -137,7 +137,7 @@ func TestNoPartitionKeyIsHot(t *testing.T) {
 	m.check(t)
 }
 
-// checkSchema fails unless bench/partkey knows the partition key of the
+// checkSchema fails unless internal/bench/partkey knows the partition key of the
 // table and of every index it has: a call on an index it does not know
 // would be counted under no key, and could hide a hot one.
 func checkSchema(t *testing.T, db *dynamodb.Client, table string) {
@@ -152,7 +152,7 @@ func checkSchema(t *testing.T, db *dynamodb.Client, table string) {
 				continue
 			}
 			if known, ok := partkey.HashKey(index); !ok || known != aws.ToString(k.AttributeName) {
-				t.Fatalf("index %q is keyed by %s; bench/partkey names its partitions by %q (known: %v): add it there",
+				t.Fatalf("index %q is keyed by %s; internal/bench/partkey names its partitions by %q (known: %v): add it there",
 					index, aws.ToString(k.AttributeName), known, ok)
 			}
 		}
@@ -276,7 +276,7 @@ func (m *meter) check(t *testing.T) {
 		t.Errorf("requests scanned the table (Scans by function: %v): a Scan reads every partition, and has no place on the request path", scans)
 	}
 	if unknown > 0 {
-		t.Errorf("%d calls made by requests name no partition bench/partkey can read: they are counted under no key, and could hide a hot one", unknown)
+		t.Errorf("%d calls made by requests name no partition internal/bench/partkey can read: they are counted under no key, and could hide a hot one", unknown)
 	}
 	if len(m.outside) > 0 {
 		t.Errorf("calls during the workload carried no request (by key: %v): work done outside every request escapes this count", m.outside)

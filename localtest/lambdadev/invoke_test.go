@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/byorelay/byorelay/lambdafn"
+	"github.com/byorelay/byorelay/internal/lambdafn"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/store/dynamo"

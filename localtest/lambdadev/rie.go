@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/byorelay/byorelay/lambdafn"
-	"github.com/byorelay/byorelay/sitefn"
+	"github.com/byorelay/byorelay/internal/lambdafn"
+	"github.com/byorelay/byorelay/internal/sitefn"
 )
 
 // RIEModule is the Lambda runtime interface emulator, pinned: the same

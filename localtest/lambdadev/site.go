@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/byorelay/byorelay/localtest/demo"
-	"github.com/byorelay/byorelay/sitefn"
+	"github.com/byorelay/byorelay/internal/sitefn"
 	storedynamo "github.com/byorelay/byorelay/store/dynamo"
 )
 

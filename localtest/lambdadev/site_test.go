@@ -18,7 +18,7 @@ import (
 
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/demo"
-	"github.com/byorelay/byorelay/sitefn"
+	"github.com/byorelay/byorelay/internal/sitefn"
 )
 
 // siteSteps are the site stack's sample events in an order where every

@@ -9,8 +9,8 @@ import (
 
 	"github.com/byorelay/byorelay/localtest/peers"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/relay"
-	"github.com/byorelay/byorelay/relay/relaytest"
+	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/internal/relay/relaytest"
 )
 
 // goDaemon is the smallest daemon that can serve through a relay, written

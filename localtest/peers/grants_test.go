@@ -8,14 +8,14 @@ import (
 
 	"github.com/byorelay/byorelay/localtest/peers"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/relay"
+	"github.com/byorelay/byorelay/internal/relay"
 )
 
 // A relay with a control plane hands the daemon its grant-signing key at
 // pairing, and the daemon then runs nothing without a grant signed by it,
 // its owner's own jobs included. This drives the relay package with a test
 // grant author, against the reference relay too; grants_author_test.go
-// runs byorelay's own author (controlplane/grants) through the full stack.
+// runs byorelay's own author (internal/controlplane/grants) through the full stack.
 func TestRealPeersWithGrants(t *testing.T) {
 	t.Parallel()
 	relaysWithGrants := []target{

@@ -11,7 +11,7 @@ import (
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/peers"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/relay"
+	"github.com/byorelay/byorelay/internal/relay"
 )
 
 func TestMain(m *testing.M) { localtest.Main(m) }

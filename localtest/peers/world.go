@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/byorelay/byorelay/controlplane"
-	"github.com/byorelay/byorelay/relay/relaytest"
+	"github.com/byorelay/byorelay/internal/controlplane"
+	"github.com/byorelay/byorelay/internal/relay/relaytest"
 )
 
 // The person whose jobs run on her own device, and the site she consented

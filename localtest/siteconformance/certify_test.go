@@ -15,11 +15,11 @@ import (
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/apiserver"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/sitefn"
-	"github.com/byorelay/byorelay/siteserver"
-	"github.com/byorelay/byorelay/sitestore"
-	sitedynamo "github.com/byorelay/byorelay/sitestore/dynamo"
-	"github.com/byorelay/byorelay/sitestore/memory"
+	"github.com/byorelay/byorelay/internal/sitefn"
+	"github.com/byorelay/byorelay/internal/siteserver"
+	"github.com/byorelay/byorelay/internal/sitestore"
+	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
+	"github.com/byorelay/byorelay/internal/sitestore/memory"
 )
 
 // Timing for the kit. advanceTime removes the deliberate waits, so these

@@ -22,16 +22,16 @@ import (
 
 	"github.com/byorelay/byorelay/client/daemon"
 	site "github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/fakellm"
 	"github.com/byorelay/byorelay/localtest/peers"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/relay"
-	"github.com/byorelay/byorelay/relay/relaytest"
-	"github.com/byorelay/byorelay/siteserver"
-	"github.com/byorelay/byorelay/sitestore"
-	sitedynamo "github.com/byorelay/byorelay/sitestore/dynamo"
+	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/internal/relay/relaytest"
+	"github.com/byorelay/byorelay/internal/siteserver"
+	"github.com/byorelay/byorelay/internal/sitestore"
+	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
 )
 
 func TestMain(m *testing.M) {

@@ -16,14 +16,14 @@ import (
 
 	"github.com/byorelay/byorelay/client/daemon"
 	site "github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/peers"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/relay"
-	"github.com/byorelay/byorelay/relay/relaytest"
-	"github.com/byorelay/byorelay/siteserver"
-	sitedynamo "github.com/byorelay/byorelay/sitestore/dynamo"
+	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/internal/relay/relaytest"
+	"github.com/byorelay/byorelay/internal/siteserver"
+	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
 	storedynamo "github.com/byorelay/byorelay/store/dynamo"
 )
 

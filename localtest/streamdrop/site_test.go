@@ -16,8 +16,8 @@ import (
 	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/siteserver"
-	sitedynamo "github.com/byorelay/byorelay/sitestore/dynamo"
+	"github.com/byorelay/byorelay/internal/siteserver"
+	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
 )
 
 // The site processes' environment.

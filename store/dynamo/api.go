@@ -25,7 +25,7 @@ type API interface {
 // Objects is the envelope bucket: where the store keeps envelopes too
 // large to inline, one object per key. It names no SDK type, so this
 // package links no S3 client: the relay's functions get theirs from
-// lambdafn/objects, which implements it with the SDK's s3 client, and a
+// internal/lambdafn/objects, which implements it with the SDK's s3 client, and a
 // program that never offloads (the site stack, the memory-backed tests)
 // links none.
 type Objects interface {

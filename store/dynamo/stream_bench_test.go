@@ -10,14 +10,14 @@ import (
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/storetest"
-	"github.com/byorelay/byorelay/stream/seal"
+	"github.com/byorelay/byorelay/internal/stream/seal"
 )
 
 // BenchmarkStreamCapacity is what streaming 1,000 characters costs in
 // DynamoDB capacity, by frame size (how much text a daemon coalesces into
 // one frame): the appends (one TransactWriteItems each, plus the header
 // and lease reads that decide it) and one reader replaying the whole
-// stream. Frames carry real ciphertext (stream/seal). Compare with
+// stream. Frames carry real ciphertext (internal/stream/seal). Compare with
 // BenchmarkLifecycleCapacity's "complete" for the same text not streamed.
 //
 //	go test -run '^$' -bench StreamCapacity -benchtime 5x ./store/dynamo/

@@ -42,7 +42,7 @@ func TestALostAcknowledgementIsNotMistakenForALostRace(t *testing.T) {
 // A key past DynamoDB's size limit is refused outright, and retrying cannot
 // change that: it is an error for the caller (a 500, a bug to fix), never
 // the contention that tells a client to try again. The relay bounds every
-// identifier before it gets here (relay/bounds.go); this is the store's own
+// identifier before it gets here (internal/relay/bounds.go); this is the store's own
 // answer when something slips past.
 func TestAnOversizedKeyIsAnErrorNotContention(t *testing.T) {
 	e := newFaultEnv(t)

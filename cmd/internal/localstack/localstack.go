@@ -19,8 +19,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/byorelay/byorelay/controlplane"
-	"github.com/byorelay/byorelay/controlplane/admincli"
+	"github.com/byorelay/byorelay/internal/controlplane"
+	"github.com/byorelay/byorelay/internal/controlplane/admincli"
 )
 
 // EnvDir overrides the directory.

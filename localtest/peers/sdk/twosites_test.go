@@ -11,13 +11,13 @@ import (
 	"time"
 
 	site "github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/controlplane"
+	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/fakellm"
 	"github.com/byorelay/byorelay/localtest/peers"
-	"github.com/byorelay/byorelay/relay/relaytest"
-	"github.com/byorelay/byorelay/siteserver"
-	sitedynamo "github.com/byorelay/byorelay/sitestore/dynamo"
+	"github.com/byorelay/byorelay/internal/relay/relaytest"
+	"github.com/byorelay/byorelay/internal/siteserver"
+	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
 )
 
 // Two sites publish through one byorelay at the same time, to the same

@@ -1,0 +1,148 @@
+package bench
+
+import (
+	"math"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/byorelay/byorelay/internal/bench/partkey"
+	"github.com/byorelay/byorelay/store/dynamo"
+)
+
+func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+func key(pk, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"pk": s(pk), "sk": s(sk)}
+}
+
+// A call's capacity is shared equally over its items, an index's
+// maintenance goes to the index partitions the call names, and the shares
+// add up to the call.
+func TestMeterSharesACallOverItsKeys(t *testing.T) {
+	m := newCapacityMeter()
+	in := &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: &types.Put{Item: map[string]types.AttributeValue{"pk": s("a"), "sk": s("j"), "qk": s("Q#1")}}},
+		{Update: &types.Update{Key: key("b", "x"), UpdateExpression: aws.String("SET dk = :dk, du = :du REMOVE qk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":dk": s("D#0"), ":du": &types.AttributeValueMemberN{Value: "1"}}}},
+		{Update: &types.Update{Key: key("a", "y"), UpdateExpression: aws.String("REMOVE lk")}},
+		{ConditionCheck: &types.ConditionCheck{Key: key("c", "z")}},
+	}}
+	c := Capacity{Calls: 1, ReadUnits: 2, WriteUnits: 14, IndexWrite: 8}
+	byIndex := map[string]float64{"queue": 2, "due": 4, "sitelist": 2}
+	m.record("F", keyShares(partkey.Of(in), c, byIndex, partkey.IndexWrites(in)), c)
+	m.record(notFunction, map[string]Capacity{"a": {Calls: 1, WriteUnits: 100}}, Capacity{Calls: 1, WriteUnits: 100})
+	keys := m.snapshotKeys()
+	want := map[string]Capacity{
+		"queue:Q#1": {Calls: 1, WriteUnits: 2, IndexWrite: 2},
+		"due:D#0":   {Calls: 1, WriteUnits: 4, IndexWrite: 4},
+		// The rest (2 RCU, 8 WCU of which the removed sitelist entry's 2)
+		// over the four items, two of them a's.
+		"a": {Calls: 2, ReadUnits: 1, WriteUnits: 4, IndexWrite: 1},
+		"b": {Calls: 1, ReadUnits: 0.5, WriteUnits: 2, IndexWrite: 0.5},
+		"c": {Calls: 1, ReadUnits: 0.5, WriteUnits: 2, IndexWrite: 0.5},
+	}
+	if len(keys) != len(want) {
+		t.Errorf("keys %v, want %v (calls outside functions under no key)", keys, want)
+	}
+	var sum Capacity
+	for k, got := range keys {
+		if got != want[k] {
+			t.Errorf("%s: %+v, want %+v", k, got, want[k])
+		}
+		sum.add(got)
+	}
+	if sum.WriteUnits != c.WriteUnits || sum.ReadUnits != c.ReadUnits || sum.IndexWrite != c.IndexWrite {
+		t.Errorf("shares add up to %+v, want the call's %+v", sum, c)
+	}
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*max(1, math.Abs(b)) }
+
+func TestSaturationArithmetic(t *testing.T) {
+	w := &world{sites: []site{{id: "site-a"}, {id: "site-b"}}, daemons: []daemon{{runnerID: "run-1", owner: "own-1"}}}
+	// 100 jobs; 10 idle daemon-seconds.
+	lifecycle := map[string]Capacity{
+		"V#projection":   {Calls: 1300, ReadUnits: 1300},                // 13 RCU/job, shared
+		"S#site-a":       {Calls: 100, ReadUnits: 100, WriteUnits: 300}, // 3 WCU/job, site
+		"queue:own-1/xx": {Calls: 100, ReadUnits: 50},
+		// One job's item, read by that job alone: never saturates.
+		"J#site-a/r0-000-000001": {Calls: 20, WriteUnits: 90},
+	}
+	idle := &IdlePhase{Daemons: 2, Seconds: 5, Keys: map[string]Capacity{
+		"V#projection": {Calls: 4, ReadUnits: 4},                // 0.4 RCU per daemon-second
+		"P#run-1":      {Calls: 2, ReadUnits: 1, WriteUnits: 9}, // the runner's own: never saturates with the fleet
+	}}
+	h := heat(w, 100, lifecycle, idle)
+	if h.Keys[0].Key != "V#projection" || h.Keys[0].Scope != "shared" || !near(h.Keys[0].PerJob.ReadUnits, 13) || !near(h.Keys[0].PerDaemonSecond.ReadUnits, 0.4) {
+		t.Errorf("hottest key %+v", h.Keys[0])
+	}
+	if len(h.Keys) != 5 {
+		t.Errorf("%d keys, want the 5 distinct keys of both phases", len(h.Keys))
+	}
+	for _, k := range h.Keys {
+		want := map[string]string{"V#projection": "shared", "S#site-a": "site", "queue:own-1/xx": "owner", "P#run-1": "runner", "J#site-a/r0-000-000001": "job"}[k.Key]
+		if k.Scope != want {
+			t.Errorf("%s: scope %s, want %s", k.Key, k.Scope, want)
+		}
+	}
+	// 3000 RCU/s over 0.4 RCU per daemon-second.
+	if s := h.IdleDaemons; s == nil || s.Key != "V#projection" || !s.Reads || !near(s.At, 7500) {
+		t.Errorf("idle saturation %+v, want V#projection reads at 7500 daemons", s)
+	}
+	// Shared: 3000/13 = 230.8 jobs/s at any size. The site key took half
+	// the jobs at 6 WCU each: 1000 WCU/s over 3 WCU/job, times sites/2:
+	// 166.7 at one site (first there), 1666.7 at ten.
+	want := map[int]Saturation{
+		1:  {Sites: 1, Key: "S#site-a", At: 1000.0 / 3 / 2},
+		10: {Sites: 10, Key: "V#projection", Reads: true, At: 3000.0 / 13},
+	}
+	for _, s := range h.JobsPerSecond {
+		if x, ok := want[s.Sites]; ok && (x.Key != s.Key || x.Reads != s.Reads || !near(x.At, s.At)) {
+			t.Errorf("at %d sites: %+v, want %+v", s.Sites, s, x)
+		}
+	}
+	if len(h.JobsPerSecond) != len(heatSites) {
+		t.Errorf("%d fleet sizes, want %d", len(h.JobsPerSecond), len(heatSites))
+	}
+}
+
+// A shard family's load is spread over all its shards for the saturation
+// estimates, whichever members the sample touched; the table keeps the
+// exact keys.
+func TestSaturationSpreadsAShardFamily(t *testing.T) {
+	w := &world{sites: []site{{id: "site-a"}}, daemons: []daemon{{runnerID: "run-1", owner: "own-1"}}}
+	// One container's one probe read, on one member, in 10 daemon-seconds;
+	// and due index writes on two of the request shards.
+	idle := &IdlePhase{Daemons: 2, Seconds: 5, Keys: map[string]Capacity{
+		"CLOCK#probe#146": {Calls: 1, ReadUnits: 0.5},
+	}}
+	lifecycle := map[string]Capacity{
+		"due:D#3":  {Calls: 10, WriteUnits: 400},
+		"due:D#7":  {Calls: 10, WriteUnits: 200},
+		"due:D#7x": {Calls: 1, WriteUnits: 1}, // not a member: its suffix is not a shard number
+	}
+	h := heat(w, 100, lifecycle, idle)
+	if h.Keys[0].Key != "CLOCK#probe#146" && h.Keys[0].Key != "due:D#3" {
+		t.Errorf("the table names %q first, want a measured key", h.Keys[0].Key)
+	}
+	// 0.05 RCU per daemon-second over 256 shards: 3000 × 256 / 0.05.
+	if s := h.IdleDaemons; s == nil || s.Key != "CLOCK#probe#*" || !near(s.At, 3000*float64(dynamo.ClockProbeShards)/0.05) {
+		t.Errorf("idle saturation %+v, want the probe family at %v daemons", s, 3000*float64(dynamo.ClockProbeShards)/0.05)
+	}
+	// 6 WCU per job over the due shards: 1000 × shards / 6 jobs/s; the
+	// non-member, 0.01 WCU per job on its own, saturates at 100,000.
+	for _, s := range h.JobsPerSecond {
+		if s.Sites != 1 {
+			continue
+		}
+		family := 1000 * float64(dynamo.DefaultDueShards) / 6
+		other := 1000 / 0.01
+		want := min(family, other)
+		if !near(s.At, want) {
+			t.Errorf("at one site: %+v, want %v jobs/s", s, want)
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package grants
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/store"
+)
+
+// ReservedPurpose is the purpose of a stub that names none (manifest.ts
+// RESERVED_PURPOSE). The daemon compares a grant's purpose against the
+// stub's purpose or this, so a grant for a purpose-less stub must carry it.
+const ReservedPurpose = "default"
+
+// Decline reasons, for the relay's decision log.
+const (
+	// ReasonResolvedElsewhere: no service on this device serves the job's
+	// kind to the job's owner (the reference's name for the same fact).
+	ReasonResolvedElsewhere = "resolved-elsewhere"
+	// ReasonAmbiguousService: two or more do, and nothing says which.
+	ReasonAmbiguousService = "ambiguous-service"
+)
+
+// Author signs grants with a control-plane key. Safe for concurrent use.
+type Author struct {
+	key   *protocol.Keys
+	clock store.Clock
+	newID func() (string, error)
+}
+
+// Options are what a caller may inject instead of the defaults.
+type Options struct {
+	// Clock stamps issuedAt; nil is the host clock. The daemon refuses a
+	// grant more than 30 s ahead of its own clock or 120 s behind it.
+	Clock store.Clock
+	// NewGrantID mints grant ids; nil is "grant_" and a random UUID, the
+	// reference's format. For tests that assert what was signed.
+	NewGrantID func() (string, error)
+}
+
+// New builds an Author from a 32-byte Ed25519 seed.
+func New(seed []byte, opts Options) (*Author, error) {
+	key, err := keysFromSeed(seed)
+	if err != nil {
+		return nil, err
+	}
+	a := &Author{key: key, clock: opts.Clock, newID: opts.NewGrantID}
+	if a.clock == nil {
+		a.clock = store.SystemClock{}
+	}
+	if a.newID == nil {
+		a.newID = newGrantID
+	}
+	return a, nil
+}
+
+// keysFromSeed holds the seed as protocol.Keys, which never print or
+// serialise their private half. Keys also carry an encryption key, which a
+// control plane never uses (it opens nothing): a random one, so nothing
+// secret is derived from the signing seed for a purpose it was not made for.
+func keysFromSeed(seed []byte) (*protocol.Keys, error) {
+	var unused [32]byte
+	if _, err := rand.Read(unused[:]); err != nil {
+		return nil, fmt.Errorf("grants: %w", err)
+	}
+	key, err := protocol.NewKeys(seed, unused[:])
+	if err != nil {
+		return nil, fmt.Errorf("grants: control-plane key: %w", err)
+	}
+	return key, nil
+}
+
+// Public is the control-plane public key, for relay.Config's
+// ControlPlanePublic: from the same object that signs, so a deployment
+// cannot hand devices one key and sign with another (every job would be
+// refused at the device while every process reports itself healthy).
+func (a *Author) Public() string { return a.key.Public().Identity }
+
+// Grant is a relay.GrantAuthor: pass a.Grant as relay.Config's AuthorGrant.
+// An error (no randomness for the id) fails the claim, as a throw does in
+// the reference; a decline is an answer, not an error.
+func (a *Author) Grant(_ context.Context, in relay.GrantRequest) (relay.GrantDecision, error) {
+	service, reason := resolveService(in)
+	if reason != "" {
+		return relay.GrantDecision{Declined: &relay.Decline{Permanent: false, Reason: reason}}, nil
+	}
+	id, err := a.newID()
+	if err != nil {
+		return relay.GrantDecision{}, fmt.Errorf("grants: grant id: %w", err)
+	}
+	purpose := in.Purpose
+	if purpose == "" {
+		purpose = ReservedPurpose
+	}
+	g, err := protocol.SignGrant(a.key, protocol.SignedGrant{
+		GrantID: id,
+		JobID:   in.Job.ID,
+		// The key id the device pinned, carried off the stub: the daemon
+		// compares it with the stub's site, and job ids are only unique per
+		// site.
+		Site: in.SiteKey,
+		// Whose work: the stub's owner. The daemon refuses a grant whose
+		// user differs from the stub's.
+		User: in.Job.Owner,
+		// Whose machine: the device's owner, as the relay authenticated it.
+		Owner:    in.Owner,
+		Purpose:  purpose,
+		Kind:     in.Job.Kind,
+		Service:  service,
+		IssuedAt: a.clock.Now().UnixMilli(),
+	})
+	if err != nil {
+		return relay.GrantDecision{}, err
+	}
+	return relay.GrantDecision{Granted: &g}, nil
+}
+
+// newGrantID is the reference's `grant_${randomUUID()}`: a version 4 UUID
+// from crypto/rand.
+func newGrantID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("grant_%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
+}

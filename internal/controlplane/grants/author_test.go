@@ -1,0 +1,201 @@
+package grants_test
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/byorelay/byorelay/internal/controlplane/grants"
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/store"
+)
+
+const (
+	alice = "alice" // the device's owner
+	bob   = "bob"   // a member of alice's roster
+)
+
+func newAuthor(t *testing.T, opts grants.Options) *grants.Author {
+	t.Helper()
+	seed, err := grants.NewSeed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := grants.New(seed, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func capability(kind, service, scope string) protocol.Capability {
+	return protocol.Capability{Kind: kind, Service: service, BackendID: "ollama", BackendClass: "http", Model: "m", OfferScope: scope}
+}
+
+// request is bob's llm.generate job, claimed by alice's device, which
+// offers one service for it to her team.
+func request() relay.GrantRequest {
+	return relay.GrantRequest{
+		Job: protocol.ClaimedStub{
+			ID: "job-1", Kind: "llm.generate", Owner: bob, Site: "site-key-id", Audience: "team",
+			SizeClass: "small", DeadlineAt: 1_700_000_900_000, Lease: protocol.Lease{ID: "lease-1", ExpiresAt: 1_700_000_060_000},
+		},
+		SiteID:       "site-1",
+		SiteKey:      "site-key-id",
+		Owner:        alice,
+		RunnerID:     "runner-1",
+		Capabilities: []protocol.Capability{capability("llm.generate", "qwen", "team"), capability("embed.text", "nomic", "private")},
+	}
+}
+
+// The relay takes the method value as its author.
+var _ relay.GrantAuthor = (*grants.Author)(nil).Grant
+
+func TestAGrantCarriesEveryFieldAsTheReferenceSignsItAndVerifies(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	a := newAuthor(t, grants.Options{Clock: store.NewManualClock(now)})
+	d, err := a.Grant(context.Background(), request())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Declined != nil || d.Granted == nil {
+		t.Fatalf("decision %+v, want a grant", d)
+	}
+	g := *d.Granted
+	if !regexp.MustCompile(`^grant_[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(g.GrantID) {
+		t.Errorf("grantId %q is not grant_ and a v4 UUID", g.GrantID)
+	}
+	want := protocol.SignedGrant{
+		GrantID: g.GrantID, JobID: "job-1", Site: "site-key-id", User: bob, Owner: alice,
+		Purpose: "default", Kind: "llm.generate", Service: "qwen", IssuedAt: now.UnixMilli(), Signature: g.Signature,
+	}
+	if g != want {
+		t.Fatalf("grant %+v\nwant  %+v", g, want)
+	}
+	if raw, err := protocol.UnB64(a.Public()); err != nil || len(raw) != 32 {
+		t.Fatalf("public key %q is not a base64url Ed25519 key: %v", a.Public(), err)
+	}
+	check := protocol.GrantCheck{Owner: alice, JobID: "job-1", ControlPlanePublic: a.Public(), Now: now.UnixMilli() + 1000}
+	if err := protocol.VerifyGrant(g, check); err != nil {
+		t.Fatalf("the grant does not verify against the author's public key: %v", err)
+	}
+	tampered := g
+	tampered.Service = "other"
+	if err := protocol.VerifyGrant(tampered, check); !errors.Is(err, protocol.GrantBadSignature) {
+		t.Fatalf("a grant with its service rewritten verified: %v", err)
+	}
+}
+
+func TestAStubsOwnPurposeIsSignedAndAnAbsentOneIsTheReservedPurpose(t *testing.T) {
+	a := newAuthor(t, grants.Options{})
+	in := request()
+	in.Purpose = "summaries"
+	d, err := a.Grant(context.Background(), in)
+	if err != nil || d.Granted == nil {
+		t.Fatalf("decision %+v, %v", d, err)
+	}
+	if d.Granted.Purpose != "summaries" {
+		t.Fatalf("purpose %q, want the stub's", d.Granted.Purpose)
+	}
+}
+
+func TestEveryGrantHasItsOwnID(t *testing.T) {
+	a := newAuthor(t, grants.Options{})
+	seen := map[string]bool{}
+	for range 50 {
+		d, err := a.Grant(context.Background(), request())
+		if err != nil || d.Granted == nil {
+			t.Fatalf("decision %+v, %v", d, err)
+		}
+		if seen[d.Granted.GrantID] {
+			t.Fatalf("grant id %s issued twice: the device would refuse the second as replayed", d.Granted.GrantID)
+		}
+		seen[d.Granted.GrantID] = true
+	}
+}
+
+func TestTheInjectedIDSourceIsUsedAndItsFailureFailsTheClaim(t *testing.T) {
+	a := newAuthor(t, grants.Options{NewGrantID: func() (string, error) { return "grant_fixed", nil }})
+	d, err := a.Grant(context.Background(), request())
+	if err != nil || d.Granted == nil || d.Granted.GrantID != "grant_fixed" {
+		t.Fatalf("decision %+v, %v", d, err)
+	}
+	broken := newAuthor(t, grants.Options{NewGrantID: func() (string, error) { return "", errors.New("no entropy") }})
+	if d, err := broken.Grant(context.Background(), request()); err == nil {
+		t.Fatalf("decision %+v with no grant id, want an error", d)
+	}
+}
+
+func TestTheServiceIsTheOneThatServesTheJobToItsOwner(t *testing.T) {
+	tests := []struct {
+		name    string
+		owner   string // the job's owner; the device is alice's
+		caps    []protocol.Capability
+		service string // "" when declined
+		reason  string
+	}{
+		{"a teammate's job goes to the one team service for its kind", bob,
+			[]protocol.Capability{capability("llm.generate", "private-one", "private"), capability("llm.generate", "shared", "team")}, "shared", ""},
+		{"the owner's own job may use a private service", alice,
+			[]protocol.Capability{capability("llm.generate", "mine", "private")}, "mine", ""},
+		{"a service advertised under several rows is still one service", bob,
+			[]protocol.Capability{capability("llm.generate", "qwen", "team"), capability("llm.generate", "qwen", "team")}, "qwen", ""},
+		{"a teammate's job on a device offering its kind only privately is declined", bob,
+			[]protocol.Capability{capability("llm.generate", "mine", "private")}, "", grants.ReasonResolvedElsewhere},
+		{"a scope this build does not know does not widen", bob,
+			[]protocol.Capability{capability("llm.generate", "odd", "everyone")}, "", grants.ReasonResolvedElsewhere},
+		{"a device that does not serve the kind is declined", alice,
+			[]protocol.Capability{capability("embed.text", "nomic", "team")}, "", grants.ReasonResolvedElsewhere},
+		{"two services for the kind are not guessed between", alice,
+			[]protocol.Capability{capability("llm.generate", "local", "private"), capability("llm.generate", "metered", "team")}, "", grants.ReasonAmbiguousService},
+		{"two team services for a teammate are not guessed between", bob,
+			[]protocol.Capability{capability("llm.generate", "a", "team"), capability("llm.generate", "b", "team")}, "", grants.ReasonAmbiguousService},
+	}
+	a := newAuthor(t, grants.Options{})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := request()
+			in.Job.Owner = tt.owner
+			in.Capabilities = tt.caps
+			d, err := a.Grant(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.reason != "" {
+				if d.Granted != nil || d.Declined == nil || d.Declined.Reason != tt.reason {
+					t.Fatalf("decision %+v, want declined %s", d, tt.reason)
+				}
+				// Transient: the owner can change the offer, and a permanent
+				// refusal would outlive the change.
+				if d.Declined.Permanent {
+					t.Fatal("declined permanently")
+				}
+				return
+			}
+			if d.Declined != nil || d.Granted == nil || d.Granted.Service != tt.service {
+				t.Fatalf("decision %+v, want granted for %s", d, tt.service)
+			}
+		})
+	}
+}
+
+func TestASeedOfTheWrongSizeIsRefused(t *testing.T) {
+	if _, err := grants.New(make([]byte, 31), grants.Options{}); err == nil {
+		t.Fatal("a 31-byte seed was accepted")
+	}
+}
+
+func TestTheSameSeedIsTheSameKey(t *testing.T) {
+	seed, err := grants.NewSeed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := grants.New(seed, grants.Options{})
+	b, _ := grants.New(seed, grants.Options{})
+	if a.Public() != b.Public() {
+		t.Fatal("one seed gave two public keys: a restarted container would sign with a key no device pinned")
+	}
+}

@@ -1,0 +1,75 @@
+package lambdafn
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
+	"github.com/byorelay/byorelay/store/dynamo"
+	"github.com/byorelay/byorelay/store/storetest"
+)
+
+// A stack opened from the environment as a Lambda container opens it
+// (BUCKET_NAME, S3_PATH_STYLE, AWS_ENDPOINT_URL_S3) offloads an envelope
+// too large to inline to the bucket and hands it back byte for byte,
+// through internal/lambdafn/objects. The endpoint is moto's by host name, not by
+// address, so only S3_PATH_STYLE keeps the bucket out of the host name (a
+// bucket host name under localhost does not resolve).
+func TestOpenOffloadsALargeEnvelopeToTheBucket(t *testing.T) {
+	ctx := context.Background()
+	localtest.LambdaEnv(t, map[string]string{
+		"dynamodb": localtest.DynamoEndpoint(t),
+		"s3":       strings.Replace(localtest.MotoEndpoint(t), "127.0.0.1", "localhost", 1),
+	})
+
+	table, bucket := localtest.UniqueName("offload"), localtest.UniqueName("offload")
+	if err := dynamo.CreateTable(ctx, localtest.DynamoClient(t), table); err != nil {
+		t.Fatal(err)
+	}
+	sdk := localtest.S3Client(t)
+	if _, err := sdk.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatal(err)
+	}
+	env, err := LoadEnv(envOf(map[string]string{"TABLE_NAME": table, "BUCKET_NAME": bucket, "S3_PATH_STYLE": "1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := store.NewManualClock(storetest.Start)
+	st, err := Open(ctx, env, Options{Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	stub := protocol.JobStub{ID: "big", Kind: "llm.generate", Owner: "alice", Site: "K", Audience: "private", SizeClass: "large",
+		DeadlineAt: store.EpochMs(clock.Now()) + 60_000}
+	if _, err := st.Store.Enqueue(ctx, store.EnqueueInput{ID: "big", SiteID: "site", Stub: stub}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := st.Store.Claim(ctx, store.ClaimInput{
+		RunnerID: "r1", Owner: "alice", Device: protocol.PublicIdentity{Identity: "id-r1"},
+		Routes: []store.Route{{SiteID: "site", Owner: "alice"}}, Kinds: []string{"llm.generate"}, Max: 1, LeaseMs: 60_000,
+	})
+	if err != nil || len(g) != 1 {
+		t.Fatalf("claim: %v %v", g, err)
+	}
+	payload := protocol.SealedEnvelope{Ciphertext: strings.Repeat("A", 2*dynamo.DefaultInlineEnvelopeBytes),
+		RecipientKeyID: "r", SenderKeyID: "s", Direction: "payload", DeadlineAt: stub.DeadlineAt}
+	if _, err := st.Store.Seal(ctx, store.SealInput{SiteID: "site", JobID: "big", Envelope: payload}); err != nil {
+		t.Fatal(err)
+	}
+	listed, err := sdk.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	if err != nil || len(listed.Contents) != 1 {
+		t.Fatalf("the bucket should hold the payload: %v %v", listed, err)
+	}
+	taken, err := st.Store.TakePayload(ctx, store.HolderInput{JobID: "big", RunnerID: "r1", LeaseID: g[0].Lease.ID})
+	if err != nil || taken.Envelope == nil || *taken.Envelope != payload {
+		t.Fatalf("take: refused=%q err=%v", taken.Refused, err)
+	}
+}

@@ -1,0 +1,482 @@
+package lambdafn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/byorelay/byorelay/internal/controlplane"
+	"github.com/byorelay/byorelay/internal/controlplane/grants"
+	"github.com/byorelay/byorelay/internal/lambdafn/container"
+	"github.com/byorelay/byorelay/internal/lambdafn/objects"
+	"github.com/byorelay/byorelay/internal/lambdafn/paramstore"
+	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/store"
+	"github.com/byorelay/byorelay/store/dynamo"
+)
+
+// Options are what a caller may inject into Open instead of the defaults a
+// Lambda container uses.
+type Options struct {
+	// AWS is the SDK configuration; nil reads it from the environment
+	// Lambda sets (container.AWSFromEnv), with AWS_ENDPOINT_URL_<SERVICE> overrides.
+	AWS *aws.Config
+	// Clock is the store's and the relay's clock. Nil is the host clock for
+	// the relay and, for the store, a dynamo.ServerClock over the host
+	// clock: every replica's leases and windows read DynamoDB's clock.
+	Clock store.Clock
+	// Logger receives the relay's decision records; nil writes JSON to
+	// stderr, which Lambda ships to CloudWatch Logs.
+	Logger *slog.Logger
+	// MetricsOut receives EMF records; nil is stdout, where Lambda's log
+	// agent picks EMF up. io.Discard turns metrics off.
+	MetricsOut io.Writer
+	// Grants authors grants with a key the caller holds (the local stack's);
+	// nil reads one from Env.GrantKeyParameter when that is set.
+	Grants *grants.Author
+}
+
+// Stack is one container's wiring, shared by every function it serves:
+// clients, the routing store, the projection, the relay, the admin API.
+// Build one per process (a Lambda container, or the local server for all
+// functions at once); it holds no routing state of its own, so any number
+// of Stacks over one table are replicas.
+type Stack struct {
+	Env     Env
+	Store   *dynamo.Store
+	Control *controlplane.Store
+	Metrics *EMF
+
+	// relay is built at Open, or, when the grant key is read from SSM, by
+	// the first request that needs it (container.Deferred).
+	relay *container.Deferred[*relay.Relay]
+	log   *slog.Logger
+	waker *Waker
+	churn *ChurnPublisher
+	admin func() http.Handler
+
+	// serverClock is the store's clock unless Options.Clock replaced it;
+	// its offset is published at most once a minute (noteClock).
+	serverClock *dynamo.ServerClock
+	clockMu     sync.Mutex
+	clockNoted  time.Time
+	// calibrateMu serialises the calibrating read Calibrate makes while
+	// the clock has none.
+	calibrateMu sync.Mutex
+}
+
+// Open builds a Stack from env.
+func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
+	cfg, endpoint, err := awsConfig(opts.AWS)
+	if err != nil {
+		return nil, err
+	}
+	st := &Stack{}
+	clock, storeClock := opts.Clock, opts.Clock
+	if clock == nil {
+		clock = store.SystemClock{}
+		// One time source for every replica's expiry decisions: the host
+		// clock corrected by the Date of DynamoDB's own responses
+		// (docs/decisions/0012-one-time-source.md). The relay's clock stays
+		// the host's: signature freshness is about the caller's clock
+		// versus this process's.
+		st.serverClock = dynamo.NewServerClock(nil)
+		storeClock = st.serverClock
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	out := opts.MetricsOut
+	if out == nil {
+		out = os.Stdout
+	}
+	if env.MetricsNamespace == "" {
+		env.MetricsNamespace = "byorelay" // an Env built in code rather than by LoadEnv
+	}
+	st.Env, st.log = env, log
+	st.Metrics = NewEMF(out, env.MetricsNamespace, os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), clock)
+
+	if env.ChurnTopicARN != "" {
+		st.churn = NewChurnPublisher(cfg, aws.ToString(endpoint("sns", nil)), env.ChurnTopicARN, log)
+	}
+	if env.WakeupGroup != "" {
+		st.waker = NewWaker(cfg, aws.ToString(endpoint("scheduler", nil)), env.WakeupGroup, env.SweeperARN, env.WakeupRoleARN, storeClock)
+	}
+
+	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = endpoint("dynamodb", o.BaseEndpoint) })
+	dcfg := dynamo.Config{
+		DB:        db,
+		Table:     env.TableName,
+		DueShards: env.DueShards,
+		Options: store.Options{
+			Clock:             storeClock,
+			OnChurn:           st.onChurn(),
+			AwaitingPayloadMs: env.AwaitingPayloadMs,
+		},
+	}
+	if env.BucketName != "" {
+		dcfg.Objects = objects.New(cfg, aws.ToString(endpoint("s3", nil)), env.BucketName, env.S3PathStyle)
+	}
+	st.Store, err = dynamo.New(dcfg)
+	if err != nil {
+		return nil, err
+	}
+	// The projection lives in the same table: one more table would be one
+	// more thing a deployment can get half right.
+	st.Control = controlplane.NewStore(controlplane.NewDynamoStorage(db, env.TableName))
+	var params *paramstore.Client
+	if env.GrantKeyParameter != "" || env.OriginSecretParameter != "" {
+		params = paramstore.New(cfg, aws.ToString(endpoint("ssm", nil)))
+	}
+	rcfg := relay.Config{
+		Store:           st.Store,
+		Pairing:         st.Store,
+		VerificationURL: env.VerificationURL,
+		Projection:      st.Control,
+		Clock:           clock,
+		LeaseMs:         env.LeaseMs,
+		// The store's window (dcfg.Options above): the relay reports when
+		// a claim's windows close, and the wake-up is set for then.
+		AwaitingPayloadMs: env.AwaitingPayloadMs,
+		BasePath:          env.BasePath,
+		Debug:             env.Debug,
+		UpdateOffer:       env.UpdateOffer,
+		DaemonFloor:       env.DaemonFloor,
+		Logger:            log,
+		Metrics:           st.Metrics,
+	}
+	if env.OriginSecretParameter != "" {
+		rcfg.OriginSecrets = NewSSMOriginSecrets(params, env.OriginSecretParameter, clock, log).Secrets
+	}
+	if opts.Grants == nil && env.GrantKeyParameter != "" {
+		// Read by the first request, not at init: the round trip to SSM
+		// was most of these functions' init, and the first request of a
+		// cold container waits for it either way. That request reads
+		// DynamoDB's clock meanwhile (Calibrate), so the two round trips
+		// overlap.
+		st.relay = container.Defer(func(ctx context.Context) (*relay.Relay, error) {
+			go st.Calibrate(context.WithoutCancel(ctx))
+			author, err := grantAuthor(ctx, params, env.GrantKeyParameter, clock)
+			if err != nil {
+				return nil, err
+			}
+			return relayWithGrants(rcfg, author)
+		})
+	} else {
+		r, err := relayWithGrants(rcfg, opts.Grants)
+		if err != nil {
+			return nil, err
+		}
+		st.relay = container.Built(r)
+	}
+	st.admin = sync.OnceValue(func() http.Handler {
+		return controlplane.AdminHandler(controlplane.NewAdmin(controlplane.AdminConfig{
+			Store:    st.Control,
+			Pairings: st.Store,
+			Clock:    clock,
+			Logger:   log,
+		}))
+	})
+	return st, nil
+}
+
+// Admin is the control API's handler, built on first use: its router is
+// a fifth of a relay function's Open, and only the admin function (and
+// `byorelay serve`) serves it.
+func (st *Stack) Admin() http.Handler { return st.admin() }
+
+// grantAuthor is an author over the seed in the named SSM parameter. A
+// parameter that is missing, unreadable or not a SecureString is an error,
+// which the request that asked answers 503 (container.Deferred): a relay
+// never pairs a device or grants a job without its key.
+func grantAuthor(ctx context.Context, params *paramstore.Client, name string, clock store.Clock) (*grants.Author, error) {
+	found, err := params.Get(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("lambdafn: read grant key: %w", err)
+	}
+	if len(found) != 1 {
+		return nil, fmt.Errorf("lambdafn: grant key parameter %s does not exist", name)
+	}
+	seed, err := grants.SeedFromParameter(found[0].Name, found[0].Type, found[0].Value)
+	if err != nil {
+		return nil, fmt.Errorf("lambdafn: %w", err)
+	}
+	return grants.New(seed, grants.Options{Clock: clock})
+}
+
+// relayWithGrants is the relay that hands devices author's key and signs
+// their grants with it: key and author from one object, since a relay
+// handing devices one key and signing with another would have every job
+// refused at the device while reporting itself healthy. A nil author is a
+// relay without grants (direct mode).
+func relayWithGrants(cfg relay.Config, author *grants.Author) (*relay.Relay, error) {
+	if author == nil {
+		return relay.New(cfg)
+	}
+	cfg.ControlPlanePublic = author.Public()
+	cfg.AuthorGrant = author.Grant
+	return relay.New(cfg)
+}
+
+// awsConfig is the given configuration, or the environment's; endpoint
+// answers a service's endpoint override: the environment's
+// AWS_ENDPOINT_URL_<SERVICE> when the configuration came from there, else
+// what the client already had.
+func awsConfig(given *aws.Config) (cfg aws.Config, endpoint func(service string, had *string) *string, err error) {
+	if given != nil {
+		return *given, func(_ string, had *string) *string { return had }, nil
+	}
+	cfg, err = container.AWSFromEnv(os.Getenv)
+	if err != nil {
+		return aws.Config{}, nil, err
+	}
+	return cfg, func(service string, had *string) *string {
+		if ep := container.EndpointFor(os.Getenv, service); ep != nil {
+			return ep
+		}
+		return had
+	}, nil
+}
+
+// onChurn logs and counts a churn report, then publishes it to SNS when a
+// topic is configured.
+func (st *Stack) onChurn() func(store.UnsealedChurn) {
+	report := relay.ChurnReporter(st.log, st.Metrics)
+	return func(c store.UnsealedChurn) {
+		report(c)
+		if st.churn != nil {
+			st.churn.Publish(c)
+		}
+	}
+}
+
+// Handler is the HTTP function name as a Lambda handler. Every relay
+// function runs the whole relay router: API Gateway has already picked the
+// function by route, and the relay's own dispatch then answers exactly as
+// the reference does (a function never answers for a path it was not
+// routed, so the extra routes cost nothing).
+func (st *Stack) Handler(name string) (Handler, error) {
+	f, err := Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case f.Kind != KindHTTP:
+		return nil, fmt.Errorf("lambdafn: %s is not an HTTP function", name)
+	case name == Admin:
+		return st.adminHandler, nil
+	case name == CatchAll:
+		return st.catchAllHandler, nil
+	case name == Claim:
+		return st.claimHandler, nil
+	default:
+		return st.relayHandler, nil
+	}
+}
+
+// Relay is the container's relay: built at Open, or by the first call when
+// the grant key is read from SSM (an error then means it could not be
+// read, and the caller must not serve without it).
+func (st *Stack) Relay(ctx context.Context) (*relay.Relay, error) {
+	r, err := st.relay.Get(ctx)
+	if err != nil {
+		st.log.ErrorContext(ctx, "relay not built", slog.String("problem", err.Error()))
+	}
+	return r, err
+}
+
+// AttachHandler is the stream attach function's handler, for lambdaurl:
+// the relay's attach alone, as Server-Sent Events when the caller accepts
+// them and as the long-poll otherwise; every other path answers 404
+// (relay.AttachHandler).
+func (st *Stack) AttachHandler() http.Handler {
+	attach := container.Defer(func(ctx context.Context) (http.Handler, error) {
+		r, err := st.Relay(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return r.AttachHandler(), nil
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, err := attach.Get(r.Context())
+		if err != nil {
+			writeEvent(w, container.Unavailable())
+			return
+		}
+		st.Calibrate(r.Context())
+		h.ServeHTTP(w, r)
+		st.noteClock()
+	})
+}
+
+// writeEvent writes an API Gateway response as plain HTTP.
+func writeEvent(w http.ResponseWriter, resp events.APIGatewayV2HTTPResponse) {
+	for k, v := range resp.Headers {
+		w.Header().Set(k, v)
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.WriteString(w, resp.Body)
+}
+
+func (st *Stack) relayHandler(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	resp, err := st.serve(ctx, ev)
+	if err != nil {
+		return failedEvent(err), nil
+	}
+	return container.ToAPIGateway(resp), nil
+}
+
+// errUnavailable is serve's error when the relay could not be built.
+var errUnavailable = errors.New("lambdafn: relay unavailable")
+
+// failedEvent answers an event serve could not take: its relay could not
+// be built, or the event itself was not one.
+func failedEvent(err error) events.APIGatewayV2HTTPResponse {
+	if errors.Is(err, errUnavailable) {
+		return container.Unavailable()
+	}
+	return badEvent()
+}
+
+// serve answers one event with the relay. The relay comes first: on a cold
+// container with a deferred grant key, getting it starts the clock's
+// calibrating read before the key's, so the two round trips overlap.
+func (st *Stack) serve(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (relay.Response, error) {
+	r, err := st.Relay(ctx)
+	if err != nil {
+		return relay.Response{}, errUnavailable
+	}
+	st.Calibrate(ctx)
+	req, err := container.FromAPIGateway(ev)
+	if err != nil {
+		st.log.WarnContext(ctx, "undecodable event", slog.String("problem", err.Error()))
+		return relay.Response{}, err
+	}
+	if id := ev.RequestContext.RequestID; id != "" {
+		ctx = relay.WithRequestID(ctx, id)
+	}
+	resp := r.Handle(ctx, req)
+	st.noteClock()
+	return resp, nil
+}
+
+// Calibrate returns once the store clock has read DynamoDB's, or has
+// tried: while it has no reading, each call makes one read (half a read
+// unit), one at a time. Every handler calls it first, so a cold container
+// stamps nothing with its host's skew
+// (docs/decisions/0012-one-time-source.md); a failure costs only timeliness: the clock reads the host
+// until a store call answers, and the sweep calibrates again before it
+// decides any expiry. A caller serving the relay or st.Store by another
+// path (`byorelay serve`'s stream and admin routes) calls it once before
+// serving.
+//
+// The read is made by the first request, not started at Open: begun in the
+// background at init it competed with the rest of the init for the CPU
+// (its first SDK call, signing and connection are about 1.4 ms of CPU),
+// which lengthened init by about a third of a hello-world's under the
+// emulator; the first request waits for one round trip either way. A
+// container whose first request reads the grant key from SSM starts this
+// read just before that one, so the two round trips overlap.
+func (st *Stack) Calibrate(ctx context.Context) {
+	if st.serverClock == nil {
+		return // an injected clock: nothing to learn
+	}
+	if st.serverClock.Reading().Calibrated {
+		return
+	}
+	st.calibrateMu.Lock()
+	defer st.calibrateMu.Unlock()
+	if st.serverClock.Reading().Calibrated {
+		return
+	}
+	if err := st.Store.CalibrateClock(ctx); err != nil {
+		st.log.WarnContext(ctx, "store clock not calibrated", slog.String("problem", err.Error()))
+	}
+}
+
+// noteClock publishes the store clock's reading, at most once a minute per
+// container: enough for the alarm, and not a metric line per request.
+func (st *Stack) noteClock() {
+	if st.serverClock == nil {
+		return
+	}
+	now := time.Now() // paces a metric; decides nothing
+	st.clockMu.Lock()
+	due := st.clockNoted.IsZero() || now.Sub(st.clockNoted) >= time.Minute
+	if due {
+		st.clockNoted = now
+	}
+	st.clockMu.Unlock()
+	if due {
+		st.Metrics.Clock(st.serverClock.Reading())
+	}
+}
+
+// catchAllHandler serves the verification page, and every other path as
+// the relay (a claim among them: /byollm/x/claim dispatches to claim, so it
+// may need a wake-up). The page sits outside /byollm and /relay, where the
+// reference answers 404, so no protocol path changes meaning.
+func (st *Stack) catchAllHandler(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	method := ev.RequestContext.HTTP.Method
+	if ev.RawPath == controlplane.ApprovePagePath && (method == http.MethodGet || method == http.MethodHead) {
+		req, err := container.FromAPIGateway(ev)
+		if err != nil {
+			return badEvent(), nil
+		}
+		r, err := st.Relay(ctx)
+		if err != nil {
+			return container.Unavailable(), nil
+		}
+		// Behind an edge the page is no way around it: a request without
+		// the edge's secret goes on to the relay, which refuses it as it
+		// refuses every other path.
+		if ok, err := r.PassesOriginLock(ctx, req.Header); err == nil && ok {
+			return container.ToAPIGateway(serveHTTP(ctx, approvePage(), req)), nil
+		}
+	}
+	return st.claimHandler(ctx, ev)
+}
+
+// approvePage is built once, on first use: it hashes its script for its
+// CSP, which no function but the catch-all needs at its cold start.
+var approvePage = sync.OnceValue(controlplane.ApprovePage)
+
+// claimHandler is the relay, plus a sweeper wake-up for the grants a claim
+// hands out.
+func (st *Stack) claimHandler(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	resp, err := st.serve(ctx, ev)
+	if err != nil {
+		return failedEvent(err), nil
+	}
+	if st.waker != nil && resp.AwaitingUntil != 0 {
+		// A failed wake-up costs timeliness, not correctness: the periodic
+		// schedule and every later claim sweep too. So it is logged, and
+		// the device still gets its jobs.
+		if err := st.waker.Wake(ctx, time.UnixMilli(resp.AwaitingUntil)); err != nil {
+			st.log.WarnContext(ctx, "sweeper wake-up not scheduled", slog.String("problem", err.Error()))
+		}
+	}
+	return container.ToAPIGateway(resp), nil
+}
+
+// badEvent answers an event API Gateway could not have produced (a base64
+// body that does not decode) the way the relay answers a body it cannot
+// read.
+func badEvent() events.APIGatewayV2HTTPResponse {
+	return events.APIGatewayV2HTTPResponse{
+		StatusCode: http.StatusBadRequest,
+		Headers:    map[string]string{"content-type": "application/json"},
+		Body:       `{"error":"bad-request"}`,
+	}
+}

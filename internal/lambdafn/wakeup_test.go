@@ -1,0 +1,200 @@
+package lambdafn
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
+
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/demo"
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/internal/relay/relaytest"
+	"github.com/byorelay/byorelay/store"
+)
+
+// The claim function sets a wake-up for the first awaiting-payload window
+// its answer opened, as the store stamped it (the default window and a
+// configured one), and none for a claim that granted nothing. Open from
+// environment variables, as a Lambda container does; DynamoDB Local holds
+// the jobs, moto plays Scheduler.
+func TestClaimWakesTheSweeperAtTheAwaitingDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name, awaiting string
+		window         time.Duration
+	}{
+		{"default window", "", store.AwaitingPayloadMs * time.Millisecond},
+		{"configured window", "70000", 70 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			ddb := localtest.DynamoEndpoint(t)
+			moto := localtest.MotoEndpoint(t)
+			localtest.LambdaEnv(t, map[string]string{"dynamodb": ddb, "scheduler": moto})
+			world, err := demo.Load(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			table := localtest.UniqueName("wakeup")
+			if err := world.Seed(ctx, dynamodb.NewFromConfig(localtest.AWSConfig(ddb)), table); err != nil {
+				t.Fatal(err)
+			}
+			sched := motoScheduler(t)
+			group := localtest.UniqueName("claim-wakeups")
+			if _, err := sched.CreateScheduleGroup(ctx, &scheduler.CreateScheduleGroupInput{Name: aws.String(group)}); err != nil {
+				t.Fatal(err)
+			}
+			env, err := LoadEnv(envOf(map[string]string{
+				"TABLE_NAME": table, "AWAITING_PAYLOAD_MS": tc.awaiting,
+				"WAKEUP_GROUP": group, "SWEEPER_ARN": "arn:aws:lambda:us-east-1:123456789012:function:sweeper",
+				"WAKEUP_ROLE_ARN": "arn:aws:iam::123456789012:role/wakeup",
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// :05 past a minute: neither window ends on a whole minute.
+			clock := store.NewManualClock(time.Now().UTC().Truncate(time.Minute).Add(5 * time.Second))
+			st, err := Open(ctx, env, Options{Clock: clock, MetricsOut: io.Discard, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			enqueue, _ := st.Handler(Enqueue)
+			claim, _ := st.Handler(Claim)
+			caps := []protocol.Capability{{Kind: "llm.generate", Service: "local", BackendID: "ollama", BackendClass: "http", Model: "m", OfferScope: "private"}}
+			claimOnce := func() string {
+				req := relaytest.SignedDaemonRequest(t, world.Daemon, demo.RunnerID, "claim", clock.Now(),
+					protocol.ClaimRequest{ProtocolVersion: protocol.ProtocolVersion, RunnerID: demo.RunnerID, Capabilities: caps, Max: 1})
+				resp, err := claim(ctx, eventOf(t, req))
+				if err != nil || resp.StatusCode != 200 {
+					t.Fatalf("claim: %d %s %v", resp.StatusCode, resp.Body, err)
+				}
+				return resp.Body
+			}
+			schedules := func() []string {
+				list, err := sched.ListSchedules(ctx, &scheduler.ListSchedulesInput{GroupName: aws.String(group)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var names []string
+				for _, s := range list.Schedules {
+					names = append(names, aws.ToString(s.Name))
+				}
+				return names
+			}
+
+			if body := claimOnce(); !strings.Contains(body, `"jobs":[]`) {
+				t.Fatalf("an empty queue granted %s", body)
+			}
+			if got := schedules(); len(got) != 0 {
+				t.Fatalf("a claim that granted nothing set %v", got)
+			}
+
+			stub := protocol.JobStub{ID: "job-a", Kind: "llm.generate", Owner: demo.Owner, Site: world.Site.KeyID(),
+				Audience: "private", SizeClass: "small", DeadlineAt: clock.Now().Add(time.Hour).UnixMilli()}
+			req := relaytest.SignedSiteRequest(t, world.Site, demo.SiteID, "enqueue", clock.Now(),
+				protocol.EnqueueRequest{ProtocolVersion: protocol.ProtocolVersion, SiteID: demo.SiteID, Stub: stub})
+			if resp, err := enqueue(ctx, eventOf(t, req)); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("enqueue: %d %s %v", resp.StatusCode, resp.Body, err)
+			}
+			if body := claimOnce(); strings.Count(body, `"lease"`) != 1 {
+				t.Fatalf("claim granted %s", body)
+			}
+			bucket := clock.Now().Add(tc.window).Truncate(time.Minute).Add(time.Minute)
+			want := "wake-" + bucket.Format("20060102T1504")
+			if got := schedules(); len(got) != 1 || got[0] != want {
+				t.Fatalf("schedules %v, want %s (the minute after the awaiting deadline)", got, want)
+			}
+			got, err := sched.GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String(want), GroupName: aws.String(group)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if expr := aws.ToString(got.ScheduleExpression); expr != "at("+bucket.Format("2006-01-02T15:04:05")+")" {
+				t.Errorf("expression %s", expr)
+			}
+		})
+	}
+}
+
+func motoScheduler(t *testing.T) *scheduler.Client {
+	t.Helper()
+	return scheduler.NewFromConfig(localtest.AWSConfig(localtest.MotoEndpoint(t)))
+}
+
+func TestWakerSetsOneSelfDeletingScheduleAtTheDeadlinesMinute(t *testing.T) {
+	ctx := context.Background()
+	api := motoScheduler(t)
+	group := "wake-" + strings.ReplaceAll(t.Name(), "/", "-")
+	if _, err := api.CreateScheduleGroup(ctx, &scheduler.CreateScheduleGroupInput{Name: aws.String(group)}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 29, 9, 0, 50, 0, time.UTC)
+	clock := store.NewManualClock(now)
+	target := "arn:aws:lambda:us-east-1:123456789012:function:sweeper"
+	role := "arn:aws:iam::123456789012:role/wakeup"
+	cfg := localtest.AWSConfig(localtest.MotoEndpoint(t))
+	w := NewWaker(cfg, "", group, target, role, clock)
+
+	// A deadline 10 s out lands in the next whole minute.
+	if err := w.Wake(ctx, now.Add(10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := api.GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String("wake-20261129T0901"), GroupName: aws.String(group)})
+	if err != nil {
+		t.Fatalf("the wake-up schedule is not there: %v", err)
+	}
+	if aws.ToString(got.ScheduleExpression) != "at(2026-11-29T09:01:00)" || aws.ToString(got.ScheduleExpressionTimezone) != "UTC" {
+		t.Errorf("expression = %s %s", aws.ToString(got.ScheduleExpression), aws.ToString(got.ScheduleExpressionTimezone))
+	}
+	if got.Target == nil || aws.ToString(got.Target.Arn) != target || aws.ToString(got.Target.RoleArn) != role ||
+		aws.ToString(got.Target.Input) != WakeupInput {
+		t.Errorf("target = %+v", got.Target)
+	}
+	if got.ActionAfterCompletion != schedtypes.ActionAfterCompletionDelete {
+		t.Errorf("action after completion = %q, want DELETE (one-time schedules must not pile up)", got.ActionAfterCompletion)
+	}
+
+	// Another replica (its own Waker, no memory of the first) asking for
+	// the same minute finds it set: no error, still one schedule.
+	other := NewWaker(cfg, "", group, target, role, clock)
+	if err := other.Wake(ctx, now.Add(5*time.Second)); err != nil {
+		t.Fatalf("second replica: %v", err)
+	}
+	// A deadline already past is woken for at the next minute, never in
+	// the past.
+	clock.Set(now.Add(2 * time.Minute))
+	if err := w.Wake(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	list, err := api.ListSchedules(ctx, &scheduler.ListSchedulesInput{GroupName: aws.String(group)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range list.Schedules {
+		names = append(names, aws.ToString(s.Name))
+	}
+	if strings.Join(names, ",") != "wake-20261129T0901,wake-20261129T0903" &&
+		strings.Join(names, ",") != "wake-20261129T0903,wake-20261129T0901" {
+		t.Errorf("schedules = %v, want the 09:01 wake-up once and the 09:03 one", names)
+	}
+}
+
+// A refusal other than "already set" is an error the claim logs, naming
+// what Scheduler said.
+func TestWakerReportsARefusedSchedule(t *testing.T) {
+	cfg := localtest.AWSConfig(localtest.MotoEndpoint(t))
+	now := time.Date(2026, 11, 29, 9, 0, 50, 0, time.UTC)
+	w := NewWaker(cfg, "", "no-such-group-"+strings.ReplaceAll(t.Name(), "/", "-"), "arn:aws:lambda:us-east-1:123456789012:function:sweeper",
+		"arn:aws:iam::123456789012:role/wakeup", store.NewManualClock(now))
+	err := w.Wake(context.Background(), now.Add(10*time.Second))
+	if err == nil || !strings.Contains(err.Error(), "wake-20261129T0901") {
+		t.Fatalf("err = %v, want the refused wake-up named", err)
+	}
+}

@@ -1,0 +1,116 @@
+package relay
+
+import (
+	"errors"
+
+	"github.com/byorelay/byorelay/internal/projection"
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
+)
+
+// caller is a daemon whose signature verified: who it is according to
+// presence (written at pairing, or rebuilt from the projection).
+type caller struct {
+	runnerID string
+	owner    string
+	device   protocol.PublicIdentity
+}
+
+// authDaemon is every authenticated daemon call: signature first, then
+// revocation, then the schema (the reference's DaemonPlane.#authed order).
+// body is decoded into only when everything before it passed. A
+// non-nil *reply is the refusal to serve; an error is a store failure.
+func (r *Relay) authDaemon(c *call, d *daemonRequest, body protocol.Validator) (caller, *reply, error) {
+	sig, err := protocol.SignatureFromHeaders(d.header, protocol.HeaderRunner)
+	if err != nil {
+		return caller{}, &notSigned, nil
+	}
+	// Named in the logs only once it is one that could be: a header of
+	// kilobytes would otherwise be copied into every line of the request.
+	if !plausibleRunnerID(sig.CallerID) {
+		r.decide(c, "refuse-unknown-runner")
+		return caller{}, &runnerUnknown, nil
+	}
+	c.runner = sig.CallerID
+
+	// Presence is a cache, and a miss is not an answer about identity: a
+	// store that lost its records (a restart, a TTL) must not tell every
+	// daemon alive that it is unknown until a human re-pairs it. Who a
+	// runner is lives in the projection, so a miss is repaired from there.
+	known, found, err := r.store.Presence(c.ctx, sig.CallerID)
+	if err != nil {
+		return caller{}, nil, err
+	}
+	// The request's scope was read for this runner id, so it holds the
+	// consents of the owner the projection gives the device. Presence names
+	// the owner the caller is served as; when the two differ (the device was
+	// re-approved to another owner since presence was written), that
+	// owner's records are read as well, or its routes would be judged on
+	// records nobody read.
+	if approved, ok := d.proj.DeviceFor(sig.CallerID); found && (!ok || approved.Owner != known.Owner) {
+		p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{RunnerID: sig.CallerID, Owner: known.Owner})
+		if err != nil {
+			return caller{}, nil, err
+		}
+		d.proj = p
+	}
+	rebuilt := false
+	if !found {
+		approved, ok := d.proj.DeviceFor(sig.CallerID)
+		if !ok {
+			// No human ever approved this machine, and no amount of signing
+			// changes that.
+			r.decide(c, "refuse-unknown-runner")
+			return caller{}, &runnerUnknown, nil
+		}
+		known = store.Presence{RunnerID: approved.RunnerID, Owner: approved.Owner, Device: approved.Device}
+		rebuilt = true
+	}
+
+	// Over the bytes as sent: the handshake refused every body that is not
+	// its own text (a BOM, invalid UTF-8), so these are what the daemon
+	// hashed, and the reference's text reading would hash the same bytes.
+	if err := protocol.VerifyRequest(known.Device.Identity, c.endpoint, d.raw, sig, r.now()); err != nil {
+		if errors.Is(err, protocol.ErrStale) {
+			r.decide(c, "refuse-clock-skew")
+			rep := clockSkew(r.now())
+			return caller{}, &rep, nil
+		}
+		r.decide(c, "refuse-bad-signature")
+		return caller{}, &badSignature, nil
+	}
+
+	// Written only now, and the order is the safety argument: a record
+	// restored before the signature was checked would let anybody who knows
+	// a runner id repopulate presence for a machine whose keys they do not
+	// hold. Nothing has described itself yet, so the matrix and the
+	// withheld list are empty; the first heartbeat is the authority.
+	if rebuilt {
+		if _, err := r.store.Seen(c.ctx, store.Sighting{
+			RunnerID:     known.RunnerID,
+			Owner:        known.Owner,
+			Device:       known.Device,
+			Capabilities: []protocol.Capability{},
+			Withheld:     []protocol.WithheldKind{},
+		}); err != nil {
+			return caller{}, nil, err
+		}
+		r.decide(c, "rebuild-presence")
+	}
+
+	// Asked of the projection on every call, never of a cached flag: a
+	// daemon that simply never heartbeats must not go on claiming after its
+	// device was revoked. Device-scoped: revoking one machine stops that
+	// machine and not its owner's others. Every endpoint, heartbeat
+	// included: the refusal is the message.
+	if d.proj.RevokedDevice(known.RunnerID) {
+		r.decide(c, "refuse-revoked")
+		return caller{}, &runnerRevoked, nil
+	}
+
+	if err := protocol.DecodeStrict(d.raw, body); err != nil {
+		r.decide(c, "refuse-schema", slogError(err))
+		return caller{}, &schemaFailed, nil
+	}
+	return caller{runnerID: known.RunnerID, owner: known.Owner, device: known.Device}, nil, nil
+}

@@ -1,0 +1,51 @@
+package relay_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/store"
+)
+
+// A site holding more results than one GET answer lists is answered within
+// the bound, and still gets every result over successive polls.
+func TestResultsPageBound(t *testing.T) {
+	eachStore(t, func(t *testing.T, f storeFactory) {
+		w := newWorld(t, f)
+		n := relay.ResultsPageJobs + relay.ResultsPageJobs/2 + 7
+		for i := range n {
+			// A millisecond apart: the newest are the latest deadlines.
+			w.advance(1)
+			w.finishJob(fmt.Sprintf("job-%03d", i))
+		}
+		newest := fmt.Sprintf("job-%03d", n-1)
+		seen := map[string]bool{}
+		// The rotation moves its share of a page a poll: n results in
+		// n/share polls, one more from wherever it starts.
+		share := store.ResultsRotated(relay.ResultsPageJobs)
+		for range n/share + 2 {
+			resp := w.siteCall(w.site, "results", nil)
+			expectStatus(t, resp, 200)
+			if len(resp.Body) > relay.ResultsPageBytes+1024 {
+				t.Fatalf("an answer of %d bytes", len(resp.Body))
+			}
+			page := decode[protocol.SiteResultsResponse](t, resp)
+			if len(page.Jobs) > relay.ResultsPageJobs {
+				t.Fatalf("an answer of %d results, bound %d", len(page.Jobs), relay.ResultsPageJobs)
+			}
+			found := false
+			for _, j := range page.Jobs {
+				seen[j.JobID] = true
+				found = found || j.JobID == newest
+			}
+			if !found {
+				t.Fatalf("the newest result, %s, is not in the answer", newest)
+			}
+		}
+		if len(seen) != n {
+			t.Fatalf("%d of %d results listed over the polls", len(seen), n)
+		}
+	})
+}

@@ -1,0 +1,390 @@
+// Package sitefn is what a deployed site function needs, and nothing a
+// developer tool needs: the registry of the site stack's functions
+// (site-template.yaml), configuration from the environment, one Stack per
+// container, and the API Gateway and scheduler handlers over siteserver.
+// functions/site*/main.go call Start and nothing else.
+package sitefn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/byorelay/byorelay/internal/lambdafn/container"
+	"github.com/byorelay/byorelay/internal/lambdafn/paramstore"
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/internal/siteserver"
+	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
+	"github.com/byorelay/byorelay/store"
+	storedynamo "github.com/byorelay/byorelay/store/dynamo"
+)
+
+// Kind is how a function is invoked.
+type Kind string
+
+const (
+	KindHTTP     Kind = "http"
+	KindSchedule Kind = "schedule"
+)
+
+// Function is one deployed site function.
+type Function struct {
+	// Name is the directory under functions/.
+	Name string
+	// LogicalID is its resource in site-template.yaml.
+	LogicalID string
+	Kind      Kind
+	// Route is the HTTP API route key, "" for the sweeper.
+	Route string
+}
+
+// Function names: functions/site<endpoint>.
+const (
+	Pair      = "sitepair"
+	Claim     = "siteclaim"
+	Heartbeat = "siteheartbeat"
+	Fetch     = "sitefetch"
+	Result    = "siteresult"
+	Release   = "siterelease"
+	App       = "siteapp"
+	Sweeper   = "sitesweeper"
+)
+
+// Functions lists the site stack: one function per daemon endpoint (POST
+// only: the reference answers any other verb 405, and API Gateway's own 404
+// for it is no worse), the app API, and the sweeper.
+func Functions() []Function {
+	fns := []Function{}
+	for _, ep := range []string{"pair", "claim", "heartbeat", "fetch", "result", "release"} {
+		name := "site" + ep
+		fns = append(fns, Function{Name: name, LogicalID: logicalID(name), Kind: KindHTTP, Route: "POST /byollm/" + ep})
+	}
+	fns = append(fns,
+		Function{Name: App, LogicalID: logicalID(App), Kind: KindHTTP, Route: "ANY /app/{proxy+}"},
+		Function{Name: Sweeper, LogicalID: logicalID(Sweeper), Kind: KindSchedule},
+	)
+	return fns
+}
+
+// logicalID is "Site" + the endpoint, capitalised, + "Function": what the
+// Makefile's build-%Function rule lower-cases back to the directory.
+func logicalID(name string) string {
+	rest := strings.TrimPrefix(name, "site")
+	return "Site" + strings.ToUpper(rest[:1]) + rest[1:] + "Function"
+}
+
+// Lookup finds a function by name.
+func Lookup(name string) (Function, error) {
+	for _, f := range Functions() {
+		if f.Name == name {
+			return f, nil
+		}
+	}
+	return Function{}, fmt.Errorf("sitefn: no function %q", name)
+}
+
+// Env is a site function's configuration (set by site-template.yaml).
+type Env struct {
+	// TableName is the site table (TABLE_NAME), required.
+	TableName string
+	// SiteKeysParameter names the SSM SecureString holding the site's
+	// StoredKeys JSON (SITE_KEYS_PARAMETER). Every function reads the same
+	// keys: daemons pin one identity.
+	SiteKeysParameter string
+	// VerificationURL is the page where a user types the code
+	// (VERIFICATION_URL), required.
+	VerificationURL string
+	LeaseMs         int64 // LEASE_MS; 0 is the default
+	PairingTTLMs    int64 // PAIRING_TTL_MS; 0 is the default
+}
+
+// LoadEnv reads Env through getenv.
+func LoadEnv(getenv func(string) string) (Env, error) {
+	e := Env{TableName: getenv("TABLE_NAME"), SiteKeysParameter: getenv("SITE_KEYS_PARAMETER"), VerificationURL: getenv("VERIFICATION_URL")}
+	if e.TableName == "" {
+		return Env{}, errors.New("sitefn: TABLE_NAME is required")
+	}
+	for name, dst := range map[string]*int64{"LEASE_MS": &e.LeaseMs, "PAIRING_TTL_MS": &e.PairingTTLMs} {
+		if v := getenv(name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 {
+				return Env{}, fmt.Errorf("sitefn: %s=%q is not a positive integer", name, v)
+			}
+			*dst = n
+		}
+	}
+	return e, nil
+}
+
+// Options are what a Stack takes besides Env: in a container they come
+// from the AWS SDK; tests and the local stack pass their own.
+type Options struct {
+	// DB is the DynamoDB client; nil builds one from the environment.
+	DB storedynamo.API
+	// Keys are the site's keys; nil reads them from SiteKeysParameter.
+	Keys *protocol.Keys
+	// Clock is the store's one clock; nil is the host's.
+	Clock  store.Clock
+	Logger *slog.Logger
+	// Meter counts DynamoDB capacity (the benchmark).
+	Meter *storedynamo.Meter
+}
+
+// Stack is one container's wiring: the DynamoDB store and the server.
+type Stack struct {
+	Store *sitedynamo.Store
+	// server is built at Open when the keys were given, or by the first
+	// request that needs it when they are read from SSM.
+	server *container.Deferred[*siteserver.Server]
+	log    *slog.Logger
+}
+
+// Open builds a Stack. The site's keys, when they are read from SSM, are
+// read by the first request rather than here (container.Deferred): the
+// round trip was most of a site function's init, and a cold container's
+// first request waits for it either way.
+func Open(ctx context.Context, env Env, o Options) (*Stack, error) {
+	var params *paramstore.Client
+	if o.DB == nil || o.Keys == nil {
+		// As lambdafn builds the relay's: the configuration Lambda's
+		// environment gives, with AWS_ENDPOINT_URL_<SERVICE> overrides (not
+		// the SDK's config loader, which links every other source of
+		// credentials into every function), and the keys read by
+		// internal/lambdafn/paramstore's ssm client, built by the first read.
+		cfg, err := container.AWSFromEnv(os.Getenv)
+		if err != nil {
+			return nil, fmt.Errorf("sitefn: AWS config: %w", err)
+		}
+		if o.DB == nil {
+			o.DB = dynamodb.NewFromConfig(cfg, func(do *dynamodb.Options) {
+				if ep := container.EndpointFor(os.Getenv, "dynamodb"); ep != nil {
+					do.BaseEndpoint = ep
+				}
+			})
+		}
+		if o.Keys == nil {
+			if env.SiteKeysParameter == "" {
+				return nil, errors.New("sitefn: SITE_KEYS_PARAMETER is required (the site's keys are supplied, never generated per container)")
+			}
+			params = paramstore.New(cfg, aws.ToString(container.EndpointFor(os.Getenv, "ssm")))
+		}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	st, err := sitedynamo.New(sitedynamo.Config{DB: o.DB, Table: env.TableName, Clock: o.Clock, Meter: o.Meter})
+	if err != nil {
+		return nil, err
+	}
+	server := func(keys *protocol.Keys) (*siteserver.Server, error) {
+		return siteserver.New(siteserver.Config{Store: st, Keys: keys, VerificationURL: env.VerificationURL,
+			LeaseMs: env.LeaseMs, PairingTTLMs: env.PairingTTLMs, Logger: o.Logger})
+	}
+	stack := &Stack{Store: st, log: o.Logger}
+	if params == nil {
+		srv, err := server(o.Keys)
+		if err != nil {
+			return nil, err
+		}
+		stack.server = container.Built(srv)
+		return stack, nil
+	}
+	stack.server = container.Defer(func(ctx context.Context) (*siteserver.Server, error) {
+		keys, err := keysFromSSM(ctx, params, env.SiteKeysParameter)
+		if err != nil {
+			return nil, err
+		}
+		return server(keys)
+	})
+	return stack, nil
+}
+
+// Server is the container's site server: built at Open, or by the first
+// call when the keys are read from SSM (an error then means they could not
+// be read, and the caller must not serve without them).
+func (st *Stack) Server(ctx context.Context) (*siteserver.Server, error) {
+	srv, err := st.server.Get(ctx)
+	if err != nil {
+		st.log.ErrorContext(ctx, "site server not built", slog.String("problem", err.Error()))
+	}
+	return srv, err
+}
+
+// keysFromSSM reads the site's StoredKeys JSON from a SecureString: a
+// parameter stored as plain text would be the site's private keys in the
+// clear, so it stops the start like a missing one.
+func keysFromSSM(ctx context.Context, params *paramstore.Client, name string) (*protocol.Keys, error) {
+	found, err := params.Get(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("sitefn: site keys %s: %w", name, err)
+	}
+	if len(found) != 1 {
+		return nil, fmt.Errorf("sitefn: site keys parameter %s does not exist", name)
+	}
+	if found[0].Type != paramstore.SecureString {
+		return nil, fmt.Errorf("sitefn: site keys parameter %s is a %s, not a SecureString", name, found[0].Type)
+	}
+	return ParseKeys([]byte(found[0].Value))
+}
+
+// ParseKeys reads a StoredKeys JSON document (what @byollm/server's keygen
+// writes).
+func ParseKeys(raw []byte) (*protocol.Keys, error) {
+	var sk protocol.StoredKeys
+	if err := json.Unmarshal(raw, &sk); err != nil {
+		return nil, fmt.Errorf("sitefn: site keys: %w", err)
+	}
+	return sk.Keys()
+}
+
+// Handler is an API Gateway HTTP API (v2) handler.
+type Handler func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
+
+// Handler is the named HTTP function's handler. The event becomes a
+// request with the body bytes as sent (signatures cover them), by the same
+// translation the relay's functions use.
+func (st *Stack) Handler(name string) (Handler, error) {
+	f, err := Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if f.Kind != KindHTTP {
+		return nil, fmt.Errorf("sitefn: %s is not an HTTP function", name)
+	}
+	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		srv, err := st.Server(ctx)
+		if err != nil {
+			return container.Unavailable(), nil
+		}
+		handle := srv.Handle
+		if name == App {
+			handle = srv.HandleApp
+		}
+		req, err := container.FromAPIGateway(ev)
+		if err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		resp := handle(ctx, siteserver.Request{Method: req.Method, Path: req.Path, Header: req.Header, Body: req.Body})
+		out := events.APIGatewayV2HTTPResponse{StatusCode: resp.Status, Body: string(resp.Body), Headers: map[string]string{}}
+		for k, vs := range resp.Header {
+			out.Headers[strings.ToLower(k)] = strings.Join(vs, ", ")
+		}
+		return out, nil
+	}, nil
+}
+
+// SweepReport is the site sweeper's answer: what one sweep ended, so an
+// operator invoking it by hand sees that it ran.
+type SweepReport struct {
+	Expired   int `json:"expired"`
+	Unblocked int `json:"unblocked"`
+	Failed    int `json:"failed"`
+	// BacklogAgeMs is how long the oldest due entry had been due when
+	// the sweep began (the MetricSweepBacklogAge metric).
+	BacklogAgeMs int64 `json:"backlogAgeMs"`
+	// Partial says the sweep stopped at its time budget with work left.
+	Partial bool `json:"partial,omitempty"`
+}
+
+// Site sweeper metrics, as they appear in CloudWatch and in
+// site-template.yaml's alarm, under MetricsNamespace.
+const (
+	MetricsNamespace      = "byorelay/site"
+	MetricSweepBacklogAge = "SweepBacklogAgeMs"
+	MetricSweepExpired    = "SweepExpired"
+	MetricSweepFailures   = "SweepFailures"
+)
+
+// sweepReserve is the time a sweep leaves itself before the function's
+// deadline to write its metrics and answer.
+const sweepReserve = 5 * time.Second
+
+// SweepHandler is the scheduled sweeper: every due shard, one bounded
+// worker per shard, page by page (sitedynamo.Store.Sweep). It writes its
+// backlog (the oldest due entry's age) and counts as one EMF record on
+// stdout, where the alarm in site-template.yaml reads it. A sweep that
+// reaches its time budget answers partial, not failed: what it left stays
+// in the index for the next run, and the backlog metric shows it. A failed
+// item is a failed invocation, which the Scheduler retries.
+func (st *Stack) SweepHandler() func(ctx context.Context) (SweepReport, error) {
+	return func(ctx context.Context) (SweepReport, error) {
+		budget := ctx
+		if dl, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			budget, cancel = context.WithDeadline(ctx, dl.Add(-sweepReserve))
+			defer cancel()
+		}
+		stats, err := st.Store.Sweep(budget)
+		rep := SweepReport{Expired: stats.Fired, Unblocked: stats.Unblocked, Failed: stats.Failed, BacklogAgeMs: stats.OldestDueAgeMs}
+		if budget.Err() != nil && ctx.Err() == nil {
+			rep.Partial, rep.Failed, err = true, 0, nil
+		}
+		writeSweepEMF(os.Stdout, rep, time.Now())
+		if err != nil {
+			return rep, err
+		}
+		return rep, nil
+	}
+}
+
+// writeSweepEMF writes one CloudWatch embedded metric format record of a
+// sweep, dimensioned by function.
+func writeSweepEMF(out io.Writer, rep SweepReport, now time.Time) {
+	rec := map[string]any{
+		"_aws": map[string]any{
+			"Timestamp": now.UnixMilli(),
+			"CloudWatchMetrics": []any{map[string]any{
+				"Namespace":  MetricsNamespace,
+				"Dimensions": [][]string{{"Function"}},
+				"Metrics": []any{
+					map[string]string{"Name": MetricSweepBacklogAge, "Unit": "Milliseconds"},
+					map[string]string{"Name": MetricSweepExpired, "Unit": "Count"},
+					map[string]string{"Name": MetricSweepFailures, "Unit": "Count"},
+				},
+			}},
+		},
+		"Function":            Sweeper,
+		MetricSweepBacklogAge: rep.BacklogAgeMs,
+		MetricSweepExpired:    rep.Expired,
+		MetricSweepFailures:   rep.Failed,
+	}
+	b, _ := json.Marshal(rec)
+	fmt.Fprintln(out, string(b))
+}
+
+// Start runs the named function in a Lambda container (container.Start:
+// an error at open is an init failure).
+func Start(name string) { container.Start(name, open(name)) }
+
+// open builds the named function's handler from the process environment.
+func open(name string) func(ctx context.Context) (any, error) {
+	return func(ctx context.Context) (any, error) {
+		f, err := Lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		env, err := LoadEnv(os.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		st, err := Open(ctx, env, Options{})
+		if err != nil {
+			return nil, err
+		}
+		if f.Kind == KindSchedule {
+			return st.SweepHandler(), nil
+		}
+		return st.Handler(name)
+	}
+}

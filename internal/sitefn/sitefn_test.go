@@ -1,0 +1,156 @@
+package sitefn
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
+	"gopkg.in/yaml.v3"
+
+	byorelay "github.com/byorelay/byorelay"
+	"github.com/byorelay/byorelay/internal/lambdafn/container"
+	"github.com/byorelay/byorelay/internal/lambdafn/paramstore"
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/protocol"
+)
+
+// TestTheRegistryIsTheSiteTemplate: every function in the registry is a
+// resource of site-template.yaml with its route, and has its directory
+// under functions/.
+func TestTheRegistryIsTheSiteTemplate(t *testing.T) {
+	tpl := string(byorelay.SiteTemplate)
+	for _, f := range Functions() {
+		if !strings.Contains(tpl, "\n  "+f.LogicalID+":\n") {
+			t.Errorf("%s: site-template.yaml has no resource %s", f.Name, f.LogicalID)
+		}
+		if f.Route != "" {
+			method, path, _ := strings.Cut(f.Route, " ")
+			if !strings.Contains(tpl, "Path: "+path+"\n            Method: "+method+"\n") {
+				t.Errorf("%s: site-template.yaml declares no route %s", f.Name, f.Route)
+			}
+		}
+		if _, err := os.Stat(filepath.Join("..", "..", "functions", f.Name, "main.go")); err != nil {
+			t.Errorf("%s: %v", f.Name, err)
+		}
+	}
+}
+
+func TestEnvNeedsATableAndPositiveDurations(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	if _, err := LoadEnv(env(map[string]string{})); err == nil {
+		t.Error("no TABLE_NAME was accepted")
+	}
+	if _, err := LoadEnv(env(map[string]string{"TABLE_NAME": "t", "LEASE_MS": "-1"})); err == nil {
+		t.Error("a negative LEASE_MS was accepted")
+	}
+	e, err := LoadEnv(env(map[string]string{"TABLE_NAME": "t", "LEASE_MS": "5000", "PAIRING_TTL_MS": "2000", "VERIFICATION_URL": "https://x/pair"}))
+	if err != nil || e.LeaseMs != 5000 || e.PairingTTLMs != 2000 || e.VerificationURL != "https://x/pair" {
+		t.Fatalf("%+v %v", e, err)
+	}
+}
+
+// SITE_KEYS_PARAMETER through the deployed wiring, with the AWS
+// configuration from the environment Lambda sets: the keys come back from
+// moto's SSM through internal/lambdafn/paramstore, as written. A function starts without
+// reading them; its first request does. While they cannot be read (a
+// missing parameter, or a plain String one: the site's private keys in the
+// clear) every request is answered 503 and none reaches the server.
+func TestAFunctionReadsTheSiteKeysFromASecureStringOnItsFirstRequest(t *testing.T) {
+	ctx := context.Background()
+	moto := localtest.MotoEndpoint(t)
+	localtest.LambdaEnv(t, map[string]string{"dynamodb": localtest.DynamoEndpoint(t), "ssm": moto})
+	keys, err := protocol.GenerateKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := json.Marshal(keys.Stored(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdk := ssm.NewFromConfig(localtest.AWSConfig(moto))
+	base := "/" + localtest.UniqueName("site-keys")
+	for name, typ := range map[string]types.ParameterType{"/secure": types.ParameterTypeSecureString, "/plain": types.ParameterTypeString} {
+		if _, err := sdk.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(base + name), Value: aws.String(string(stored)), Type: typ}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := container.AWSFromEnv(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := keysFromSSM(ctx, paramstore.New(cfg, moto), base+"/secure")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := json.Marshal(got.Stored(1)); string(again) != string(stored) {
+		t.Fatalf("keys read back as %s, want %s", again, stored)
+	}
+	open := func(param string) *Stack {
+		t.Helper()
+		st, err := Open(ctx, Env{TableName: "unused-table", SiteKeysParameter: param, VerificationURL: "https://site.example/pair"}, Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatalf("%s: Open read the keys at start, or failed for want of them: %v", param, err)
+		}
+		return st
+	}
+	srv, err := open(base + "/secure").Server(ctx)
+	if err != nil || srv.SiteKeyID() != keys.KeyID() {
+		t.Fatalf("the server is not built over the parameter's keys: %v", err)
+	}
+	for _, param := range []string{base + "/plain", base + "/missing"} {
+		h, err := open(param).Handler(App)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := events.APIGatewayV2HTTPRequest{RawPath: "/app/availability"}
+		ev.RequestContext.HTTP.Method = http.MethodPost
+		resp, err := h(ctx, ev)
+		if err != nil || resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(resp.Body, `"error":"server-error"`) {
+			t.Fatalf("%s: %d %s %v, want 503 server-error", param, resp.StatusCode, resp.Body, err)
+		}
+	}
+}
+
+// TestTheSiteTemplateAlarmsOnTheSweepersBacklog: the alarm reads the
+// metric the sweeper writes, under its namespace and dimension.
+func TestTheSiteTemplateAlarmsOnTheSweepersBacklog(t *testing.T) {
+	var tpl struct {
+		Resources map[string]struct {
+			Type       string         `yaml:"Type"`
+			Properties map[string]any `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(byorelay.SiteTemplate, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	a, ok := tpl.Resources["SiteSweepBacklogAlarm"]
+	if !ok || a.Type != "AWS::CloudWatch::Alarm" {
+		t.Fatal("site-template.yaml has no SiteSweepBacklogAlarm")
+	}
+	p := a.Properties
+	if p["Namespace"] != MetricsNamespace || p["MetricName"] != MetricSweepBacklogAge {
+		t.Fatalf("alarm reads %v/%v, the sweeper writes %s/%s", p["Namespace"], p["MetricName"], MetricsNamespace, MetricSweepBacklogAge)
+	}
+	dims, _ := p["Dimensions"].([]any)
+	d, _ := dims[0].(map[string]any)
+	if len(dims) != 1 || d["Name"] != "Function" || d["Value"] != Sweeper {
+		t.Fatalf("alarm dimensions %v, want Function=%s", dims, Sweeper)
+	}
+	var buf bytes.Buffer
+	writeSweepEMF(&buf, SweepReport{BacklogAgeMs: 1234}, time.Unix(0, 0))
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil || rec[MetricSweepBacklogAge] != float64(1234) || rec["Function"] != Sweeper {
+		t.Fatalf("EMF record %s: %v", buf.String(), err)
+	}
+}

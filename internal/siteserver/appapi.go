@@ -1,0 +1,254 @@
+package siteserver
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/internal/sitestore"
+)
+
+// The app API: the site's own backend calling its direct lane over HTTP
+// (POST /app/<operation>, JSON in and out). Deployed, it sits behind
+// API Gateway's IAM authorisation: only the site's backend role can call
+// it, and it trusts the owner that backend names as the signed-in user.
+// Every operation on a job or runner names that owner, and one belonging
+// to somebody else is answered exactly like one that does not exist.
+
+// AppPrefix is where the app API is mounted.
+const AppPrefix = "/app/"
+
+type (
+	jobRef struct {
+		JobID string `json:"jobId"`
+		Owner string `json:"owner"`
+	}
+	codeRef struct {
+		UserCode string `json:"userCode"`
+		Owner    string `json:"owner,omitempty"`
+	}
+	ownerRef struct {
+		Owner string `json:"owner"`
+	}
+	runnerRef struct {
+		RunnerID string `json:"runnerId"`
+		Owner    string `json:"owner"`
+	}
+)
+
+// JobView is the app's read of a job: everything but the envelope and the
+// roster's internals.
+type JobView struct {
+	ID          string   `json:"id"`
+	Kind        string   `json:"kind"`
+	Owner       string   `json:"owner"`
+	Audience    string   `json:"audience"`
+	Purpose     string   `json:"purpose,omitempty"`
+	SizeClass   string   `json:"sizeClass"`
+	State       string   `json:"state"`
+	Attempts    int64    `json:"attempts"`
+	DependsOn   []string `json:"dependsOn"`
+	CreatedAt   int64    `json:"createdAt"`
+	ClaimableAt int64    `json:"claimableAt,omitempty"`
+	DeadlineAt  int64    `json:"deadlineAt,omitempty"`
+	TTLMs       int64    `json:"ttlMs"`
+}
+
+func viewOf(j sitestore.Job) JobView {
+	return JobView{ID: j.ID, Kind: j.Kind, Owner: j.Owner, Audience: j.Audience, Purpose: j.Purpose,
+		SizeClass: j.SizeClass, State: j.State, Attempts: j.Attempts, DependsOn: nonNil(j.DependsOn),
+		CreatedAt: j.CreatedAt, ClaimableAt: j.ClaimableAt, DeadlineAt: j.DeadlineAt, TTLMs: j.TTLMs}
+}
+
+// RunnerView is the app's read of a runner.
+type RunnerView struct {
+	ID              string                  `json:"id"`
+	Owner           string                  `json:"owner"`
+	Label           string                  `json:"label"`
+	Platform        string                  `json:"platform"`
+	DaemonVersion   string                  `json:"daemonVersion"`
+	Capabilities    []protocol.Capability   `json:"capabilities"`
+	RevokedAt       int64                   `json:"revokedAt,omitempty"`
+	LastHeartbeatAt int64                   `json:"lastHeartbeatAt"`
+	CreatedAt       int64                   `json:"createdAt"`
+	Device          protocol.PublicIdentity `json:"device"`
+}
+
+func runnerView(r sitestore.Runner) RunnerView {
+	return RunnerView{ID: r.ID, Owner: r.Owner, Label: r.Label, Platform: r.Platform, DaemonVersion: r.DaemonVersion,
+		Capabilities: nonNil(r.Capabilities), RevokedAt: r.RevokedAt, LastHeartbeatAt: r.LastHeartbeatAt,
+		CreatedAt: r.CreatedAt, Device: r.Device}
+}
+
+var (
+	appNotFound = encode(fail(protocol.CodeNotFound, "no such job or runner for this owner"))
+	appNoRoute  = encode(fail(protocol.CodeNotFound, "not an app endpoint"))
+)
+
+// HandleApp answers one app API request.
+func (s *Server) HandleApp(ctx context.Context, req Request) Response {
+	op, found := strings.CutPrefix(strings.TrimSuffix(req.Path, "/"), AppPrefix)
+	if !found {
+		return appNoRoute
+	}
+	if req.Method != http.MethodPost {
+		return encode(reply{status: http.StatusMethodNotAllowed, body: protocol.NewWireError(protocol.CodeBadRequest, "app endpoints accept POST only")})
+	}
+	if len(req.Body) > MaxBodyBytes {
+		return encode(fail(protocol.CodeBadRequest, protocol.TooLargeMessage(int64(len(req.Body)), MaxBodyBytes)))
+	}
+	bad := func(err error) Response {
+		var problem *protocol.BodyError
+		if errors.As(err, &problem) {
+			return encode(wireReply(problem.WireError()))
+		}
+		return encode(fail(protocol.CodeBadRequest, "request body failed schema validation: "+err.Error()))
+	}
+	switch op {
+	case "enqueue":
+		var in EnqueueInput
+		if err := decodeJSON(req.Body, &in); err != nil {
+			return bad(err)
+		}
+		j, err := s.Enqueue(ctx, in)
+		if err != nil {
+			return appError(err)
+		}
+		return jsonReply(http.StatusOK, viewOf(j))
+	case "job", "result", "cancel":
+		var in jobRef
+		if err := decodeJSON(req.Body, &in); err != nil {
+			return bad(err)
+		}
+		if in.JobID == "" || in.Owner == "" {
+			return encode(fail(protocol.CodeBadRequest, "jobId and owner are required"))
+		}
+		// Read (with the sweep) before acting, and refuse another owner's
+		// job before anything is written.
+		j, found, err := s.Job(ctx, in.JobID)
+		if err != nil {
+			return appError(err)
+		}
+		if !found || j.Owner != in.Owner {
+			return appNotFound
+		}
+		switch op {
+		case "job":
+			return jsonReply(http.StatusOK, viewOf(j))
+		case "result":
+			return jsonReply(http.StatusOK, ResultOf(j))
+		}
+		j, _, err = s.Cancel(ctx, in.JobID)
+		if err != nil {
+			return appError(err)
+		}
+		return jsonReply(http.StatusOK, viewOf(j))
+	case "availability":
+		var q AvailabilityQuery
+		if err := decodeJSON(req.Body, &q); err != nil {
+			return bad(err)
+		}
+		if q.Owner == "" || q.Kind == "" {
+			return encode(fail(protocol.CodeBadRequest, "kind and owner are required"))
+		}
+		a, err := s.RunnerAvailability(ctx, q)
+		if err != nil {
+			return appError(err)
+		}
+		return jsonReply(http.StatusOK, a)
+	case "pairings/lookup", "pairings/pending", "pairings/approve", "pairings/deny":
+		var in codeRef
+		if err := decodeJSON(req.Body, &in); err != nil {
+			return bad(err)
+		}
+		if in.UserCode == "" {
+			return encode(fail(protocol.CodeBadRequest, "userCode is required"))
+		}
+		switch op {
+		case "pairings/lookup", "pairings/pending":
+			// A lookup by the code a person typed: the machine asking, for
+			// the page to show before Approve. Its key id is the
+			// fingerprint the daemon printed; the person compares the two,
+			// because anybody can start a pairing and the code alone does
+			// not say which machine asked. pairings/pending is the same
+			// call under the name site backends already use.
+			p, found, err := s.PendingPairing(ctx, in.UserCode)
+			if err != nil {
+				return appError(err)
+			}
+			if !found {
+				return encode(fail(protocol.CodeNotFound, "no pending pairing with that code"))
+			}
+			answer := map[string]any{"userCode": p.UserCode, "label": p.Label, "platform": p.Platform,
+				"daemonVersion": p.DaemonVersion, "capabilities": nonNil(p.Capabilities), "expiresAt": p.ExpiresAt}
+			if keyID, err := protocol.KeyID(p.Device.Identity); err == nil {
+				answer["fingerprint"] = keyID
+			}
+			return jsonReply(http.StatusOK, answer)
+		case "pairings/approve":
+			r, err := s.ApprovePairing(ctx, in.UserCode, in.Owner)
+			if err != nil {
+				return appError(err)
+			}
+			return jsonReply(http.StatusOK, map[string]string{"runnerId": r.ID})
+		}
+		if err := s.DenyPairing(ctx, in.UserCode); err != nil {
+			return appError(err)
+		}
+		return jsonReply(http.StatusOK, map[string]bool{"denied": true})
+	case "runners":
+		var in ownerRef
+		if err := decodeJSON(req.Body, &in); err != nil {
+			return bad(err)
+		}
+		if in.Owner == "" {
+			return encode(fail(protocol.CodeBadRequest, "owner is required"))
+		}
+		rs, err := s.Runners(ctx, in.Owner)
+		if err != nil {
+			return appError(err)
+		}
+		views := []RunnerView{}
+		for _, r := range rs {
+			views = append(views, runnerView(r))
+		}
+		return jsonReply(http.StatusOK, map[string]any{"runners": views})
+	case "runners/revoke":
+		var in runnerRef
+		if err := decodeJSON(req.Body, &in); err != nil {
+			return bad(err)
+		}
+		if in.RunnerID == "" || in.Owner == "" {
+			return encode(fail(protocol.CodeBadRequest, "runnerId and owner are required"))
+		}
+		r, found, err := s.store.Runner(ctx, in.RunnerID)
+		if err != nil {
+			return appError(err)
+		}
+		if !found || r.Owner != in.Owner {
+			return appNotFound
+		}
+		if err := s.RevokeRunner(ctx, in.RunnerID); err != nil {
+			return appError(err)
+		}
+		return jsonReply(http.StatusOK, map[string]bool{"revoked": true})
+	case "sweep":
+		var in struct{}
+		if err := decodeJSON(req.Body, &in); err != nil {
+			return bad(err)
+		}
+		changed, err := s.Sweep(ctx)
+		if err != nil {
+			return appError(err)
+		}
+		return jsonReply(http.StatusOK, map[string]int{"changed": len(changed)})
+	}
+	return appNoRoute
+}
+
+// AppHandler serves the app API on net/http.
+func (s *Server) AppHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { serve(w, r, s.HandleApp) })
+}

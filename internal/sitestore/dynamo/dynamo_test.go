@@ -1,0 +1,45 @@
+package dynamo
+
+import (
+	"context"
+	"testing"
+
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/internal/sitestore"
+	"github.com/byorelay/byorelay/internal/sitestore/sitestoretest"
+	"github.com/byorelay/byorelay/store"
+	storedynamo "github.com/byorelay/byorelay/store/dynamo"
+)
+
+func TestMain(m *testing.M) { localtest.Main(m) }
+
+// newTable creates a uniquely named site table on DynamoDB Local.
+func newTable(t testing.TB) string {
+	t.Helper()
+	name := localtest.UniqueName("site")
+	if err := CreateTable(context.Background(), localtest.DynamoClient(t), name); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// replica is one more store over table with its own client: another Lambda
+// instance.
+func replica(t testing.TB, table string, clock store.Clock, wrap func(storedynamo.API) storedynamo.API) *Store {
+	t.Helper()
+	var db storedynamo.API = localtest.DynamoClient(t)
+	if wrap != nil {
+		db = wrap(db)
+	}
+	s, err := New(Config{DB: db, Table: table, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestDynamoStoreOnDynamoDBLocalPassesTheSuite(t *testing.T) {
+	sitestoretest.Run(t, func(t *testing.T, clock *store.ManualClock) sitestore.Store {
+		return replica(t, newTable(t), clock, nil)
+	})
+}
