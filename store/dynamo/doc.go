@@ -275,8 +275,9 @@
 // small job: one index write at the seal (the payload item's due entry),
 // and at the end a consistent read of the job, a Query of its partition
 // and the deletes of the job item with its inline result and of the
-// payload item, each with its index entry, where TTL deleted for nothing:
-// 5 WCU and 2.4 RCU more a job, measured (docs/cost.md).
+// payload item, each with its index entry, where TTL deleted for nothing
+// (docs/cost.md, "Deleting a job's ciphertext at its end", has the
+// measured price).
 //
 // Every write is billed per started KB of the whole item, so the job item
 // keeps its bytes few (compact.go): an envelope's ciphertext and the
