@@ -202,10 +202,10 @@ var (
 // New returns a store over an existing table.
 func New(cfg Config) (*Store, error) {
 	if cfg.DB == nil || cfg.Table == "" {
-		return nil, errors.New("internal/sitestore/dynamo: Config needs DB and Table")
+		return nil, errors.New("sitestore/dynamo: Config needs DB and Table")
 	}
 	if cfg.DueShards < 0 || cfg.DueShards > MaxDueShards || cfg.PreviousDueShards < 0 || cfg.PreviousDueShards > MaxDueShards {
-		return nil, fmt.Errorf("internal/sitestore/dynamo: due shards must be 0..%d", MaxDueShards)
+		return nil, fmt.Errorf("sitestore/dynamo: due shards must be 0..%d", MaxDueShards)
 	}
 	s := &Store{db: cfg.DB, table: cfg.Table, clock: cfg.Clock, defaultTTL: cfg.DefaultTTLMs, inlineLimit: cfg.InlineSweepLimit,
 		dueShards: cmp.Or(cfg.DueShards, DefaultDueShards), prevDueShards: cfg.PreviousDueShards,

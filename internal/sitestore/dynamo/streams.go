@@ -231,7 +231,7 @@ type streamError string
 
 func (e streamError) Error() string { return string(e) }
 
-const errNoStream = streamError("internal/sitestore/dynamo: the site table has no stream")
+const errNoStream = streamError("sitestore/dynamo: the site table has no stream")
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
