@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/stream/seal"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // ErrorKind is how the daemon reacts to a refused call, after byollm's

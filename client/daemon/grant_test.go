@@ -7,8 +7,8 @@ import (
 
 	"github.com/byorelay/byorelay/client/daemon"
 	"github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 )
 

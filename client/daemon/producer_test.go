@@ -17,8 +17,8 @@ import (
 
 	"github.com/byorelay/byorelay/client/daemon"
 	"github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/stream/seal"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // refusingAppends is a mock, and the only one here: a relay outage cannot

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/stream"
 	"github.com/byorelay/byorelay/internal/stream/seal"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // DefaultFlushEvery is how often a live stream posts a frame while text

@@ -11,10 +11,10 @@ import (
 
 	"github.com/byorelay/byorelay/client/daemon"
 	"github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/internal/stream"
 	"github.com/byorelay/byorelay/internal/stream/seal"
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
 )
 
 // endlessStreamer streams a word every few milliseconds until its context

@@ -5,8 +5,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/stream"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // The durable checkpoint plane (docs/streaming.md): a process that reads a

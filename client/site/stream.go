@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/stream"
 	"github.com/byorelay/byorelay/internal/stream/seal"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // Why a stream ended without its seal. Neither is a failure of the job:

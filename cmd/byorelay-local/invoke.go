@@ -20,10 +20,10 @@ import (
 
 	"github.com/byorelay/byorelay/cmd/internal/localstack"
 	"github.com/byorelay/byorelay/internal/lambdafn"
+	"github.com/byorelay/byorelay/internal/sitefn"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/localtest/lambdadev"
-	"github.com/byorelay/byorelay/internal/sitefn"
 	"github.com/byorelay/byorelay/store/dynamo"
 )
 

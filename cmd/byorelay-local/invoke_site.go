@@ -13,10 +13,10 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/byorelay/byorelay/cmd/internal/localstack"
+	"github.com/byorelay/byorelay/internal/sitefn"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/localtest/lambdadev"
-	"github.com/byorelay/byorelay/internal/sitefn"
 )
 
 // What a self-contained site invoke creates: the site table, and the SSM

@@ -18,11 +18,11 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/cmd/internal/localstack"
+	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/internal/relay"
-	"github.com/byorelay/byorelay/internal/relay/relaytest"
 )
 
 // TestMain stops the DynamoDB Local the serve tests start.

@@ -17,14 +17,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/byorelay/byorelay/localtest"
-	"github.com/byorelay/byorelay/localtest/apiserver"
-	"github.com/byorelay/byorelay/localtest/demo"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/sitefn"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/apiserver"
+	"github.com/byorelay/byorelay/localtest/demo"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // runSite is `byorelay-local site`: the direct-lane site stack locally, every

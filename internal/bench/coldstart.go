@@ -25,10 +25,10 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/byorelay/byorelay/internal/lambdafn"
+	"github.com/byorelay/byorelay/internal/sitefn"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/lambdadev"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/internal/sitefn"
 	"github.com/byorelay/byorelay/store/dynamo"
 )
 

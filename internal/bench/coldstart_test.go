@@ -10,8 +10,8 @@ import (
 
 	byorelay "github.com/byorelay/byorelay"
 	"github.com/byorelay/byorelay/internal/lambdafn"
-	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/internal/sitefn"
+	"github.com/byorelay/byorelay/localtest"
 )
 
 // Each cold start runs with the variables its template sets, Globals and

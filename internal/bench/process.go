@@ -21,11 +21,11 @@ import (
 	byorelay "github.com/byorelay/byorelay"
 	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/internal/lambdafn"
-	"github.com/byorelay/byorelay/internal/lambdafn/container"
-	"github.com/byorelay/byorelay/localtest"
-	"github.com/byorelay/byorelay/localtest/apiserver"
+	"github.com/byorelay/byorelay/internal/platform/container"
 	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/apiserver"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/dynamo"
 	"github.com/byorelay/byorelay/store/memory"
@@ -214,11 +214,12 @@ func behindAPIServer(r *relay.Relay) (http.Handler, error) {
 		return nil, err
 	}
 	handle := func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		req, err := container.FromAPIGateway(ev)
+		raw, err := container.FromAPIGateway(ev)
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusBadRequest, Body: `{"error":"bad-request"}`}, nil
 		}
-		return container.ToAPIGateway(r.Handle(ctx, req)), nil
+		resp := r.Handle(ctx, relay.Request(raw))
+		return container.ToAPIGateway(container.Response{Status: resp.Status, Header: resp.Header, Body: resp.Body}), nil
 	}
 	handlers := map[string]apiserver.Handler{}
 	for _, rt := range routes {

@@ -24,9 +24,9 @@ import (
 	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/internal/controlplane/admincli"
 	"github.com/byorelay/byorelay/internal/lambdafn"
+	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/apiserver"
-	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store/dynamo"
 )

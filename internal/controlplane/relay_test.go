@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/internal/controlplane"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/memory"
 )

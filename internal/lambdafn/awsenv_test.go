@@ -18,15 +18,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/byorelay/byorelay/internal/controlplane/grants"
+	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/internal/relay"
 )
 
 // GRANT_KEY_PARAMETER through the deployed wiring. A container starts
 // without reading it; its first request reads the seed from moto's SSM
-// (internal/lambdafn/paramstore), and a device approved after that is handed that seed's
+// (internal/platform/paramstore), and a device approved after that is handed that seed's
 // key. While the key cannot be read (the parameter is missing, or is a
 // plain String: a seed in the clear), every request is answered 503 and
 // none reaches the relay, and a request after the parameter is fixed reads

@@ -6,18 +6,18 @@
 //
 // What both stacks' functions share (the AWS configuration from Lambda's
 // environment, the API Gateway HTTP API payload 2.0 translation, Start) is
-// in internal/lambdafn/container, which the site stack (sitefn) imports instead of
+// in internal/platform/container, which the site stack (sitefn) imports instead of
 // this package and its clients.
 //
 // # AWS calls
 //
 // Every call to an AWS service goes through the SDK's own client for it:
-// DynamoDB for the store, and internal/lambdafn/paramstore (SSM), internal/lambdafn/objects
+// DynamoDB for the store, and internal/platform/paramstore (SSM), internal/platform/objects
 // (S3), Waker (EventBridge Scheduler) and ChurnPublisher (SNS), so the
 // SDK keeps their addressing, signing, error decoding and retries right.
 // Those four build their client on first use, not at init: most
 // containers never offload an envelope, report churn or set a wake-up.
-// All take the aws.Config internal/lambdafn/container reads from Lambda's
+// All take the aws.Config internal/platform/container reads from Lambda's
 // environment, with the same AWS_ENDPOINT_URL_<SERVICE> overrides.
 //
 // functions/<name>/main.go calls Start with its name and nothing else; all

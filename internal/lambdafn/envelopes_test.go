@@ -19,7 +19,7 @@ import (
 // A stack opened from the environment as a Lambda container opens it
 // (BUCKET_NAME, S3_PATH_STYLE, AWS_ENDPOINT_URL_S3) offloads an envelope
 // too large to inline to the bucket and hands it back byte for byte,
-// through internal/lambdafn/objects. The endpoint is moto's by host name, not by
+// through internal/platform/objects. The endpoint is moto's by host name, not by
 // address, so only S3_PATH_STYLE keeps the bucket out of the host name (a
 // bucket host name under localhost does not resolve).
 func TestOpenOffloadsALargeEnvelopeToTheBucket(t *testing.T) {

@@ -94,7 +94,7 @@ func TestNoFunctionLinksDeveloperTooling(t *testing.T) {
 // dynamodbstreams comes with attributevalue, and the service/internal
 // packages with the clients that use them. No function links the SDK's
 // config loader (shared files, SSO, STS, IMDS, process credentials):
-// internal/lambdafn/container reads the configuration Lambda's environment gives.
+// internal/platform/container reads the configuration Lambda's environment gives.
 func TestFunctionsLinkTheSDKClientsOfTheServicesTheyCall(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}", "../../functions/...").Output()
 	if err != nil {
@@ -117,7 +117,7 @@ func TestFunctionsLinkTheSDKClientsOfTheServicesTheyCall(t *testing.T) {
 				}
 			}
 			if strings.HasPrefix(pkg, "github.com/aws/aws-sdk-go-v2/config") {
-				t.Errorf("%s links %s (the SDK's config loader: internal/lambdafn/container reads Lambda's environment)", fn, pkg)
+				t.Errorf("%s links %s (the SDK's config loader: internal/platform/container reads Lambda's environment)", fn, pkg)
 			}
 		}
 		clients := slices.Sorted(maps.Keys(linked))

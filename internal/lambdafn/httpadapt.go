@@ -8,7 +8,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/byorelay/byorelay/internal/lambdafn/container"
+	"github.com/byorelay/byorelay/internal/platform/container"
 	"github.com/byorelay/byorelay/internal/relay"
 )
 
@@ -16,11 +16,11 @@ import (
 // Gateway route authorised by IAM.
 func (st *Stack) adminHandler(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	st.Calibrate(ctx)
-	req, err := container.FromAPIGateway(ev)
+	req, err := fromAPIGateway(ev)
 	if err != nil {
 		return badEvent(), nil
 	}
-	return container.ToAPIGateway(serveHTTP(ctx, st.Admin(), req)), nil
+	return toAPIGateway(serveHTTP(ctx, st.Admin(), req)), nil
 }
 
 // serveHTTP runs an http.Handler on a relay.Request, for handlers written
@@ -72,4 +72,16 @@ func (r *recorder) Write(b []byte) (int, error) {
 		r.status = http.StatusOK
 	}
 	return r.body.Write(b)
+}
+
+// fromAPIGateway is the platform's event translation, as a relay request.
+func fromAPIGateway(ev events.APIGatewayV2HTTPRequest) (relay.Request, error) {
+	req, err := container.FromAPIGateway(ev)
+	return relay.Request(req), err
+}
+
+// toAPIGateway answers a relay response through the platform's
+// translation.
+func toAPIGateway(r relay.Response) events.APIGatewayV2HTTPResponse {
+	return container.ToAPIGateway(container.Response{Status: r.Status, Header: r.Header, Body: r.Body})
 }

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/byorelay/byorelay/internal/lambdafn/paramstore"
+	"github.com/byorelay/byorelay/internal/platform/paramstore"
 	"github.com/byorelay/byorelay/store"
 )
 

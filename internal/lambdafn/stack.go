@@ -17,9 +17,9 @@ import (
 
 	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/internal/controlplane/grants"
-	"github.com/byorelay/byorelay/internal/lambdafn/container"
-	"github.com/byorelay/byorelay/internal/lambdafn/objects"
-	"github.com/byorelay/byorelay/internal/lambdafn/paramstore"
+	"github.com/byorelay/byorelay/internal/platform/container"
+	"github.com/byorelay/byorelay/internal/platform/objects"
+	"github.com/byorelay/byorelay/internal/platform/paramstore"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/dynamo"
@@ -334,7 +334,7 @@ func (st *Stack) relayHandler(ctx context.Context, ev events.APIGatewayV2HTTPReq
 	if err != nil {
 		return failedEvent(err), nil
 	}
-	return container.ToAPIGateway(resp), nil
+	return toAPIGateway(resp), nil
 }
 
 // errUnavailable is serve's error when the relay could not be built.
@@ -358,7 +358,7 @@ func (st *Stack) serve(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (
 		return relay.Response{}, errUnavailable
 	}
 	st.Calibrate(ctx)
-	req, err := container.FromAPIGateway(ev)
+	req, err := fromAPIGateway(ev)
 	if err != nil {
 		st.log.WarnContext(ctx, "undecodable event", slog.String("problem", err.Error()))
 		return relay.Response{}, err
@@ -430,7 +430,7 @@ func (st *Stack) noteClock() {
 func (st *Stack) catchAllHandler(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	method := ev.RequestContext.HTTP.Method
 	if ev.RawPath == controlplane.ApprovePagePath && (method == http.MethodGet || method == http.MethodHead) {
-		req, err := container.FromAPIGateway(ev)
+		req, err := fromAPIGateway(ev)
 		if err != nil {
 			return badEvent(), nil
 		}
@@ -442,7 +442,7 @@ func (st *Stack) catchAllHandler(ctx context.Context, ev events.APIGatewayV2HTTP
 		// the edge's secret goes on to the relay, which refuses it as it
 		// refuses every other path.
 		if ok, err := r.PassesOriginLock(ctx, req.Header); err == nil && ok {
-			return container.ToAPIGateway(serveHTTP(ctx, approvePage(), req)), nil
+			return toAPIGateway(serveHTTP(ctx, approvePage(), req)), nil
 		}
 	}
 	return st.claimHandler(ctx, ev)
@@ -467,7 +467,7 @@ func (st *Stack) claimHandler(ctx context.Context, ev events.APIGatewayV2HTTPReq
 			st.log.WarnContext(ctx, "sweeper wake-up not scheduled", slog.String("problem", err.Error()))
 		}
 	}
-	return container.ToAPIGateway(resp), nil
+	return toAPIGateway(resp), nil
 }
 
 // badEvent answers an event API Gateway could not have produced (a base64

@@ -8,8 +8,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/internal/projection"
+	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 )

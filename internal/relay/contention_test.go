@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
+	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/memory"
 )

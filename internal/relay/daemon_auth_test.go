@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 func TestDaemonAuthentication(t *testing.T) {

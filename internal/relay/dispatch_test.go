@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/byorelay/byorelay/internal/projection"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store/memory"
 )
 

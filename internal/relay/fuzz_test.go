@@ -8,12 +8,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
+	"github.com/byorelay/byorelay/internal/stream/seal"
+	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/memory"
-	"github.com/byorelay/byorelay/internal/stream/seal"
 )
 
 // fuzzPaths are the paths a fuzzed request goes to: every endpoint of both

@@ -10,9 +10,9 @@ import (
 	"sync"
 
 	"github.com/byorelay/byorelay/internal/projection"
+	"github.com/byorelay/byorelay/internal/stream/seal"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
-	"github.com/byorelay/byorelay/internal/stream/seal"
 )
 
 // MaxBodyBytes bounds a request body. The largest honest body is a result

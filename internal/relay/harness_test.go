@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/internal/projection"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/dynamo"
 	"github.com/byorelay/byorelay/store/memory"

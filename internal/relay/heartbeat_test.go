@@ -3,9 +3,9 @@ package relay_test
 import (
 	"testing"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 func TestHeartbeat(t *testing.T) {

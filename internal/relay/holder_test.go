@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 func fetchBody(d *relaytest.Daemon, r protocol.GrantRef) protocol.FetchRequest {

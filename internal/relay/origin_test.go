@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // rotatingSecrets is an OriginSecrets whose accepted values a test changes

@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/internal/projection"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 )
 

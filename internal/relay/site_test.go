@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 func enqueueBody(s *relaytest.Site, stub protocol.JobStub) protocol.EnqueueRequest {

@@ -7,10 +7,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/internal/stream"
 	"github.com/byorelay/byorelay/internal/stream/seal"
+	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
 )
 
 func storeFrame(f seal.Frame) store.StreamFrame {

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/internal/projection"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/stream/seal"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // maxStreamBody bounds a stream-lane body: one sealed frame and a few ids.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -11,13 +12,12 @@ import (
 	"time"
 
 	site "github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/localtest"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
-	storedynamo "github.com/byorelay/byorelay/store/dynamo"
 )
 
 func TestMain(m *testing.M) { localtest.Main(m) }
@@ -44,7 +44,7 @@ func BenchmarkDirectLaneLifecycleCapacity(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	meter := &storedynamo.Meter{}
+	meter := &ddb.Meter{}
 	clock := store.NewManualClock(time.UnixMilli(1_800_000_000_000))
 	st, err := Open(ctx, Env{TableName: table, VerificationURL: "https://site.test/pair"},
 		Options{DB: db, Keys: siteKeys, Clock: clock, Meter: meter, Logger: slog.New(slog.DiscardHandler)})
@@ -88,7 +88,7 @@ func BenchmarkDirectLaneLifecycleCapacity(b *testing.B) {
 	}
 
 	steps := []string{"enqueue", "heartbeat", "claim", "fetch", "renew", "result", "read"}
-	used := map[string]storedynamo.Capacity{}
+	used := map[string]ddb.Capacity{}
 	measure := func(step string, f func()) {
 		meter.Reset()
 		f()
@@ -139,7 +139,7 @@ func BenchmarkDirectLaneLifecycleCapacity(b *testing.B) {
 		clock.Advance(time.Millisecond)
 	}
 	b.StopTimer()
-	var total storedynamo.Capacity
+	var total ddb.Capacity
 	var table2 strings.Builder
 	fmt.Fprintf(&table2, "\n| step | calls/job | RCU/job | WCU/job |\n|---|---|---|---|\n")
 	for _, s := range steps {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"io"
 	"log/slog"
 	"os"
@@ -21,13 +22,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/byorelay/byorelay/internal/lambdafn/container"
-	"github.com/byorelay/byorelay/internal/lambdafn/paramstore"
-	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/internal/platform/container"
+	"github.com/byorelay/byorelay/internal/platform/paramstore"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
+	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
-	storedynamo "github.com/byorelay/byorelay/store/dynamo"
 )
 
 // Kind is how a function is invoked.
@@ -131,14 +131,14 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 // from the AWS SDK; tests and the local stack pass their own.
 type Options struct {
 	// DB is the DynamoDB client; nil builds one from the environment.
-	DB storedynamo.API
+	DB ddb.API
 	// Keys are the site's keys; nil reads them from SiteKeysParameter.
 	Keys *protocol.Keys
 	// Clock is the store's one clock; nil is the host's.
 	Clock  store.Clock
 	Logger *slog.Logger
 	// Meter counts DynamoDB capacity (the benchmark).
-	Meter *storedynamo.Meter
+	Meter *ddb.Meter
 }
 
 // Stack is one container's wiring: the DynamoDB store and the server.
@@ -161,7 +161,7 @@ func Open(ctx context.Context, env Env, o Options) (*Stack, error) {
 		// environment gives, with AWS_ENDPOINT_URL_<SERVICE> overrides (not
 		// the SDK's config loader, which links every other source of
 		// credentials into every function), and the keys read by
-		// internal/lambdafn/paramstore's ssm client, built by the first read.
+		// internal/platform/paramstore's ssm client, built by the first read.
 		cfg, err := container.AWSFromEnv(os.Getenv)
 		if err != nil {
 			return nil, fmt.Errorf("sitefn: AWS config: %w", err)

@@ -19,8 +19,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	byorelay "github.com/byorelay/byorelay"
-	"github.com/byorelay/byorelay/internal/lambdafn/container"
-	"github.com/byorelay/byorelay/internal/lambdafn/paramstore"
+	"github.com/byorelay/byorelay/internal/platform/container"
+	"github.com/byorelay/byorelay/internal/platform/paramstore"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
 )
@@ -62,7 +62,7 @@ func TestEnvNeedsATableAndPositiveDurations(t *testing.T) {
 
 // SITE_KEYS_PARAMETER through the deployed wiring, with the AWS
 // configuration from the environment Lambda sets: the keys come back from
-// moto's SSM through internal/lambdafn/paramstore, as written. A function starts without
+// moto's SSM through internal/platform/paramstore, as written. A function starts without
 // reading them; its first request does. While they cannot be read (a
 // missing parameter, or a plain String one: the site's private keys in the
 // clear) every request is answered 503 and none reaches the server.

@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/sitestore"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // Admin is the test-only admin API the conformance kit's target drives:

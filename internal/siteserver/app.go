@@ -8,8 +8,8 @@ import (
 	"slices"
 
 	site "github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/sitestore"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // MaxDependsOn bounds a job's dependencies: each is an edge a store writes

@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/sitestore"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // The app API: the site's own backend calling its direct lane over HTTP

@@ -1,8 +1,8 @@
 package siteserver
 
 import (
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/sitestore"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 var (

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	site "github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/internal/sitestore/memory"
+	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 )
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,13 +15,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/byorelay/byorelay/client/daemon"
-	"github.com/byorelay/byorelay/localtest"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
-	storedynamo "github.com/byorelay/byorelay/store/dynamo"
 )
 
 // sseEvent is one Server-Sent Event: its name ("" for a data event) and
@@ -55,7 +55,7 @@ func sseEvents(t *testing.T, body string) []sseEvent {
 func TestAReaderAfterTheRelaysFramesAreGoneIsServedTheCheckpointThenTheResult(t *testing.T) {
 	db := localtest.DynamoClient(t)
 	table := localtest.UniqueName("site")
-	meter := &storedynamo.Meter{}
+	meter := &ddb.Meter{}
 	w := newCloudWorldWith(t, func(clock *store.ManualClock) sitestore.Store {
 		if err := sitedynamo.CreateTable(context.Background(), db, table); err != nil {
 			t.Fatal(err)

@@ -14,12 +14,12 @@ import (
 
 	"github.com/byorelay/byorelay/client/daemon"
 	site "github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	sitememory "github.com/byorelay/byorelay/internal/sitestore/memory"
+	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/memory"
 )

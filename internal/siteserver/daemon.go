@@ -2,8 +2,8 @@ package siteserver
 
 import (
 	site "github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/sitestore"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // claim grants work. Capabilities come from this request, never the stored

@@ -3,8 +3,8 @@ package siteserver
 import (
 	"errors"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/sitestore"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // userCodeAttempts bounds how many fresh user codes a start tries before

@@ -3,8 +3,8 @@ package siteserver
 import (
 	"fmt"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/sitestore"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // The envelope of a stored job: sealed by the site to itself at enqueue

@@ -18,8 +18,8 @@ import (
 	"strings"
 
 	site "github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/sitestore"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // MaxBodyBytes is @byollm/server's body limit: the largest envelope plus

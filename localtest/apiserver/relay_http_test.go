@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // The relay's happy path and its auth refusals, over real HTTP through the

@@ -8,10 +8,10 @@ import (
 
 	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/internal/lambdafn"
+	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/apiserver"
 	"github.com/byorelay/byorelay/localtest/peers"
-	"github.com/byorelay/byorelay/internal/relay/relaytest"
 )
 
 func TestMain(m *testing.M) { localtest.Main(m) }

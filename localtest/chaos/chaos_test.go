@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/internal/controlplane"
-	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/internal/projection"
+	"github.com/byorelay/byorelay/localtest"
 )
 
 func TestMain(m *testing.M) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -14,7 +15,7 @@ import (
 
 // SeedAPI is what Seed needs from a DynamoDB client.
 type SeedAPI interface {
-	dynamo.TableCreator
+	ddb.TableCreator
 	controlplane.DynamoAPI
 }
 

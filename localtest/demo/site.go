@@ -5,16 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
+	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
-	storedynamo "github.com/byorelay/byorelay/store/dynamo"
 )
 
 // The site stack's demo world (site-template.yaml, `make invoke
@@ -28,7 +28,7 @@ import (
 const SiteVerificationURL = "http://127.0.0.1:8788/pair"
 
 // CreateSiteTable creates table from site-template.yaml unless it exists.
-func CreateSiteTable(ctx context.Context, db storedynamo.TableCreator, table string) error {
+func CreateSiteTable(ctx context.Context, db ddb.TableCreator, table string) error {
 	err := sitedynamo.CreateTable(ctx, db, table)
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {

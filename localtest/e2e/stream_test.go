@@ -10,9 +10,9 @@ import (
 
 	"github.com/byorelay/byorelay/client/daemon"
 	"github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/stream/seal"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // withSSE serves the stream lane's SSE attach straight from the relay, as

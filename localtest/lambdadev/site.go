@@ -3,14 +3,14 @@ package lambdadev
 import (
 	"context"
 	"encoding/json"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"log/slog"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/internal/sitefn"
-	storedynamo "github.com/byorelay/byorelay/store/dynamo"
+	"github.com/byorelay/byorelay/localtest/demo"
 )
 
 // PrepareSiteEvent is PrepareEvent for a site-stack function: an HTTP
@@ -71,6 +71,6 @@ func OpenDemoSite(ctx context.Context, w *demo.World, db SiteDB, table string) (
 
 // SiteDB is what OpenDemoSite needs from a DynamoDB client.
 type SiteDB interface {
-	storedynamo.API
-	storedynamo.TableCreator
+	ddb.API
+	ddb.TableCreator
 }

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/byorelay/byorelay/localtest/peers"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
+	"github.com/byorelay/byorelay/localtest/peers"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // goDaemon is the smallest daemon that can serve through a relay, written

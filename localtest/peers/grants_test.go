@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/localtest/peers"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/internal/relay"
 )
 
 // A relay with a control plane hands the daemon its grant-signing key at

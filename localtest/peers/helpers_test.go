@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/peers"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/internal/relay"
 )
 
 func TestMain(m *testing.M) { localtest.Main(m) }

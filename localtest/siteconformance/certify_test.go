@@ -12,14 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/byorelay/byorelay/localtest"
-	"github.com/byorelay/byorelay/localtest/apiserver"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/sitefn"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
 	"github.com/byorelay/byorelay/internal/sitestore/memory"
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/apiserver"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // Timing for the kit. advanceTime removes the deliberate waits, so these

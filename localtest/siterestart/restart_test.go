@@ -23,15 +23,15 @@ import (
 	"github.com/byorelay/byorelay/client/daemon"
 	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/internal/controlplane"
-	"github.com/byorelay/byorelay/localtest"
-	"github.com/byorelay/byorelay/localtest/fakellm"
-	"github.com/byorelay/byorelay/localtest/peers"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/fakellm"
+	"github.com/byorelay/byorelay/localtest/peers"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 func TestMain(m *testing.M) {

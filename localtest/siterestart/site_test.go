@@ -13,10 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	site "github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/localtest"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // The site process's environment.

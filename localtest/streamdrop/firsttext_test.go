@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"os"
 	"slices"
 	"strconv"
@@ -17,14 +18,13 @@ import (
 	"github.com/byorelay/byorelay/client/daemon"
 	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/internal/controlplane"
-	"github.com/byorelay/byorelay/localtest"
-	"github.com/byorelay/byorelay/localtest/peers"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
-	storedynamo "github.com/byorelay/byorelay/store/dynamo"
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/peers"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // stampingBackend is the echo backend (a word every Drip) that notes
@@ -98,7 +98,7 @@ func TestTimeToFirstTextAgainstTheBackendsFirstTokenAndTheCheckpointCost(t *test
 	if err := sitedynamo.CreateTable(ctx, db, table); err != nil {
 		t.Fatal(err)
 	}
-	open := func(meter *storedynamo.Meter) *siteserver.Server {
+	open := func(meter *ddb.Meter) *siteserver.Server {
 		st, err := sitedynamo.New(sitedynamo.Config{DB: db, Table: table, Meter: meter})
 		if err != nil {
 			t.Fatal(err)
@@ -110,7 +110,7 @@ func TestTimeToFirstTextAgainstTheBackendsFirstTokenAndTheCheckpointCost(t *test
 		return s
 	}
 	sealer := open(nil)
-	meter := &storedynamo.Meter{}
+	meter := &ddb.Meter{}
 	reader := open(meter)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"sync"
 	"testing"
 
@@ -31,7 +32,7 @@ func BenchmarkClaimCapacity(b *testing.B) {
 	for _, depth := range []int{100, 10_000, 100_000} {
 		b.Run(fmt.Sprintf("queued=%d", depth), func(b *testing.B) {
 			ctx := context.Background()
-			meter := &Meter{}
+			meter := &ddb.Meter{}
 			clock := store.NewManualClock(storetest.Start)
 			table := newTable(b)
 			s, err := New(Config{DB: localtest.DynamoClient(b), Table: table, Options: store.Options{Clock: clock}, Meter: meter})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -178,7 +179,7 @@ func withClock(o []func(*dynamodb.Options), c *ServerClock) []func(*dynamodb.Opt
 
 // clocked passes every call through c's option.
 type clocked struct {
-	api API
+	api ddb.API
 	c   *ServerClock
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -486,9 +487,9 @@ func race(t *testing.T, cfg raceConfig, seed uint64) raceStats {
 	var workers []*worker
 	var injectors []*faulty
 	for i := range cfg.replicas {
-		var wrap func(API) API
+		var wrap func(ddb.API) ddb.API
 		if cfg.faultRate > 0 {
-			wrap = func(a API) API {
+			wrap = func(a ddb.API) ddb.API {
 				f := newFaulty(a, cfg.faultRate, seed<<8+uint64(i))
 				// At least one of each, whatever the dice say.
 				f.next("TransactWriteItems", lostAck, conflict)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -44,7 +45,7 @@ func (f fault) String() string {
 // faulty wraps a client and injects faults: either the next ones queued by a
 // scenario, or at random at the given rate.
 type faulty struct {
-	API
+	ddb.API
 	mu     sync.Mutex
 	queued map[string][]fault // by operation name
 	rate   float64
@@ -56,7 +57,7 @@ type faulty struct {
 	afterLostAck func()
 }
 
-func newFaulty(api API, rate float64, seed uint64) *faulty {
+func newFaulty(api ddb.API, rate float64, seed uint64) *faulty {
 	return &faulty{API: api, queued: map[string][]fault{}, rate: rate, rng: rand.New(rand.NewPCG(seed, 7)), counts: map[fault]int{}}
 }
 
@@ -206,7 +207,7 @@ func newFaultEnv(t *testing.T) *faultEnv {
 	clock := store.NewManualClock(storetest.Start)
 	table := newTable(t)
 	e := &faultEnv{t: t, ctx: context.Background()}
-	e.s = replica(t, table, store.Options{Clock: clock}, func(a API) API {
+	e.s = replica(t, table, store.Options{Clock: clock}, func(a ddb.API) ddb.API {
 		e.f = newFaulty(a, 0, 1)
 		return e.f
 	})
@@ -533,7 +534,7 @@ func TestFaultsHolderCallsAnswerCorrectly(t *testing.T) {
 // released: a claiming replica frozen between its two writes (the pair's
 // set, then the job).
 type freezer struct {
-	API
+	ddb.API
 	once    sync.Once
 	frozen  chan struct{}
 	release chan struct{}
@@ -561,7 +562,7 @@ func TestFaultsClaimFrozenBetweenItsWritesKeepsTheCap(t *testing.T) {
 	table := newTable(t)
 	ctx := context.Background()
 	f := &freezer{frozen: make(chan struct{}), release: make(chan struct{})}
-	frozen := replica(t, table, store.Options{Clock: clock}, func(a API) API { f.API = a; return f })
+	frozen := replica(t, table, store.Options{Clock: clock}, func(a ddb.API) ddb.API { f.API = a; return f })
 	clean := replica(t, table, store.Options{Clock: clock}, nil)
 	enqueue := func(id, kind string) {
 		t.Helper()

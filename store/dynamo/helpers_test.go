@@ -5,12 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/byorelay/byorelay/internal/lambdafn/objects"
+	"github.com/byorelay/byorelay/internal/platform/objects"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/store"
 )
@@ -50,9 +51,9 @@ func newBucket(t testing.TB) (*objects.Bucket, *s3.Client, string) {
 
 // replica is one more store over table, with its own client: a separate
 // Lambda instance.
-func replica(t testing.TB, table string, opts store.Options, wrap func(API) API) *Store {
+func replica(t testing.TB, table string, opts store.Options, wrap func(ddb.API) ddb.API) *Store {
 	t.Helper()
-	var db API = localtest.DynamoClient(t)
+	var db ddb.API = localtest.DynamoClient(t)
 	if wrap != nil {
 		db = wrap(db)
 	}

@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ import (
 // queries.
 func BenchmarkLifecycleCapacity(b *testing.B) {
 	ctx := context.Background()
-	meter := &Meter{}
+	meter := &ddb.Meter{}
 	clock := store.NewManualClock(storetest.Start)
 	s, err := New(Config{DB: localtest.DynamoClient(b), Table: newTable(b), Options: store.Options{Clock: clock}, Meter: meter})
 	if err != nil {
@@ -42,7 +43,7 @@ func BenchmarkLifecycleCapacity(b *testing.B) {
 	}
 
 	steps := []string{"enqueue", "claim", "seal", "take", "renew", "complete", "finished", "end"}
-	used := map[string]Capacity{}
+	used := map[string]ddb.Capacity{}
 	measure := func(step string, f func() error) {
 		meter.Reset()
 		if err := f(); err != nil {
@@ -131,7 +132,7 @@ func BenchmarkLifecycleCapacity(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	var total Capacity
+	var total ddb.Capacity
 	for _, step := range steps {
 		u := used[step]
 		b.ReportMetric(u.ReadUnits/float64(b.N), "RCU/"+step)

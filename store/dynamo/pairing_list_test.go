@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,7 +17,7 @@ import (
 // queryCounter counts the reads a list makes, and fails a Scan outright.
 // A list queries the ledger's shards at once, so the count is atomic.
 type queryCounter struct {
-	API
+	ddb.API
 	t       *testing.T
 	queries atomic.Int64
 }
@@ -39,7 +40,7 @@ func (q *queryCounter) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...fu
 func TestListingPairingsFollowsQueryPagesOnDynamoDBLocal(t *testing.T) {
 	ctx := context.Background()
 	counter := &queryCounter{t: t}
-	s := replica(t, newTable(t), store.Options{}, func(api API) API { counter.API = api; return counter })
+	s := replica(t, newTable(t), store.Options{}, func(api ddb.API) ddb.API { counter.API = api; return counter })
 	// One capability whose known models fill most of the bound.
 	models := make([]string, 0, 1000)
 	for n := range 1000 {

@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"os"
 	"strconv"
 	"sync"
@@ -20,7 +21,7 @@ import (
 // start, each is a compare-and-set on the ledger that lost to another
 // starter and is decided again.
 type canceledCounter struct {
-	API
+	ddb.API
 	canceled *atomic.Int64
 }
 
@@ -51,7 +52,7 @@ func TestPairingStartRateOnDynamoDBLocal(t *testing.T) {
 	table := newTable(t)
 	opts := store.Options{PairingCapacity: starts + 1}
 	var canceled atomic.Int64
-	wrap := func(api API) API { return canceledCounter{API: api, canceled: &canceled} }
+	wrap := func(api ddb.API) ddb.API { return canceledCounter{API: api, canceled: &canceled} }
 	stores := make([]*Store, starters)
 	for i := range stores {
 		stores[i] = replica(t, table, opts, wrap)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -49,7 +50,7 @@ var ErrNoBucket = errors.New("dynamo: envelope too large to inline and no S3 buc
 // Config is what New needs.
 type Config struct {
 	// DB is a DynamoDB client (or a wrapper around one).
-	DB API
+	DB ddb.API
 	// Table is the routing table, created from template.yaml.
 	Table string
 	// Objects holds envelopes larger than InlineEnvelopeBytes, in an S3
@@ -74,14 +75,14 @@ type Config struct {
 	DueShards int
 	// Meter, when set, asks DynamoDB for the capacity every call consumes
 	// and adds it up.
-	Meter *Meter
+	Meter *ddb.Meter
 }
 
 // Store is the DynamoDB routing store and pairing-code store. It keeps no
 // state between calls that another replica could disagree with: every
 // instance over one table is a replica.
 type Store struct {
-	db      API
+	db      ddb.API
 	table   string
 	objects Objects
 	clock   store.Clock
@@ -157,7 +158,7 @@ func New(cfg Config) (*Store, error) {
 		s.db = &clocked{api: s.db, c: sc}
 	}
 	if cfg.Meter != nil {
-		s.db = cfg.Meter.wrap(s.db)
+		s.db = cfg.Meter.Wrap(s.db)
 	}
 	return s, nil
 }

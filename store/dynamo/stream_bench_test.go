@@ -3,14 +3,15 @@ package dynamo
 import (
 	"context"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"strings"
 	"testing"
 
+	"github.com/byorelay/byorelay/internal/stream/seal"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/storetest"
-	"github.com/byorelay/byorelay/internal/stream/seal"
 )
 
 // BenchmarkStreamCapacity is what streaming 1,000 characters costs in
@@ -34,14 +35,14 @@ func BenchmarkStreamCapacity(b *testing.B) {
 	text := strings.Repeat("a streamed answer, ", 60)[:1000]
 	for _, frameChars := range []int{50, 150, 500} {
 		b.Run(fmt.Sprintf("frame=%d", frameChars), func(b *testing.B) {
-			meter := &Meter{}
+			meter := &ddb.Meter{}
 			clock := store.NewManualClock(storetest.Start)
 			s, err := New(Config{DB: localtest.DynamoClient(b), Table: newTable(b), Options: store.Options{Clock: clock}, Meter: meter})
 			if err != nil {
 				b.Fatal(err)
 			}
 			deadline := storetest.Start.UnixMilli() + 3_600_000
-			var appendCap, readCap Capacity
+			var appendCap, readCap ddb.Capacity
 			frames := 0
 			for i := range b.N {
 				site, id := fmt.Sprintf("site-%06d", i), fmt.Sprintf("job-%06d", i)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"os"
 	"runtime"
 	"strconv"
@@ -24,7 +25,7 @@ import (
 // dueQueries counts the Queries of the due index, by shard key, and can
 // fail the GetItem of chosen job partitions.
 type dueQueries struct {
-	API
+	ddb.API
 	mu     sync.Mutex
 	shards map[string]int
 	fail   map[string]bool

@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -24,58 +25,31 @@ func tableInput(name string) *dynamodb.CreateTableInput {
 		TableName:   aws.String(name),
 		BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{
-			attribute("pk", types.ScalarAttributeTypeS),
-			attribute("sk", types.ScalarAttributeTypeS),
-			attribute("qk", types.ScalarAttributeTypeS),
-			attribute("lk", types.ScalarAttributeTypeS),
-			attribute("seq", types.ScalarAttributeTypeS),
-			attribute("dk", types.ScalarAttributeTypeS),
-			attribute("du", types.ScalarAttributeTypeN),
+			ddb.Attribute("pk", types.ScalarAttributeTypeS),
+			ddb.Attribute("sk", types.ScalarAttributeTypeS),
+			ddb.Attribute("qk", types.ScalarAttributeTypeS),
+			ddb.Attribute("lk", types.ScalarAttributeTypeS),
+			ddb.Attribute("seq", types.ScalarAttributeTypeS),
+			ddb.Attribute("dk", types.ScalarAttributeTypeS),
+			ddb.Attribute("du", types.ScalarAttributeTypeN),
 		},
-		KeySchema: keySchema("pk", "sk"),
+		KeySchema: ddb.KeySchema("pk", "sk"),
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
 			// Claimable jobs, oldest first; sparse (only queued jobs carry qk).
-			gsi("queue", "qk", "seq", types.ProjectionTypeAll),
+			ddb.GSI("queue", "qk", "seq", types.ProjectionTypeAll),
 			// A site's awaiting-payload and done jobs; sparse.
-			gsi("sitelist", "lk", "seq", types.ProjectionTypeKeysOnly),
+			ddb.GSI("sitelist", "lk", "seq", types.ProjectionTypeKeysOnly),
 			// Jobs by their next deadline, over a few shards.
-			gsi("due", "dk", "du", types.ProjectionTypeKeysOnly),
+			ddb.GSI("due", "dk", "du", types.ProjectionTypeKeysOnly),
 		},
 	}
-}
-
-// keySchema is a (HASH, RANGE) key schema.
-func keySchema(hash, rng string) []types.KeySchemaElement {
-	return []types.KeySchemaElement{
-		{AttributeName: aws.String(hash), KeyType: types.KeyTypeHash},
-		{AttributeName: aws.String(rng), KeyType: types.KeyTypeRange},
-	}
-}
-
-// gsi is a global secondary index keyed (hash, rng).
-func gsi(name, hash, rng string, projection types.ProjectionType) types.GlobalSecondaryIndex {
-	return types.GlobalSecondaryIndex{
-		IndexName:  aws.String(name),
-		KeySchema:  keySchema(hash, rng),
-		Projection: &types.Projection{ProjectionType: projection},
-	}
-}
-
-func attribute(name string, typ types.ScalarAttributeType) types.AttributeDefinition {
-	return types.AttributeDefinition{AttributeName: aws.String(name), AttributeType: typ}
-}
-
-// TableCreator is what CreateTable needs from a DynamoDB client.
-type TableCreator interface {
-	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
-	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
 }
 
 // CreateTable creates the routing table (tableInput) and turns on TTL. It
 // is for tests and local runs; a deployment gets the table from
 // CloudFormation. TTL only collects garbage (every read checks deadlines
 // itself), so a local service that refuses the TTL call is not an error.
-func CreateTable(ctx context.Context, api TableCreator, name string) error {
+func CreateTable(ctx context.Context, api ddb.TableCreator, name string) error {
 	if _, err := api.CreateTable(ctx, tableInput(name)); err != nil {
 		return fmt.Errorf("create table %s: %w", name, err)
 	}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/internal/controlplane/grants"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 )
 

@@ -3,8 +3,8 @@ package grants
 import (
 	"slices"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // widens is which offer scopes reach somebody other than the owner: an

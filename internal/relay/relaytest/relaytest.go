@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/internal/projection"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // BasePath is the daemon plane's default mount.

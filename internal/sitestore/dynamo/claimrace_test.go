@@ -10,9 +10,9 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/internal/sitestore/sitestoretest"
+	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 )
 

@@ -2,13 +2,13 @@ package dynamo
 
 import (
 	"context"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"testing"
 
-	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/internal/sitestore/sitestoretest"
+	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/store"
-	storedynamo "github.com/byorelay/byorelay/store/dynamo"
 )
 
 func TestMain(m *testing.M) { localtest.Main(m) }
@@ -25,9 +25,9 @@ func newTable(t testing.TB) string {
 
 // replica is one more store over table with its own client: another Lambda
 // instance.
-func replica(t testing.TB, table string, clock store.Clock, wrap func(storedynamo.API) storedynamo.API) *Store {
+func replica(t testing.TB, table string, clock store.Clock, wrap func(ddb.API) ddb.API) *Store {
 	t.Helper()
-	var db storedynamo.API = localtest.DynamoClient(t)
+	var db ddb.API = localtest.DynamoClient(t)
 	if wrap != nil {
 		db = wrap(db)
 	}

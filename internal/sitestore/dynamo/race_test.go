@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"strings"
 	"sync"
 	"testing"
@@ -12,11 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/internal/sitestore/sitestoretest"
+	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
-	storedynamo "github.com/byorelay/byorelay/store/dynamo"
 )
 
 var generate = []protocol.Capability{{Kind: protocol.KindGenerate, Service: "primary", BackendID: "ollama",
@@ -134,7 +134,7 @@ func TestDependencyUnblockRaceAcrossReplicas(t *testing.T) {
 // dependentsLost fails the query a completer makes for its dependents, as
 // a Lambda that dies right after its completion write would never make it.
 // A fault DynamoDB Local cannot produce, injected by a wrapper.
-type dependentsLost struct{ storedynamo.API }
+type dependentsLost struct{ ddb.API }
 
 func (d dependentsLost) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	if p, ok := in.ExpressionAttributeValues[":p"].(*types.AttributeValueMemberS); ok && in.IndexName == nil && strings.HasPrefix(p.Value, "DEP#") {
@@ -150,7 +150,7 @@ func TestACompleterThatDiesBeforeTellingDependentsIsFinishedByTheSweep(t *testin
 	table := newTable(t)
 	clock := store.NewManualClock(sitestoretest.Start)
 	healthy := replica(t, table, clock, nil)
-	dying := replica(t, table, clock, func(api storedynamo.API) storedynamo.API { return dependentsLost{api} })
+	dying := replica(t, table, clock, func(api ddb.API) ddb.API { return dependentsLost{api} })
 	createJob(t, healthy, "a")
 	createJob(t, healthy, "c", "a")
 	ja := claimOnly(t, healthy, "runner-1")

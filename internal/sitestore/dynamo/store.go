@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"hash/fnv"
 	"math/rand/v2"
 	"strconv"
@@ -18,15 +19,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/sitestore"
+	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
-	storedynamo "github.com/byorelay/byorelay/store/dynamo"
 )
 
 // CreateTable creates a site table (tableInput) for tests and local runs; a
 // deployment gets it from CloudFormation.
-func CreateTable(ctx context.Context, api storedynamo.TableCreator, name string) error {
+func CreateTable(ctx context.Context, api ddb.TableCreator, name string) error {
 	if _, err := api.CreateTable(ctx, tableInput(name)); err != nil {
 		return fmt.Errorf("create table %s: %w", name, err)
 	}
@@ -62,36 +62,19 @@ func tableInput(name string) *dynamodb.CreateTableInput {
 			{AttributeName: aws.String("dsk"), AttributeType: types.ScalarAttributeTypeN},
 			s("gpk"), s("gsk"),
 		},
-		KeySchema: keySchema("pk", "sk"),
+		KeySchema: ddb.KeySchema("pk", "sk"),
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
 			// Claimable jobs in claim order; sparse.
-			gsi("claimable", "qpk", "qsk", types.ProjectionTypeAll),
+			ddb.GSI("claimable", "qpk", "qsk", types.ProjectionTypeAll),
 			// Work the clock will make due, by when.
-			gsi("due", "dpk", "dsk", types.ProjectionTypeKeysOnly),
+			ddb.GSI("due", "dpk", "dsk", types.ProjectionTypeKeysOnly),
 			// Groups read as lists: a runner's jobs, every runner.
-			gsi("group", "gpk", "gsk", types.ProjectionTypeAll),
+			ddb.GSI("group", "gpk", "gsk", types.ProjectionTypeAll),
 		},
 		// Subscribe across processes reads the keys of every write.
 		StreamSpecification: &types.StreamSpecification{
 			StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeKeysOnly,
 		},
-	}
-}
-
-// keySchema is a (HASH, RANGE) key schema.
-func keySchema(hash, rng string) []types.KeySchemaElement {
-	return []types.KeySchemaElement{
-		{AttributeName: aws.String(hash), KeyType: types.KeyTypeHash},
-		{AttributeName: aws.String(rng), KeyType: types.KeyTypeRange},
-	}
-}
-
-// gsi is a global secondary index keyed (hash, rng).
-func gsi(name, hash, rng string, projection types.ProjectionType) types.GlobalSecondaryIndex {
-	return types.GlobalSecondaryIndex{
-		IndexName:  aws.String(name),
-		KeySchema:  keySchema(hash, rng),
-		Projection: &types.Projection{ProjectionType: projection},
 	}
 }
 
@@ -137,7 +120,7 @@ var ErrTooLarge = sitestore.ErrTooLarge
 
 // Config is what New needs.
 type Config struct {
-	DB    storedynamo.API
+	DB    ddb.API
 	Table string
 	// Clock is the one clock; nil is the host clock.
 	Clock store.Clock
@@ -162,7 +145,7 @@ type Config struct {
 	// (TouchRunner); 0 is DefaultRunnerRefreshMs.
 	RunnerRefreshMs int64
 	// Meter, when set, counts the capacity every call consumes.
-	Meter *storedynamo.Meter
+	Meter *ddb.Meter
 	// AWS, when set, makes Subscribe hear every process's writes: a
 	// DynamoDB Streams client is built from it on the first Subscribe and
 	// reads the table's stream (streams.go). Without it (and without
@@ -174,7 +157,7 @@ type Config struct {
 
 // Store is the DynamoDB site store.
 type Store struct {
-	db          storedynamo.API
+	db          ddb.API
 	table       string
 	clock       store.Clock
 	defaultTTL  int64

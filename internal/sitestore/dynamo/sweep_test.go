@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"os"
 	"runtime"
 	"strconv"
@@ -16,17 +17,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/store"
-	storedynamo "github.com/byorelay/byorelay/store/dynamo"
 )
 
 // counting counts, per due partition, the due index Queries, and the
 // runner item writes that landed (each is a write of the RUNNERS index).
 type counting struct {
-	storedynamo.API
+	ddb.API
 	mu          sync.Mutex
 	dueQueries  map[string]int
 	runnerWrite atomic.Int64

@@ -5,8 +5,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/sitestore"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // checkpointAt is a checkpoint at seq whose envelope names seq, so a read

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/sitestore"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 func claimCases() []testCase {

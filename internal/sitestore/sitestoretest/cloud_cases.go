@@ -3,8 +3,8 @@ package sitestoretest
 import (
 	"testing"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/sitestore"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // cloudJob is a job published to a relay: a deadline, and its stub not yet

@@ -3,8 +3,8 @@ package sitestoretest
 import (
 	"testing"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/sitestore"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // wantEnvelope fails unless Get reads the job with its at-rest envelope

@@ -4,8 +4,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/sitestore"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // heldJobs makes one job held in each way a job can be held: "adopted" by

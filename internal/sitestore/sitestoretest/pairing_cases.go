@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/sitestore"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 func pairing(e Env, hash, code string) sitestore.Pairing {

@@ -9,8 +9,8 @@ import (
 
 	"golang.org/x/crypto/chacha20poly1305"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/stream"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // TypeSealed is the event type of a sealed frame on the attach wire; every

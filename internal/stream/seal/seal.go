@@ -24,8 +24,8 @@ import (
 
 	"golang.org/x/crypto/chacha20poly1305"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/stream"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // keyLabel separates the stream key from every other use of the same

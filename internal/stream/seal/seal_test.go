@@ -7,8 +7,8 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/internal/stream"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 type pair struct {

@@ -12,12 +12,12 @@ import (
 
 	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/internal/controlplane"
-	"github.com/byorelay/byorelay/localtest"
-	"github.com/byorelay/byorelay/localtest/fakellm"
-	"github.com/byorelay/byorelay/localtest/peers"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/fakellm"
+	"github.com/byorelay/byorelay/localtest/peers"
 )
 
 // Two sites publish through one byorelay at the same time, to the same

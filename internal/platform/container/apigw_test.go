@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/byorelay/byorelay/internal/relay"
 )
 
 func event(method, rawPath, query string, headers map[string]string, body string, b64 bool) events.APIGatewayV2HTTPRequest {
@@ -115,7 +113,7 @@ func TestFromAPIGatewayHeadersReadThroughCanonicalKeys(t *testing.T) {
 }
 
 func TestToAPIGatewaySendsTextAsTextAndBytesAsBase64(t *testing.T) {
-	text := ToAPIGateway(relay.Response{Status: 404, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"error":"not-found"}`)})
+	text := ToAPIGateway(Response{Status: 404, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"error":"not-found"}`)})
 	if text.StatusCode != 404 || text.IsBase64Encoded || text.Body != `{"error":"not-found"}` {
 		t.Errorf("json answer = %+v", text)
 	}
@@ -123,7 +121,7 @@ func TestToAPIGatewaySendsTextAsTextAndBytesAsBase64(t *testing.T) {
 		t.Errorf("headers = %v, want lower-case content-type", text.Headers)
 	}
 	raw := []byte{0xff, 0xfe, 0x00}
-	bin := ToAPIGateway(relay.Response{Status: 200, Body: raw})
+	bin := ToAPIGateway(Response{Status: 200, Body: raw})
 	if !bin.IsBase64Encoded || bin.Body != base64.StdEncoding.EncodeToString(raw) {
 		t.Errorf("binary answer = %+v", bin)
 	}
@@ -133,7 +131,7 @@ func TestToAPIGatewaySendsTextAsTextAndBytesAsBase64(t *testing.T) {
 }
 
 func TestToAPIGatewayMovesSetCookieToCookies(t *testing.T) {
-	resp := ToAPIGateway(relay.Response{Status: 200, Header: http.Header{
+	resp := ToAPIGateway(Response{Status: 200, Header: http.Header{
 		"Set-Cookie": {"a=1; Expires=Wed, 21 Oct 2026 07:28:00 GMT", "b=2"},
 		"Vary":       {"Origin", "Accept"},
 	}})

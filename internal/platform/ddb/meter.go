@@ -1,4 +1,4 @@
-package dynamo
+package ddb
 
 import (
 	"context"
@@ -44,11 +44,9 @@ func (m *Meter) Reset() {
 	m.read, m.write, m.calls = 0, 0, 0
 }
 
-func (m *Meter) wrap(api API) API { return &metered{api: api, m: m} }
-
 // Wrap is api with every call counted on m: for another store over the
 // same client interface (the site store) to report capacity the same way.
-func (m *Meter) Wrap(api API) API { return m.wrap(api) }
+func (m *Meter) Wrap(api API) API { return &metered{api: api, m: m} }
 
 // metered asks for and counts consumed capacity on every call.
 type metered struct {

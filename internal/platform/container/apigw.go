@@ -9,21 +9,41 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/byorelay/byorelay/internal/relay"
 )
 
-// FromAPIGateway turns an HTTP API v2 event into a relay request with the
+// Request is an HTTP request as a function's handler sees it, in the
+// fields of the relay's and the site server's own request types, so each
+// stack converts it without this package importing either.
+type Request struct {
+	Method   string
+	Path     string
+	RawQuery string
+	Header   http.Header
+	Body     []byte
+	// SourceIP is API Gateway's requestContext.http.sourceIp: the address
+	// the front end saw, never a header a client could set.
+	SourceIP string
+}
+
+// Response is what a handler answers: the status, the headers and the
+// body bytes.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// FromAPIGateway turns an HTTP API v2 event into a request with the
 // body bytes exactly as the client sent them: request signatures cover the
 // SHA-256 of those bytes, so a body that was re-encoded on the way in (a
 // base64 body left encoded, a JSON body re-marshalled) fails every
 // signature.
-func FromAPIGateway(ev events.APIGatewayV2HTTPRequest) (relay.Request, error) {
+func FromAPIGateway(ev events.APIGatewayV2HTTPRequest) (Request, error) {
 	body := []byte(ev.Body)
 	if ev.IsBase64Encoded {
 		b, err := base64.StdEncoding.DecodeString(ev.Body)
 		if err != nil {
-			return relay.Request{}, fmt.Errorf("container: base64 body: %w", err)
+			return Request{}, fmt.Errorf("container: base64 body: %w", err)
 		}
 		body = b
 	}
@@ -49,7 +69,7 @@ func FromAPIGateway(ev events.APIGatewayV2HTTPRequest) (relay.Request, error) {
 		// them.
 		header.Set("Cookie", strings.Join(ev.Cookies, "; "))
 	}
-	return relay.Request{
+	return Request{
 		Method:   ev.RequestContext.HTTP.Method,
 		Path:     path,
 		RawQuery: ev.RawQueryString,
@@ -59,10 +79,10 @@ func FromAPIGateway(ev events.APIGatewayV2HTTPRequest) (relay.Request, error) {
 	}, nil
 }
 
-// ToAPIGateway turns a relay response into an HTTP API v2 response. A body
-// that is not UTF-8 goes base64 with IsBase64Encoded set; the relay's JSON
-// and HTML go as text, so an invoke's output is readable.
-func ToAPIGateway(r relay.Response) events.APIGatewayV2HTTPResponse {
+// ToAPIGateway turns a response into an HTTP API v2 response. A body
+// that is not UTF-8 goes base64 with IsBase64Encoded set; JSON and HTML
+// go as text, so an invoke's output is readable.
+func ToAPIGateway(r Response) events.APIGatewayV2HTTPResponse {
 	out := events.APIGatewayV2HTTPResponse{StatusCode: r.Status}
 	if len(r.Header) > 0 {
 		out.Headers = make(map[string]string, len(r.Header))
