@@ -154,7 +154,7 @@ func nodeSide(t *testing.T) *refSide {
 	root := filepath.Dir(filepath.Dir(file))
 	node, modules := localtest.RequireNode(t, "@byollm/relay")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	cmd := exec.CommandContext(ctx, node, filepath.Join(root, "internal", "relay", "testdata", "reference.mjs"), modules)
+	cmd := exec.CommandContext(ctx, node, filepath.Join(root, "relay", "testdata", "reference.mjs"), modules)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

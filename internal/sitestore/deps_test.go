@@ -19,7 +19,7 @@ func TestImportsNoSDK(t *testing.T) {
 		t.Fatalf("go list -deps: %v", err)
 	}
 	deps := strings.Fields(string(out))
-	if !slices.Contains(deps, module+"/sitestore") || !slices.Contains(deps, module+"/protocol") {
+	if !slices.Contains(deps, module+"/internal/sitestore") || !slices.Contains(deps, module+"/protocol") {
 		t.Fatalf("go list -deps named neither sitestore nor protocol: %q", out)
 	}
 	for _, p := range deps {
