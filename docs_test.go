@@ -130,7 +130,7 @@ func TestTheArchitecturePageIsAShortMap(t *testing.T) {
 	}
 }
 
-func TestEveryDecisionRecordIsLinkedFromTheArchitecturePage(t *testing.T) {
+func TestArchitectureLinksEveryDecisionRecord(t *testing.T) {
 	linked := map[string]bool{}
 	for _, l := range relativeLinks(t, "docs/architecture.md") {
 		target, _, _ := strings.Cut(l.target, "#")

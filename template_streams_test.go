@@ -98,7 +98,7 @@ func actions(g map[string][]string) []string {
 // The attach function is served through a function URL in response
 // streaming mode (API Gateway would buffer its events), is reached by no
 // API route, and may only read the table: an attach reads and never writes.
-func TestTheAttachFunctionStreamsThroughAFunctionURLAndOnlyReads(t *testing.T) {
+func TestAttachStreamsThroughAFunctionURLAndOnlyReads(t *testing.T) {
 	p := parseTemplate(t)
 	fn := p.resource(t, "StreamAttachFunction")
 	url := at(fn, "Properties", "FunctionUrlConfig")
@@ -128,7 +128,7 @@ func TestTheAttachFunctionStreamsThroughAFunctionURLAndOnlyReads(t *testing.T) {
 // TransactWriteItems is authorised per action it carries: the job's
 // ConditionCheck, the header's Update, the frame's Put) and nothing else:
 // no delete, no envelope bucket, no index.
-func TestTheAppendFunctionMayWriteAnAppendAndNothingElse(t *testing.T) {
+func TestAppendFunctionMayWriteAnAppendAndNothingElse(t *testing.T) {
 	p := parseTemplate(t)
 	route := at(p.resource(t, "StreamAppendFunction"), "Properties", "Events", "Route", "Properties")
 	if at(route, "Path").Value != seal.StreamAppendPath || at(route, "Method").Value != "ANY" {
@@ -162,7 +162,7 @@ func TestTheCatchAllMayServeTheStreamLane(t *testing.T) {
 // function's URL too), and the edge sends the attach path to that URL with
 // the secret, without the viewer's Host (a function URL answers only to
 // its own).
-func TestTheEdgeForwardsTheAttachToItsFunctionURLWithTheSecret(t *testing.T) {
+func TestEdgeForwardsTheAttachToItsURLWithTheSecret(t *testing.T) {
 	p := parseTemplate(t)
 	var roles []string
 	for _, r := range at(p.resource(t, "OriginSecretRead"), "Properties", "Roles").Content {

@@ -168,7 +168,7 @@ func TestOnlyTheAppendRouteUsesTheAppendLimit(t *testing.T) {
 
 // A reservation is also a ceiling; 0 must drop the property, because a
 // reservation of 0 would throttle every invocation of the function.
-func TestStreamReadersConcurrencyIsBoundedByItsParameter(t *testing.T) {
+func TestStreamReaderConcurrencyIsBoundedByItsParameter(t *testing.T) {
 	p := parseTemplate(t)
 	for function, param := range map[string]string{
 		"StreamAttachFunction": "StreamAttachConcurrency",
@@ -294,7 +294,7 @@ func near(a, b float64) bool { return a-b < 1e-6 && b-a < 1e-6 }
 
 // The direct-lane site serves the same daemons the same way, so its
 // throttle is the relay's daemon-plane limit, with the same defaults.
-func TestTheSiteTemplateThrottlesEveryRouteAtTheDaemonPlanesLimit(t *testing.T) {
+func TestSiteTemplateThrottlesAtTheDaemonPlanesLimit(t *testing.T) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(byorelay.SiteTemplate, &doc); err != nil {
 		t.Fatal(err)

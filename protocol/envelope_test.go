@@ -85,7 +85,7 @@ func TestSealThenOpenRoundTripsBothLegs(t *testing.T) {
 	}
 }
 
-func TestSealDrawsAFreshEphemeralKeyAndHidesThePlaintext(t *testing.T) {
+func TestSealUsesAFreshEphemeralKeyAndHidesThePlaintext(t *testing.T) {
 	p := newParties(t)
 	a, b := p.seal(t, "secret prompt"), p.seal(t, "secret prompt")
 	if a.Ciphertext == b.Ciphertext {
@@ -97,7 +97,7 @@ func TestSealDrawsAFreshEphemeralKeyAndHidesThePlaintext(t *testing.T) {
 	}
 }
 
-func TestSealRefusesAnUnknownDirectionAndABadRecipientKey(t *testing.T) {
+func TestSealRefusesAnUnknownDirectionOrBadRecipient(t *testing.T) {
 	p := newParties(t)
 	ctx := p.payloadContext()
 	ctx.Direction = "sideways"

@@ -125,7 +125,7 @@ func TestFreshnessIsCheckedBeforeTheSignature(t *testing.T) {
 	}
 }
 
-func TestParseSignatureReadsIssuedAtLikeJavaScriptNumber(t *testing.T) {
+func TestParseSignatureReadsIssuedAtLikeJSNumber(t *testing.T) {
 	tests := []struct {
 		issuedAt string
 		want     int64 // 0: refused as unsigned
@@ -190,7 +190,7 @@ func TestParseSignatureRefusesMissingHeaders(t *testing.T) {
 	}
 }
 
-func TestSignatureFromHeadersReadsOnlyThePlanesCallerHeader(t *testing.T) {
+func TestSignatureFromHeadersReadsOnlyThePlanesCaller(t *testing.T) {
 	k := newTestKeys(t)
 	sig := SignRequest(k, "claim", "runner_1", testNow, nil)
 	h := http.Header{}

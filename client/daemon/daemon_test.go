@@ -106,7 +106,7 @@ func TestACancelledJobIsStoppedAndReportedAsCanceled(t *testing.T) {
 	}
 }
 
-func TestALapsedLeaseGoesToAnotherDeviceAndTheFirstNeverReports(t *testing.T) {
+func TestLapsedLeaseMovesOnAndTheFirstNeverReports(t *testing.T) {
 	w := newWorld(t)
 	s := w.newSite("shop")
 	w.consent("alice", "shop")
@@ -150,7 +150,7 @@ func TestALapsedLeaseGoesToAnotherDeviceAndTheFirstNeverReports(t *testing.T) {
 	}
 }
 
-func TestShutdownReleasesSoAnotherDeviceTakesTheJobAtOnce(t *testing.T) {
+func TestShutdownReleasesSoAnotherDeviceTakesTheJob(t *testing.T) {
 	w := newWorld(t)
 	s := w.newSite("shop")
 	w.consent("alice", "shop")
@@ -175,7 +175,7 @@ func TestShutdownReleasesSoAnotherDeviceTakesTheJobAtOnce(t *testing.T) {
 	}
 }
 
-func TestADeviceWithoutAControlPlaneKeyRefusesAnotherPersonsJob(t *testing.T) {
+func TestNoControlPlaneKeyRefusesAnotherPersonsJob(t *testing.T) {
 	w := newWorld(t)
 	s := w.newSite("shop")
 	w.consent("alice", "shop")
@@ -234,7 +234,7 @@ func TestAnUnpairedDaemonDoesNotTick(t *testing.T) {
 	}
 }
 
-func TestAPayloadTheSiteNeverSealsIsGivenUpWithinTheLease(t *testing.T) {
+func TestAnUnsealedPayloadIsGivenUpWithinTheLease(t *testing.T) {
 	w := newWorld(t)
 	s := w.newSite("shop")
 	w.consent("alice", "shop")
@@ -267,7 +267,7 @@ func jobStub(w *world, id, owner string) protocol.JobStub {
 		DeadlineAt: w.clock.Now().Add(time.Hour).UnixMilli()}
 }
 
-func TestAJobCancelledBeforeItsPayloadIsAnsweredCanceledAndNeverSealed(t *testing.T) {
+func TestJobCancelledBeforeItsPayloadIsNeverSealed(t *testing.T) {
 	w := newWorld(t)
 	s := w.newSite("shop")
 	w.consent("alice", "shop")
@@ -290,7 +290,7 @@ func TestAJobCancelledBeforeItsPayloadIsAnsweredCanceledAndNeverSealed(t *testin
 	}
 }
 
-func TestADeviceFollowsASiteKeyRotationItsControlPlanePublishes(t *testing.T) {
+func TestADeviceFollowsAPublishedSiteKeyRotation(t *testing.T) {
 	w := newWorld(t)
 	oldKeys := mustKeys(t)
 	if _, _, err := w.admin.RegisterSite(w.ctx, "shop", oldKeys.Public()); err != nil {

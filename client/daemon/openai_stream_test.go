@@ -49,7 +49,7 @@ func TestOpenAIBackendStreamsDeltasAsTheServerSendsThem(t *testing.T) {
 	}
 }
 
-func TestOpenAIBackendStreamWithoutDoneDoesNotClaimCompletion(t *testing.T) {
+func TestOpenAIStreamWithoutDoneDoesNotClaimCompletion(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"cut\"}}]}\n\n"))
 	}))

@@ -11,7 +11,7 @@ import (
 	"github.com/byorelay/byorelay/client/daemon"
 )
 
-func TestOpenAIBackendSendsOneChatCompletionAndReadsTheAnswer(t *testing.T) {
+func TestOpenAISendsOneChatCompletionAndReadsTheAnswer(t *testing.T) {
 	var got struct {
 		Model    string `json:"model"`
 		Stream   bool   `json:"stream"`
@@ -80,7 +80,7 @@ func TestOpenAIBackendFailuresCarryTheReferenceCodes(t *testing.T) {
 	}
 }
 
-func TestOpenAIBackendRefusesBaseURLsTheReferenceRefuses(t *testing.T) {
+func TestOpenAIRefusesBaseURLsTheReferenceRefuses(t *testing.T) {
 	for _, base := range []string{
 		"ftp://127.0.0.1/v1",
 		"http://user:pw@127.0.0.1/v1",

@@ -38,7 +38,7 @@ func sites(ids ...protocol.PublicIdentity) protocol.Record[protocol.PublicIdenti
 	return r
 }
 
-func TestASiteIsPinnedAtFirstSightAndAChangedKeyIsRefused(t *testing.T) {
+func TestASitePinnedAtFirstSightRefusesAChangedKey(t *testing.T) {
 	d := newTestDaemon(t)
 	s := siteKeys(t)
 	d.applySites(sites(s.Public()), nil)

@@ -120,7 +120,7 @@ func readStream(ctx context.Context, s *site.Client) (string, error) {
 // then the relay answers again: the stream is not given up, the text that
 // arrived meanwhile goes in later frames, and the reader ends with every
 // character exactly once.
-func TestAStreamWhoseAppendsFailForAWhileGoesOnAndLosesNothing(t *testing.T) {
+func TestAStreamOutlastsFailingAppendsAndLosesNothing(t *testing.T) {
 	faults := &refusingAppends{refuse: 7}
 	prompt := strings.Repeat("word ", 40) + "end"
 	sw := publishStreaming(t, daemon.Config{
@@ -157,7 +157,7 @@ func TestAStreamWhoseAppendsFailForAWhileGoesOnAndLosesNothing(t *testing.T) {
 // so the relay passes it at once and the reader opens the seal's own
 // status: site.ErrStreamInterrupted, never `stale` by liveness or the
 // sweep, nor a wait for a result this lease will not store.
-func TestShutdownMidStreamEndsTheReadersStreamInterruptedWithinTheBound(t *testing.T) {
+func TestShutdownMidStreamEndsInterruptedWithinTheBound(t *testing.T) {
 	calls := &callLog{}
 	sw := publishStreaming(t, daemon.Config{
 		Backend:    endlessStreamer{steady: true},

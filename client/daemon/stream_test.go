@@ -139,7 +139,7 @@ func (sw streamingWorld) seal(t *testing.T) stream.Frame {
 // The site cancels while the device streams, and no heartbeat goes out: the
 // next frame's append answers cancelRequested, and that alone stops the
 // model, seals the stream cancelled and reports "canceled".
-func TestAnAppendThatSaysCancelRequestedStopsTheStreamAndTheRun(t *testing.T) {
+func TestAppendSayingCancelRequestedStopsTheRun(t *testing.T) {
 	sw := startStreamingJob(t, endlessStreamer{steady: true})
 	if cancelled, err := sw.site.Cancel(sw.ctx, "job-1"); err != nil || !cancelled {
 		t.Fatalf("cancel = %v, %v", cancelled, err)
@@ -175,7 +175,7 @@ func TestAnAppendThatSaysCancelRequestedStopsTheStreamAndTheRun(t *testing.T) {
 // A model quiet after its first words posts no frame that could carry the
 // cancel: the heartbeat does, and the stream is still sealed cancelled
 // before the "canceled" result.
-func TestAHeartbeatCancelStopsAQuietStreamAndSealsItCancelled(t *testing.T) {
+func TestHeartbeatCancelSealsAQuietStreamCancelled(t *testing.T) {
 	sw := startStreamingJob(t, endlessStreamer{steady: false})
 	if cancelled, err := sw.site.Cancel(sw.ctx, "job-1"); err != nil || !cancelled {
 		t.Fatalf("cancel = %v, %v", cancelled, err)
@@ -194,7 +194,7 @@ func TestAHeartbeatCancelStopsAQuietStreamAndSealsItCancelled(t *testing.T) {
 
 // A device asked to stream whose backend cannot does not opt in: it is
 // never offered a streaming job, which a device that streams takes.
-func TestADeviceWhoseBackendCannotStreamIsNotOfferedStreamingJobs(t *testing.T) {
+func TestANonStreamingBackendIsNotOfferedStreamingJobs(t *testing.T) {
 	w := newWorld(t)
 	s := w.newSite("shop")
 	w.consent("alice", "shop")
@@ -226,7 +226,7 @@ func (b runOnly) Run(ctx context.Context, prompt string) (daemon.Answer, error) 
 // per-call HTTP timeout, which bounds calls, not a live stream. Here the API
 // serves no attach at all, the client's timeout is shorter than the
 // stream, and the site still reads the whole answer live, then its seal.
-func TestASiteStreamsFromItsAttachURLForLongerThanItsCallTimeout(t *testing.T) {
+func TestASiteStreamsFromAttachURLPastItsCallTimeout(t *testing.T) {
 	w := newWorld(t)
 	attachSrv := httptest.NewServer(w.relay.AttachHandler())
 	t.Cleanup(attachSrv.Close)

@@ -74,7 +74,7 @@ func waitSeq(t *testing.T, l *checkpointLedger, jobID string, want int64, within
 // written at once, fewer are written by CheckpointInterval, and what is
 // held when reading stops is written then. The checkpoint opens to the
 // text, for its own job only.
-func TestACheckpointIsWrittenEveryNUnitsOrTMillisecondsAndOpensForItsJobOnly(t *testing.T) {
+func TestCheckpointsEveryNUnitsOrTMsOpenForTheirJobOnly(t *testing.T) {
 	l := newCheckpointLedger()
 	c := checkpointClient(t, l)
 	ctx := context.Background()

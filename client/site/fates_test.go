@@ -144,7 +144,7 @@ func TestRunSealsWhileCollectingIsStuck(t *testing.T) {
 // previous poll, is in that answer. While the relay does not answer, the
 // job waits for protocol.ResultGraceMs past the deadline, after which no
 // relay lists its result, and then expires.
-func TestAJobExpiresAfterAPollSentPastItsDeadlineOrAfterTheGrace(t *testing.T) {
+func TestAJobExpiresOnAPollPastItsDeadlineOrAfterGrace(t *testing.T) {
 	s := newSetup(t)
 	deadline := start.Add(time.Minute)
 	for _, id := range []string{"j1", "j2"} {

@@ -37,7 +37,7 @@ func (h hookTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // to that device and nobody else, so the result is the device's own work:
 // a site that knew only L1 refused it and the job was done at the relay and
 // never delivered.
-func TestAResultFromTheDeviceSealedToIsAcceptedAfterItsLeaseWasRenewedByAReclaim(t *testing.T) {
+func TestResultAcceptedAfterAReclaimRenewedTheLease(t *testing.T) {
 	ctx := context.Background()
 	clock := store.NewManualClock(start)
 	st := memory.New(store.Options{Clock: clock})

@@ -31,7 +31,7 @@ func TestPayloadsDecodeStrictlyForTheirKind(t *testing.T) {
 	}
 }
 
-func TestSealedOutcomesMatchTheReferenceBytesAndRefuseOtherArms(t *testing.T) {
+func TestOutcomesSealToReferenceBytesAndRefuseOtherArms(t *testing.T) {
 	stop := true
 	out := site.SealedOutcome{Outcome: site.OK("4"), Ran: site.RunMetadata{Model: "m", BackendClass: "http", DurationMs: 0, Stop: "end", StopReported: &stop}}
 	got, err := out.Plaintext()

@@ -89,7 +89,7 @@ func TestPumpRefusesToSealToADeviceWhoseKeysDoNotVerify(t *testing.T) {
 	}
 }
 
-func TestPumpAcceptsOnlyResultsSignedByTheDeviceItSealedTo(t *testing.T) {
+func TestPumpAcceptsOnlyTheSealedToDevicesSignature(t *testing.T) {
 	good := site.SealedOutcome{Outcome: site.OK("hi"), Ran: okRan}
 	cases := []struct {
 		name   string
@@ -153,7 +153,7 @@ func TestPumpAcceptsOnlyResultsSignedByTheDeviceItSealedTo(t *testing.T) {
 	}
 }
 
-func TestARelayThatSaysWaitDefersTheCycleAndOneThatRefusesIsAnError(t *testing.T) {
+func TestRelayWaitDefersTheCycleAndARefusalIsAnError(t *testing.T) {
 	s := newSetup(t)
 	s.relay.set(func(f *fakeRelay) {
 		f.refuse["pending"] = fakeRefusal{503, `{"error":"not-ready","message":"draining"}`}
@@ -196,7 +196,7 @@ func TestAResultForAJobNeverSealedToAnyDeviceIsRefused(t *testing.T) {
 	}
 }
 
-func TestAPublishTheRelayNeverAnsweredIsPostedAgainByThePump(t *testing.T) {
+func TestAnUnansweredPublishIsPostedAgainByThePump(t *testing.T) {
 	s := newSetup(t)
 	s.relay.set(func(f *fakeRelay) {
 		f.refuse["enqueue"] = fakeRefusal{503, `{"error":"server-error","message":"busy"}`}

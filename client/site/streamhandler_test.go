@@ -60,7 +60,7 @@ func get(t *testing.T, h http.Handler, target string) answer {
 	return answer{rec.Code, rec.Header().Get("Content-Type"), string(body)}
 }
 
-func TestAStreamHandlerIsNotBuiltWithoutAnAuthorizeFunction(t *testing.T) {
+func TestAStreamHandlerNeedsAnAuthorizeFunction(t *testing.T) {
 	c := newLedgerClient(t, &countingLedger{})
 	h, err := c.StreamHandler(nil)
 	if !errors.Is(err, site.ErrNoAuthorize) || h != nil {

@@ -45,7 +45,7 @@ import (
 // approving are kept in .cache/test-artifacts/ (git-ignored):
 // console-pending.png, console-approved.png, console-listed.png,
 // console-list-approved.png (console-failed.png on failure).
-func TestTheConsoleApprovesARealDaemonsPairingInChromium(t *testing.T) {
+func TestTheConsoleApprovesADaemonsPairingInChromium(t *testing.T) {
 	_, modules := localtest.RequireNode(t, "byollm")
 	bin := filepath.Join(modules, ".bin", "byollm")
 	browser := localtest.Browser(t)

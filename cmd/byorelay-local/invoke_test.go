@@ -46,7 +46,7 @@ func TestInvokeRefusesMisuse(t *testing.T) {
 // seeds the demo (keys made fresh in a temporary directory) and runs the
 // catch-all's sample event, which must answer as the reference answers a
 // claim outside the base path.
-func TestInvokeInProcessRunsASampleEventAgainstItsOwnDynamoDBLocal(t *testing.T) {
+func TestInvokeInProcessRunsOnItsOwnDynamoDBLocal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts DynamoDB Local")
 	}
@@ -76,7 +76,7 @@ func TestInvokeInProcessRunsASampleEventAgainstItsOwnDynamoDBLocal(t *testing.T)
 // credentials still in the environment. DynamoDB Local keeps tables per
 // access key, so invoke must use the stack's (local/local) or the function
 // finds no table and answers 500.
-func TestInvokeAgainstARunningStackUsesItsCredentialsNotTheDevelopers(t *testing.T) {
+func TestInvokeOnARunningStackUsesItsOwnCredentials(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("BYORELAY_DEMO_DIR", dir)
 	world, err := demo.Load(dir)
@@ -111,7 +111,7 @@ func TestInvokeAgainstARunningStackUsesItsCredentialsNotTheDevelopers(t *testing
 // DynamoDB Local, seeds the site demo world (the demo daemon paired as
 // runner-demo, demo-job-1 queued) and runs the claim sample, which takes
 // the queued job under a fresh lease.
-func TestInvokeInProcessRunsASiteSampleEventAgainstTheSiteDemoWorld(t *testing.T) {
+func TestInvokeInProcessRunsASiteEventOnTheDemoWorld(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts DynamoDB Local")
 	}
@@ -141,7 +141,7 @@ func TestInvokeInProcessRunsASiteSampleEventAgainstTheSiteDemoWorld(t *testing.T
 // must hold the site demo world: a relay table (or a site stack started
 // without --demo) is refused with what to do, before any event is sent;
 // so is a table on a non-loopback endpoint.
-func TestInvokeOfASiteFunctionRefusesATableWithoutTheSiteDemoWorld(t *testing.T) {
+func TestInvokeOfASiteFunctionNeedsTheSiteDemoWorld(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("BYORELAY_DEMO_DIR", dir)
 	world, err := demo.Load(dir)
@@ -177,7 +177,7 @@ func TestInvokeOfASiteFunctionRefusesATableWithoutTheSiteDemoWorld(t *testing.T)
 // claims the queued demo job, and a fetch then names the lease that claim
 // granted (read from the table) and gets the payload resealed to the
 // demo device.
-func TestInvokeOfSiteFunctionsActsOnARunningSiteStacksTable(t *testing.T) {
+func TestInvokeOfSiteFunctionsActsOnARunningSiteStack(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("BYORELAY_DEMO_DIR", dir)
 	world, err := demo.Load(dir)

@@ -285,7 +285,7 @@ func TestServeRunsUntilCancelled(t *testing.T) {
 	}
 }
 
-func TestServeFlagsSetTheLeaseTheAwaitingWindowAndTheSweepPeriod(t *testing.T) {
+func TestServeFlagsSetLeaseAwaitingWindowAndSweepPeriod(t *testing.T) {
 	o, err := parseServeFlags([]string{"--lease=5s", "--awaiting=1500ms", "--sweep-every=2s"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)

@@ -38,7 +38,7 @@ func TestByorelayAdminTalksToTheAdminAPI(t *testing.T) {
 
 // With nothing in the environment, `byorelay admin` finds the running
 // local stack and its per-run token through the env file serve writes.
-func TestByorelayAdminFindsTheRunningStackThroughItsEnvFile(t *testing.T) {
+func TestAdminFindsTheRunningStackThroughItsEnvFile(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv(localstack.EnvDir, dir)
 	t.Setenv(admincli.EnvEndpoint, "")

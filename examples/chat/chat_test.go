@@ -141,7 +141,7 @@ func TestAPromptAskedBeforeARestartIsAnsweredAfterIt(t *testing.T) {
 // In the direct lane, a prompt posted to the page's backend is enqueued,
 // claimed by the person's paired Go daemon, and its answer arrives on the
 // job's event stream: each state once, ending with the answer.
-func TestTheDirectLaneAnswersAPromptThroughTheEventStream(t *testing.T) {
+func TestTheDirectLaneAnswersThroughTheEventStream(t *testing.T) {
 	origin := startDirect(t, "alice")
 	prompt := "say hello to the example"
 

@@ -45,7 +45,7 @@ func (r *rig) site(t *testing.T, id string) *protocol.Keys {
 	return k
 }
 
-func TestRegisteringASiteMakesItTheRegistrysAndRefusesDuplicates(t *testing.T) {
+func TestRegisteringASiteAddsItAndRefusesDuplicates(t *testing.T) {
 	r := newRig(t)
 	ctx := t.Context()
 	k := r.site(t, "site-a")
@@ -79,7 +79,7 @@ func TestRegisteringASiteMakesItTheRegistrysAndRefusesDuplicates(t *testing.T) {
 	}
 }
 
-func TestRotatingASiteKeepsTheChainAndRetiresTheOldKeyAfterTheWindow(t *testing.T) {
+func TestRotatingKeepsTheChainRetiresOldKeyAfterWindow(t *testing.T) {
 	r := newRig(t)
 	ctx := t.Context()
 	k1 := r.site(t, "site-a")
@@ -121,7 +121,7 @@ func TestRotatingASiteKeepsTheChainAndRetiresTheOldKeyAfterTheWindow(t *testing.
 	}
 }
 
-func TestARotationIsRefusedUnlessTheSitesCurrentKeySignedIt(t *testing.T) {
+func TestARotationNeedsTheSitesCurrentKeysSignature(t *testing.T) {
 	r := newRig(t)
 	ctx := t.Context()
 	k1 := r.site(t, "site-a")
@@ -159,7 +159,7 @@ func TestARotationIsRefusedUnlessTheSitesCurrentKeySignedIt(t *testing.T) {
 	}
 }
 
-func TestApprovingAUserCodeMakesTheDeviceKnownUnderANewRunnerID(t *testing.T) {
+func TestApprovalMakesTheDeviceKnownUnderANewRunnerID(t *testing.T) {
 	r := newRig(t)
 	ctx := t.Context()
 	device := newKeys(t)
@@ -230,7 +230,7 @@ func TestApprovalRefusals(t *testing.T) {
 	}
 }
 
-func TestARevokedDeviceMayPairAgainAndItsOldRunnerStaysRevoked(t *testing.T) {
+func TestRevokedDevicePairsAgainOldRunnerStaysRevoked(t *testing.T) {
 	r := newRig(t)
 	ctx := t.Context()
 	device := newKeys(t)
@@ -332,7 +332,7 @@ func TestRostersAreSetReplacedAndDeleted(t *testing.T) {
 	refusal(t, err, http.StatusBadRequest)
 }
 
-func TestImportReplacesTheProjectionAndRefusesIdentitiesThatDoNotVerify(t *testing.T) {
+func TestImportReplacesProjectionRefusesBadIdentities(t *testing.T) {
 	r := newRig(t)
 	ctx := t.Context()
 	r.site(t, "old-site")

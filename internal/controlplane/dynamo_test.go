@@ -50,7 +50,7 @@ func hookedAdmin(t *testing.T, api *hooked) *controlplane.Admin {
 	return controlplane.NewAdmin(controlplane.AdminConfig{Store: controlplane.NewStore(controlplane.NewDynamoStorage(api, newTable(t))), Logger: quiet})
 }
 
-func TestATransactionConflictIsALostRaceAndTheChangeIsReapplied(t *testing.T) {
+func TestATransactionConflictReappliesTheChange(t *testing.T) {
 	api := &hooked{DynamoAPI: dynamoClient(t), failTransact: &types.TransactionCanceledException{
 		Message:             aws.String("Transaction cancelled"),
 		CancellationReasons: []types.CancellationReason{{Code: aws.String("None")}, {Code: aws.String("TransactionConflict")}},

@@ -105,7 +105,7 @@ func TestTheAdminAPIDrivesEveryChange(t *testing.T) {
 // The operator's list: the live pending pairings, newest first, each as
 // the typed-code lookup shows it and never with its device code, bounded,
 // and each decided by the user code it lists.
-func TestTheAdminAPIListsPendingPairingsNewestFirstWithoutTheirDeviceCodes(t *testing.T) {
+func TestPendingPairingsListNewestFirstWithoutCodes(t *testing.T) {
 	r := newRig(t)
 	srv, c := serve(t, r)
 	ctx := t.Context()
@@ -194,7 +194,7 @@ func TestTheAdminAPIListsPendingPairingsNewestFirstWithoutTheirDeviceCodes(t *te
 	}
 }
 
-func TestTheAdminAPIRefusesBadBodiesWithAClearJSONErrorAndChangesNothing(t *testing.T) {
+func TestBadAdminBodiesGetAJSONErrorAndChangeNothing(t *testing.T) {
 	r := newRig(t)
 	srv, _ := serve(t, r)
 	r.site(t, "site-a")

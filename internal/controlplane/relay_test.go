@@ -60,7 +60,7 @@ func (d *daemon) claim() (int, protocol.ClaimResponse) {
 // projection through one Store and the admin API writes through another
 // (two instances; with DynamoDB, two clients), and every change is in force
 // on the relay's very next request.
-func TestAdminChangesAreInForceOnTheRelaysVeryNextRequest(t *testing.T) {
+func TestAdminChangesHoldOnTheRelaysVeryNextRequest(t *testing.T) {
 	for _, tc := range storages {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()

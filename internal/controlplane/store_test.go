@@ -48,7 +48,7 @@ func TestAnEmptyStorageIsTheEmptyProjection(t *testing.T) {
 	}
 }
 
-func TestAChangeThroughOneInstanceIsSeenByAnotherOnItsVeryNextRead(t *testing.T) {
+func TestAChangeInOneInstanceIsSeenOnAnothersNextRead(t *testing.T) {
 	for _, tc := range storages {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := tc.pair(t)

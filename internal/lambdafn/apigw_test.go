@@ -46,7 +46,7 @@ func TestServeHTTPRunsANetHTTPHandlerOnARelayRequest(t *testing.T) {
 // An event API Gateway could not have produced is answered like a body the
 // relay cannot read, not by failing the invocation (which API Gateway
 // would turn into a bare 500 and the alarms into a page).
-func TestAnUndecodableEventIsABadRequestNotAFailedInvocation(t *testing.T) {
+func TestAnUndecodableEventIsABadRequestNotAFailure(t *testing.T) {
 	// No relay behind it: the event is refused before one is asked.
 	st := &Stack{log: slogDiscard(), relay: container.Built[*relay.Relay](nil)}
 	resp, err := st.relayHandler(context.Background(), event("POST", "/byollm/claim", "", nil, "%%%", true))

@@ -31,7 +31,7 @@ import (
 // plain String: a seed in the clear), every request is answered 503 and
 // none reaches the relay, and a request after the parameter is fixed reads
 // it again and is served.
-func TestAFunctionReadsItsGrantKeyFromASecureStringOnItsFirstRequest(t *testing.T) {
+func TestGrantKeyIsReadFromASecureStringOnFirstRequest(t *testing.T) {
 	ctx := context.Background()
 	ddb, moto := localtest.DynamoEndpoint(t), localtest.MotoEndpoint(t)
 	localtest.LambdaEnv(t, map[string]string{"dynamodb": ddb, "ssm": moto})

@@ -28,7 +28,7 @@ const motoTimeout = time.Minute
 
 // The report reaches a subscriber of the topic: moto's SNS delivers to an
 // HTTP subscription, which this test serves.
-func TestChurnPublisherDeliversAReportToTheTopicsSubscribers(t *testing.T) {
+func TestChurnPublisherReachesTheTopicsSubscribers(t *testing.T) {
 	ctx := context.Background()
 	cfg := localtest.AWSConfig(localtest.MotoEndpoint(t))
 	api := sns.NewFromConfig(cfg)

@@ -44,7 +44,7 @@ func openOnFreshTable(t *testing.T, endpoint string, metrics io.Writer) *Stack {
 // gives the store a dynamo.ServerClock, Calibrate calibrates it against DynamoDB
 // (here DynamoDB Local, whose Date is this machine's clock), the sweeper
 // sweeps with it, and a request publishes its offset as EMF.
-func TestOpenBindsTheStoreClockToDynamoDBAndPublishesItsOffset(t *testing.T) {
+func TestOpenBindsTheClockToDynamoDBAndPublishesOffset(t *testing.T) {
 	ctx := context.Background()
 	var metrics bytes.Buffer
 	st := openOnFreshTable(t, localtest.DynamoEndpoint(t), &metrics)
@@ -99,7 +99,7 @@ func TestOpenBindsTheStoreClockToDynamoDBAndPublishesItsOffset(t *testing.T) {
 // before the store clock has read DynamoDB's: Open returns with the clock
 // uncalibrated, the first request makes the calibrating read (a proxy
 // holds its answer), and waits for that answer before the relay sees it.
-func TestOpenDoesNotWaitForTheClockButTheFirstRequestDoes(t *testing.T) {
+func TestOnlyTheFirstRequestWaitsForTheClockNotOpen(t *testing.T) {
 	ctx := context.Background()
 	target, err := url.Parse(localtest.DynamoEndpoint(t))
 	if err != nil {
@@ -159,7 +159,7 @@ func TestOpenDoesNotWaitForTheClockButTheFirstRequestDoes(t *testing.T) {
 // Every entry point reads DynamoDB's clock before it serves, the stream
 // attach function's (a function URL, not an API Gateway handler) too:
 // nothing at Open reads it any more.
-func TestTheAttachFunctionCalibratesTheStoreClockBeforeItServes(t *testing.T) {
+func TestAttachCalibratesTheStoreClockBeforeItServes(t *testing.T) {
 	st := openOnFreshTable(t, localtest.DynamoEndpoint(t), io.Discard)
 	if st.serverClock.Reading().Calibrated {
 		t.Fatal("the store clock is calibrated before anything was served")

@@ -15,7 +15,7 @@ import (
 // Every function in the registry has its main.go, its sample event and its
 // resource in template.yaml, and every HTTP route the registry names is
 // declared there: the four cannot drift apart.
-func TestEveryFunctionHasItsDirectoryEventAndTemplateResource(t *testing.T) {
+func TestEveryFunctionHasADirectoryEventAndResource(t *testing.T) {
 	tpl := string(byorelay.Template)
 	for _, f := range Functions() {
 		if _, err := os.Stat(filepath.Join("..", "..", "functions", f.Name, "main.go")); err != nil {
@@ -80,7 +80,7 @@ func TestNoFunctionLinksDeveloperTooling(t *testing.T) {
 	}
 }
 
-// TestFunctionsLinkTheSDKClientsOfTheServicesTheyCall: every AWS call a
+// TestFunctionsLinkTheSDKClientsOfServicesTheyCall: every AWS call a
 // function makes goes through the SDK's own client for that service, which
 // keeps addressing, signing, error decoding and retries right as the
 // services change; a hand-written request would have to be kept right by
@@ -95,7 +95,7 @@ func TestNoFunctionLinksDeveloperTooling(t *testing.T) {
 // packages with the clients that use them. No function links the SDK's
 // config loader (shared files, SSO, STS, IMDS, process credentials):
 // internal/platform/container reads the configuration Lambda's environment gives.
-func TestFunctionsLinkTheSDKClientsOfTheServicesTheyCall(t *testing.T) {
+func TestFunctionsLinkTheSDKClientsOfServicesTheyCall(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}", "../../functions/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)

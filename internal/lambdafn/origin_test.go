@@ -99,7 +99,7 @@ func TestOriginSecretsFollowARotationInParameterStore(t *testing.T) {
 // first request reads it, and every relay function refuses a request
 // without the secret. Until the parameter can be read, every request is
 // refused, with or without a secret.
-func TestAFunctionOpenedWithAnOriginSecretRefusesRequestsAroundTheEdge(t *testing.T) {
+func TestAnOriginSecretRefusesRequestsAroundTheEdge(t *testing.T) {
 	ctx := context.Background()
 	moto := localtest.MotoEndpoint(t)
 	localtest.LambdaEnv(t, map[string]string{"dynamodb": localtest.DynamoEndpoint(t), "ssm": moto})

@@ -60,7 +60,7 @@ func eventOf(t *testing.T, r relay.Request) events.APIGatewayV2HTTPRequest {
 // requeues then evicts, and the sixth unsealed expiry is published to the
 // churn topic. DynamoDB Local holds the state; moto plays Scheduler and
 // SNS; the clock is moved by hand.
-func TestUnsealedClaimsWakeTheSweeperAndReportChurnToTheTopic(t *testing.T) {
+func TestUnsealedClaimsWakeTheSweeperAndReportChurn(t *testing.T) {
 	ctx := context.Background()
 	ddb := localtest.DynamoEndpoint(t)
 	moto := localtest.MotoEndpoint(t)

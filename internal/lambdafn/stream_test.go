@@ -49,7 +49,7 @@ func urlEventOf(r relay.Request, accept string) *events.LambdaFunctionURLRequest
 // returns carries the SSE headers, and its body delivers each frame the
 // append function (through its own API Gateway handler) writes while the
 // response is still open: one frame read before the next is appended.
-func TestTheAttachFunctionStreamsFramesThroughLambdaurlAsTheyAreAppended(t *testing.T) {
+func TestAttachStreamsFramesThroughLambdaurlAsAppended(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ddb := localtest.DynamoEndpoint(t)

@@ -127,7 +127,7 @@ func motoScheduler(t *testing.T) *scheduler.Client {
 	return scheduler.NewFromConfig(localtest.AWSConfig(localtest.MotoEndpoint(t)))
 }
 
-func TestWakerSetsOneSelfDeletingScheduleAtTheDeadlinesMinute(t *testing.T) {
+func TestWakerSetsOneSelfDeletingScheduleAtTheDeadline(t *testing.T) {
 	ctx := context.Background()
 	api := motoScheduler(t)
 	group := "wake-" + strings.ReplaceAll(t.Name(), "/", "-")

@@ -57,7 +57,7 @@ func refsOf(n int, prefix string) []protocol.GrantRef {
 // the proof that a key at the bound fits), over it a 400 that names the
 // field and the bound, or a 401 for the runner header, before any store
 // call and with nothing changed.
-func TestEveryIdentifierBoundAtLengthMinusOneLengthAndPlusOne(t *testing.T) {
+func TestEveryIdentifierBoundAtLengthAndEitherSide(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		w := newWorld(t, f)
 		// An envelope the result endpoint will parse; its content is not

@@ -39,7 +39,7 @@ func (contendedStore) TakePayload(context.Context, store.HolderInput) (store.Pay
 // A store that lost to other writers changed nothing, so the client is told
 // to retry (503, which clients retry) rather than shown a 500 bug, in words
 // that name what was busy: a pairing is not a job.
-func TestContentionAnswersARetryable503InTheOperationsWords(t *testing.T) {
+func TestContentionIsARetryable503InTheOperationsWords(t *testing.T) {
 	cases := []struct {
 		endpoint string
 		call     func(w *world) relay.Response

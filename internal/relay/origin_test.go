@@ -54,7 +54,7 @@ func through(req relay.Request, values ...string) relay.Request {
 
 var edgeOnly = errBody(protocol.CodeForbidden, "this relay answers only through its edge")
 
-func TestOriginLockRefusesEveryRequestWithoutTheEdgeSecretAndChangesNothing(t *testing.T) {
+func TestOriginLockRefusesRequestsWithoutTheEdgeSecret(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		secrets := &rotatingSecrets{values: []string{"edge-secret-one"}}
 		w := newWorld(t, f, func(c *relay.Config) { c.OriginSecrets = secrets.get })
@@ -115,7 +115,7 @@ func TestOriginLockAcceptsBothSecretsDuringARotation(t *testing.T) {
 	})
 }
 
-func TestOriginLockAdmitsNobodyWhenItCannotReadItsSecrets(t *testing.T) {
+func TestOriginLockAdmitsNobodyIfItCannotReadSecrets(t *testing.T) {
 	secrets := &rotatingSecrets{values: []string{"edge-secret"}}
 	w := newWorld(t, factories[0], func(c *relay.Config) { c.OriginSecrets = secrets.get })
 	secrets.fail(errors.New("parameter store unreachable"))

@@ -226,7 +226,7 @@ var throttledBody = errBody("rate-limited", "too many pairings have been started
 // A flood of pair starts from one address is throttled long before it
 // reaches the ceiling of 500 live codes, so everybody else can still pair;
 // the ceiling itself still holds against many addresses.
-func TestAPairingFloodFromOneSourceIsThrottledBeforeItFillsTheCeiling(t *testing.T) {
+func TestOneSourcesPairingFloodStopsShortOfTheCeiling(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		w := newWorld(t, f)
 		accepted := 0
@@ -252,7 +252,7 @@ func TestAPairingFloodFromOneSourceIsThrottledBeforeItFillsTheCeiling(t *testing
 	})
 }
 
-func TestOneKeyRestartingPairingIsThrottledFromAnyAddress(t *testing.T) {
+func TestOneKeyRestartingPairingIsThrottledAnywhere(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		w := newWorld(t, f)
 		d := relaytest.NewDaemon(t, "r", "o")
@@ -280,7 +280,7 @@ func TestTheCeilingStillHoldsAgainstManySources(t *testing.T) {
 // Served straight over net/http (`byorelay serve --store memory`), the
 // caller is the connection's peer: a flood from one address is throttled
 // there too, and a forwarding header the caller writes names nobody.
-func TestOverPlainHTTPThePairingThrottleCountsTheConnectionsPeer(t *testing.T) {
+func TestOverPlainHTTPThePairingThrottleCountsThePeer(t *testing.T) {
 	w := newWorld(t, factories[0])
 	srv := httptest.NewServer(w.relay.HTTPHandler())
 	defer srv.Close()

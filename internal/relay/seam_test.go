@@ -111,7 +111,7 @@ func (s *seam) fate(t *testing.T) site.Fate {
 // A result accepted in the last instant before the deadline, after the
 // site's latest results poll: the site's next poll comes after the
 // deadline. It must still be delivered.
-func TestAResultAcceptedJustBeforeTheDeadlineReachesASiteThatPollsAfterIt(t *testing.T) {
+func TestAResultJustBeforeTheDeadlineReachesALatePoll(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		s := newSeam(t, f, 0)
 		s.w.advance(s.dl - s.w.nowMs() - 1)
@@ -134,7 +134,7 @@ func TestAResultAcceptedJustBeforeTheDeadlineReachesASiteThatPollsAfterIt(t *tes
 // The same with the site's clock 2 s ahead of the relay's: its poll sent
 // at the deadline by its clock reaches the relay 2 s before it, and the
 // result is accepted after that poll was read.
-func TestAResultAcceptedBeforeTheRelaysDeadlineReachesASiteWhoseClockIsAhead(t *testing.T) {
+func TestAResultInTimeReachesASiteWhoseClockIsAhead(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		s := newSeam(t, f, 2*time.Second)
 		s.w.advance(s.dl - s.w.nowMs() - 2_000)
@@ -153,7 +153,7 @@ func TestAResultAcceptedBeforeTheRelaysDeadlineReachesASiteWhoseClockIsAhead(t *
 
 // A result posted after the deadline, before any sweep has reached the
 // job: the relay must not accept what it will never deliver.
-func TestAResultPostedAfterTheDeadlineIsRefusedNotAcceptedAndLost(t *testing.T) {
+func TestALateResultIsRefusedNotAcceptedAndLost(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		s := newSeam(t, f, 0)
 		s.w.advance(s.dl - s.w.nowMs())

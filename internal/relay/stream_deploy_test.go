@@ -31,7 +31,7 @@ func httpRequest(t *testing.T, base string, req relay.Request, accept string) *h
 // The attach function's handler, deployed as a function URL anyone can
 // reach: the origin lock comes first on every path (SSE included), and
 // nothing but the attach is served there.
-func TestTheAttachHandlerKeepsTheOriginLockAndServesOnlyTheAttach(t *testing.T) {
+func TestTheAttachHandlerIsOriginLockedAndAttachOnly(t *testing.T) {
 	w := newStreamWorld(t, factories[0])
 	cfg := w.cfg
 	cfg.OriginSecrets = relay.FixedOriginSecrets("edge-secret")

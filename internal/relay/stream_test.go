@@ -111,7 +111,7 @@ func (w *streamWorld) poll(held string, from int64) (*seal.Reader, seal.AttachRe
 	return reader, got
 }
 
-func TestAStreamIsAppendedUnderTheLeaseAndReadBackByTheSite(t *testing.T) {
+func TestAStreamIsAppendedUnderLeaseAndReadByTheSite(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		w := newStreamWorld(t, f)
 		first := w.push("Hello")
@@ -159,7 +159,7 @@ func TestAStreamIsAppendedUnderTheLeaseAndReadBackByTheSite(t *testing.T) {
 // no result stored, and the reader opens the seal's own status; the flag
 // on a chunk is bad input, refused with the protocol's error body, and
 // appends nothing.
-func TestAnEndSaidInterruptedReachesTheReaderWithoutAResult(t *testing.T) {
+func TestAnInterruptedEndReachesTheReaderWithoutAResult(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		w := newStreamWorld(t, f)
 		first := w.push("half an ans")
@@ -187,7 +187,7 @@ func TestAnEndSaidInterruptedReachesTheReaderWithoutAResult(t *testing.T) {
 	})
 }
 
-func TestAttachSaysAbsentForAnotherSitesJobAndRefusesAnUnsignedReader(t *testing.T) {
+func TestAttachHidesOtherSitesJobsAndRefusesUnsigned(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		w := newStreamWorld(t, f)
 		w.push("secret")
@@ -203,7 +203,7 @@ func TestAttachSaysAbsentForAnotherSitesJobAndRefusesAnUnsignedReader(t *testing
 	})
 }
 
-func TestADaemonWhoseLeaseLapsedIsRefusedAndItsStreamEndsStale(t *testing.T) {
+func TestALapsedLeaseIsRefusedAndItsStreamEndsStale(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		w := newStreamWorld(t, f)
 		w.push("half an ans")
@@ -324,7 +324,7 @@ func (h *hookedLog) ReadFrames(ctx context.Context, siteID, jobID, leaseID strin
 // read of the frames and its next liveness read: the reader still gets the
 // end (the frames are read once more before the job counts as finished
 // without one), not `stale`.
-func TestAnEndAppendedJustBeforeTheResultIsNotMissedByAReaderBetweenReads(t *testing.T) {
+func TestAnEndRightBeforeTheResultIsSeenBetweenReads(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		var hooked *hookedLog
 		w := newStreamWorld(t, storeFactory{name: f.name, new: func(t *testing.T, opts store.Options) backend {

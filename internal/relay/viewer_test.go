@@ -116,7 +116,7 @@ func TestBehindTheEdgeAnIPv6ViewerIsCountedByItsSlash64(t *testing.T) {
 	})
 }
 
-func TestWithoutAnOriginLockTheViewerHeaderChangesNothing(t *testing.T) {
+func TestWithoutOriginLockTheViewerHeaderChangesNothing(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		w := newWorld(t, f)
 		// A client naming a new viewer address on every start still drains
@@ -133,7 +133,7 @@ func TestWithoutAnOriginLockTheViewerHeaderChangesNothing(t *testing.T) {
 	})
 }
 
-func TestBehindTheEdgeAMalformedViewerAddressCountsAsTheEdgesAddress(t *testing.T) {
+func TestAMalformedViewerAddressCountsAsTheEdges(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		w := newWorld(t, f, behindTheEdge)
 		// Without a viewer address the edge's own address is the caller:

@@ -66,7 +66,7 @@ func TestEnvNeedsATableAndPositiveDurations(t *testing.T) {
 // reading them; its first request does. While they cannot be read (a
 // missing parameter, or a plain String one: the site's private keys in the
 // clear) every request is answered 503 and none reaches the server.
-func TestAFunctionReadsTheSiteKeysFromASecureStringOnItsFirstRequest(t *testing.T) {
+func TestSiteKeysAreReadFromASecureStringOnFirstRequest(t *testing.T) {
 	ctx := context.Background()
 	moto := localtest.MotoEndpoint(t)
 	localtest.LambdaEnv(t, map[string]string{"dynamodb": localtest.DynamoEndpoint(t), "ssm": moto})

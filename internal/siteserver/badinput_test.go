@@ -152,12 +152,12 @@ func (w *world) resultBody(by device, jobID, leaseID, disposition string, outcom
 		by.runnerID, jobID, leaseID, mustJSON(env), disposition)
 }
 
-// TestEveryDaemonEndpointRefusesBadInputWithTheProtocolsBodyAndChangesNothing
+// TestDaemonEndpointsRefuseBadInputAndChangeNothing
 // sends malformed, oversized, versionless, unsigned, stale, forged,
 // revoked, schema-breaking and cross-tenant requests to each endpoint. Each
 // must be answered with the protocol's {error, message} body and its
 // status, and leave every job, runner and pairing as it was.
-func TestEveryDaemonEndpointRefusesBadInputWithTheProtocolsBodyAndChangesNothing(t *testing.T) {
+func TestDaemonEndpointsRefuseBadInputAndChangeNothing(t *testing.T) {
 	bodies := map[string]func(w *world, d device) string{
 		"claim": func(_ *world, d device) string {
 			return fmt.Sprintf(`{"protocolVersion":"2","runnerId":%q,"capabilities":[],"max":1}`, d.runnerID)
@@ -346,9 +346,9 @@ func assertRefusal(t *testing.T, resp siteserver.Response, status int, code stri
 	}
 }
 
-// TestTheAppAPIRefusesBadAndCrossTenantInputAndChangesNothing is the same
+// TestTheAppAPIRefusesBadAndCrossTenantInput is the same
 // bar for the app API the site's backend calls.
-func TestTheAppAPIRefusesBadAndCrossTenantInputAndChangesNothing(t *testing.T) {
+func TestTheAppAPIRefusesBadAndCrossTenantInput(t *testing.T) {
 	cases := []struct {
 		name, op, body string
 		method         string

@@ -52,7 +52,7 @@ func sseEvents(t *testing.T, body string) []sseEvent {
 // attaches through another process after the relay's frames are gone is
 // sent the checkpointed text, then the result. The meter measures the
 // checkpoint's write capacity against the characters checkpointed.
-func TestAReaderAfterTheRelaysFramesAreGoneIsServedTheCheckpointThenTheResult(t *testing.T) {
+func TestALateReaderGetsTheCheckpointThenTheResult(t *testing.T) {
 	db := localtest.DynamoClient(t)
 	table := localtest.UniqueName("site")
 	meter := &ddb.Meter{}

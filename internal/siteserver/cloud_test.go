@@ -188,7 +188,7 @@ func endings(reps []site.Report, id string) int {
 	return n
 }
 
-func TestTheCloudLanePublishesThroughARelayAndCompletesFromTheDevicesResult(t *testing.T) {
+func TestCloudLanePublishesAndCompletesThroughARelay(t *testing.T) {
 	w := newCloudWorld(t)
 	s := w.start(nil)
 	if s.Lane() != siteserver.LaneCloud {
@@ -243,7 +243,7 @@ func TestTheCloudLaneRefusesWhatOnlyTheDirectLaneCanDo(t *testing.T) {
 	}
 }
 
-func TestACancelledCloudJobIsWithdrawnAtTheRelayAndNeverSealed(t *testing.T) {
+func TestACancelledCloudJobIsWithdrawnAndNeverSealed(t *testing.T) {
 	w := newCloudWorld(t)
 	s := w.start(nil)
 	w.enqueue(s, "j1", "never")
@@ -407,7 +407,7 @@ func (refuseEnqueue) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-func TestTheCloudLanesAppAPISaysWhatTheRelayRefusedAndWhatOnlyTheDirectLaneAnswers(t *testing.T) {
+func TestCloudAppAPISaysRelayRefusalsAndDirectOnlyCalls(t *testing.T) {
 	w := newCloudWorld(t)
 	s := w.start(refuseEnqueue{})
 	resp := s.HandleApp(w.ctx, siteserver.Request{Method: http.MethodPost, Path: "/app/enqueue",

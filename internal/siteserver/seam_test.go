@@ -52,7 +52,7 @@ func eachSiteStore(t *testing.T, f func(t *testing.T, w *cloudWorld)) {
 // expired. A job sealed to the same device that never answers still
 // expires, once a poll sent protocol.ExpiryMarginMs past its deadline came
 // back without it.
-func TestACloudResultAcceptedJustBeforeTheDeadlineEndsTheJobWithIt(t *testing.T) {
+func TestACloudResultJustBeforeTheDeadlineEndsTheJob(t *testing.T) {
 	eachSiteStore(t, func(t *testing.T, w *cloudWorld) {
 		s := w.start(nil)
 		for _, id := range []string{"j1", "silent"} {

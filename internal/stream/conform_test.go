@@ -115,7 +115,7 @@ func TestConformFollowsEveryRuleOfTheTable(t *testing.T) {
 	}
 }
 
-func TestConformEndWithoutTerminalIsAViolationAndFailIsNot(t *testing.T) {
+func TestEndWithoutTerminalIsAViolationAndFailIsNot(t *testing.T) {
 	var reasons []string
 	c := NewConform("s", 0, func(r string) { reasons = append(reasons, r) })
 	c.Feed(Chunk(0, "ab"))
@@ -144,7 +144,7 @@ func TestConformClampsANegativeRequestedOffsetToZero(t *testing.T) {
 	}
 }
 
-func TestAssemblerSplicesAtTheFramesOwnOffsetAndKeepsTheLongerPrefix(t *testing.T) {
+func TestAssemblerSplicesAtFrameOffsetKeepsLongerPrefix(t *testing.T) {
 	a := NewAssembler("hello")
 	for _, f := range []Frame{Open("s", 2, 5, 0, false), Chunk(2, "l"), Chunk(2, "llo w"), Chunk(7, "orld")} {
 		if err := a.Apply(f); err != nil {
@@ -167,7 +167,7 @@ func TestUTF16LenCountsLikeJavaScript(t *testing.T) {
 	}
 }
 
-func TestFramesRoundTripThroughJSONWithExactlyTheirFields(t *testing.T) {
+func TestFramesRoundTripJSONWithExactlyTheirFields(t *testing.T) {
 	tests := []struct {
 		frame Frame
 		wire  string
@@ -192,7 +192,7 @@ func TestFramesRoundTripThroughJSONWithExactlyTheirFields(t *testing.T) {
 	}
 }
 
-func TestFramesThatAreNotWellFormedAreRefusedByTheDecoder(t *testing.T) {
+func TestTheDecoderRefusesFramesNotWellFormed(t *testing.T) {
 	for _, wire := range []string{
 		`{}`,
 		`{"type":"pause"}`,

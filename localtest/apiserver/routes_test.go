@@ -108,7 +108,7 @@ func TestRoutesFromTemplateReadsEveryHttpApiEvent(t *testing.T) {
 	}
 }
 
-func TestRoutesFromTemplateRefusesWhatAPIGatewayWouldRefuse(t *testing.T) {
+func TestRoutesFromTemplateRefuseWhatAPIGatewayRefuses(t *testing.T) {
 	cases := map[string]string{
 		"a duplicate route key": `
 Resources:

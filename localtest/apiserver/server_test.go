@@ -246,7 +246,7 @@ func TestGatewayAnswersWhenNoFunctionDoes(t *testing.T) {
 	}
 }
 
-func TestHandlerContextCarriesTheFunctionsDeadlineAndLambdaContext(t *testing.T) {
+func TestHandlerContextHasTheDeadlineAndLambdaContext(t *testing.T) {
 	var deadline time.Time
 	var lc *lambdacontext.LambdaContext
 	h := func(ctx context.Context, _ events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {

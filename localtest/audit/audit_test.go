@@ -82,7 +82,7 @@ var checks = []string{
 	"D010_CERT_HAS_LIFE_LEFT",
 }
 
-func TestTheDeploymentAuditPassesElevenOfElevenBehindTheEdge(t *testing.T) {
+func TestTheAuditPassesElevenOfElevenBehindTheEdge(t *testing.T) {
 	node, modules := localtest.RequireNode(t, "@byollm/conformance")
 	// The ports first: where they cannot be bound, nothing else is worth
 	// starting.

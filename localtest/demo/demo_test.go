@@ -176,7 +176,7 @@ func TestPrepareRefusesAnUnknownPlaceholder(t *testing.T) {
 // A site-stack event names the lease the demo daemon holds, and its result
 // envelope carries a sealed outcome the site opens and decodes as the
 // disposition the body states.
-func TestPrepareSiteFillsTheLeaseAndSealsAnOutcomeTheSiteAccepts(t *testing.T) {
+func TestPrepareSiteLeasesAndSealsAnAcceptedOutcome(t *testing.T) {
 	w, err := Load(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ type expected struct {
 	text  string
 }
 
-func TestManyJobsAcrossSitesAndDevicesEachFinishExactlyOnce(t *testing.T) {
+func TestManyJobsAcrossSitesAndDevicesFinishOnceEach(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: DynamoDB Local and 201 jobs")
 	}

@@ -32,7 +32,7 @@ func withSSE(r *relay.Relay, gateway http.Handler) http.Handler {
 // (SSE over the local API server), and the Go site reads it as it grows:
 // several deltas, each arriving before the next was produced, the text
 // exactly the sealed result's, the seal only after the result.
-func TestAStreamedAnswerGrowsAtTheSiteBeforeTheResultArrives(t *testing.T) {
+func TestAStreamedAnswerGrowsAtTheSiteBeforeTheResult(t *testing.T) {
 	st := startStack(t, leaseMs)
 	st.streams = true
 	shop := st.newSite("shop-s")
@@ -110,7 +110,7 @@ func TestAStreamedAnswerGrowsAtTheSiteBeforeTheResultArrives(t *testing.T) {
 // which ends with site.ErrStreamInterrupted within daemon.StreamEndBound of
 // the Shutdown call, holding a prefix of the answer: not `stale` after a
 // liveness read or the sweep, nor a wait for a result that will not come.
-func TestADeviceShutDownMidStreamEndsTheSitesStreamInterrupted(t *testing.T) {
+func TestADeviceShutDownMidStreamEndsItInterrupted(t *testing.T) {
 	st := startStack(t, leaseMs)
 	st.streams = true
 	shop := st.newSite("shop-i")

@@ -142,7 +142,7 @@ func TestARealDaemonInGrantModeServesATeammatesJob(t *testing.T) {
 // releases it instead of sending it, and the daemon never sees it (rather
 // than refusing it as refused, which would unpick it from this device for
 // good when the owner may yet widen the offer).
-func TestATeammatesJobOnAPrivateServiceIsDeclinedBeforeTheDaemonSeesIt(t *testing.T) {
+func TestATeammatesPrivateJobIsDeclinedBeforeTheDaemon(t *testing.T) {
 	t.Parallel()
 	origin, st := startStackWithGrants(t)
 	w := worldWithTeam(t, origin)

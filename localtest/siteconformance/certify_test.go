@@ -128,13 +128,13 @@ func TestCertifyPasses32of32OnTheMemoryStore(t *testing.T) {
 
 func TestMain(m *testing.M) { localtest.Main(m) }
 
-// TestCertifyPasses32of32OnDynamoDBThroughTheLocalAPIServer is the
+// TestCertifyPasses32of32ThroughTheLocalAPIServer is the
 // deployed shape run locally: the site functions' handlers (sitefn) over a
 // DynamoDB Local table, routed by the local API server from
 // site-template.yaml as API Gateway would, the kit's daemons speaking HTTP
 // to it. The admin listener is a second loopback server over the same
 // store and clock.
-func TestCertifyPasses32of32OnDynamoDBThroughTheLocalAPIServer(t *testing.T) {
+func TestCertifyPasses32of32ThroughTheLocalAPIServer(t *testing.T) {
 	ctx := context.Background()
 	db := localtest.DynamoClient(t)
 	table := localtest.UniqueName("site")

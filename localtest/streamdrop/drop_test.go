@@ -56,7 +56,7 @@ const (
 	cutCount  = 2
 )
 
-func TestTheBrowserReadsAStreamWholeThroughTwoDroppedConnectionsAndAfterTheRelaysFramesAreGone(t *testing.T) {
+func TestBrowserReadsWholeStreamPastDropsAndLostFrames(t *testing.T) {
 	if testing.Short() {
 		t.Skip("streamdrop: processes, DynamoDB Local, Chromium")
 	}

@@ -65,7 +65,7 @@ const envFirstTextJobs = "BYORELAY_FIRSTTEXT_JOBS"
 // by a site process on the site table that does nothing else, so its
 // store's meter counts only the reader's own calls: the checkpoint
 // writes, and the grant and checkpoint reads.
-func TestTimeToFirstTextAgainstTheBackendsFirstTokenAndTheCheckpointCost(t *testing.T) {
+func TestTimeToFirstTextAndTheCheckpointCost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("streamdrop: DynamoDB Local, timing")
 	}

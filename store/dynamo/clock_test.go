@@ -24,7 +24,7 @@ func respond(c *ServerClock, host *store.ManualClock, offset, rtt time.Duration)
 	c.observe(sent, received, stamped.UTC().Format(http.TimeFormat))
 }
 
-func TestServerClockReadsTheHostUntilAResponseArrivesAndIsUncertainUntilThen(t *testing.T) {
+func TestServerClockIsTheUncertainHostUntilAResponse(t *testing.T) {
 	host := store.NewManualClock(storetest.Start)
 	c := NewServerClock(host)
 	if !c.Now().Equal(host.Now()) {
@@ -39,7 +39,7 @@ func TestServerClockReadsTheHostUntilAResponseArrivesAndIsUncertainUntilThen(t *
 	}
 }
 
-func TestOneResponseBoundsTheOffsetWithinASecondAndTheTruthIsInside(t *testing.T) {
+func TestOneResponseBoundsTheTrueOffsetWithinASecond(t *testing.T) {
 	host := store.NewManualClock(storetest.Start.Add(300 * time.Millisecond))
 	c := NewServerClock(host)
 	const offset = -15*time.Second - 250*time.Millisecond // the host runs 15.25 s fast
@@ -53,7 +53,7 @@ func TestOneResponseBoundsTheOffsetWithinASecondAndTheTruthIsInside(t *testing.T
 	}
 }
 
-func TestResponsesAtDifferentPhasesOfTheSecondNarrowTheOffsetTowardTheRoundTrip(t *testing.T) {
+func TestPhasedResponsesNarrowTheOffsetToTheRoundTrip(t *testing.T) {
 	host := store.NewManualClock(storetest.Start)
 	c := NewServerClock(host)
 	const offset = 15*time.Second + 370*time.Millisecond
@@ -73,7 +73,7 @@ func TestResponsesAtDifferentPhasesOfTheSecondNarrowTheOffsetTowardTheRoundTrip(
 	}
 }
 
-func TestAHostClockThatStepsIsRelearnedFromTheNextResponse(t *testing.T) {
+func TestAHostClockStepIsRelearnedFromTheNextResponse(t *testing.T) {
 	host := store.NewManualClock(storetest.Start)
 	c := NewServerClock(host)
 	for range 10 {
@@ -123,14 +123,14 @@ func (h *stridingHost) Now() time.Time {
 	return h.now
 }
 
-// TestReplicasWithSkewedHostClocksDecideExpiriesAlikeOnDynamoDBLocal is
+// TestReplicasWithSkewedClocksDecideExpiriesAlike is
 // two replicas over one DynamoDB Local table, one host 15 s fast, each with
 // a ServerClock. DynamoDB Local stamps Date from this machine's clock, so
 // it plays the service's clock. Both replicas see a claim's awaiting window
 // open halfway through it and lapsed after it, and the fast one requeues
 // it only then; a replica reading its fast host directly requeues it at
 // once, which is what the ServerClock is for.
-func TestReplicasWithSkewedHostClocksDecideExpiriesAlikeOnDynamoDBLocal(t *testing.T) {
+func TestReplicasWithSkewedClocksDecideExpiriesAlike(t *testing.T) {
 	ctx := context.Background()
 	table := newTable(t)
 	// Long enough that a loaded machine's slow DynamoDB Local round trips

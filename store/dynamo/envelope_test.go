@@ -45,12 +45,12 @@ func bucketKeys(t *testing.T, client *s3.Client, bucket string) []string {
 	return keys
 }
 
-// TestEnvelopesUpToTheProtocolLimitRoundTripThroughS3 seals and completes a
+// TestEnvelopesUpToTheLimitRoundTripThroughS3 seals and completes a
 // job with 6 MiB envelopes (the protocol's limit; a DynamoDB item holds 400
 // KB), against moto's S3: the job item holds pointers, the daemon and the
 // site get the envelopes back byte for byte, and the objects go with the
 // job when the sweep ends it. A small envelope stays inline.
-func TestEnvelopesUpToTheProtocolLimitRoundTripThroughS3(t *testing.T) {
+func TestEnvelopesUpToTheLimitRoundTripThroughS3(t *testing.T) {
 	ctx := context.Background()
 	objs, client, bucket := newBucket(t)
 	clock := store.NewManualClock(storetest.Start)

@@ -303,12 +303,12 @@ func TestFaultsClaimAnswersOnceWhateverDynamoDBDoes(t *testing.T) {
 	}
 }
 
-// TestFaultsClaimKeepsAGrantSealedBeforeItsLostAckIsResolved: the claim's
+// TestFaultsClaimKeepsAGrantSealedBeforeALostAck: the claim's
 // job write commits, its acknowledgement is lost, and the site seals the job
 // before the claim reads it back. The read-back finds the seal's image, not
 // the grant's, and the claim must still answer the grant it made: told
 // otherwise, the device never hears of a job that is ready under its lease.
-func TestFaultsClaimKeepsAGrantSealedBeforeItsLostAckIsResolved(t *testing.T) {
+func TestFaultsClaimKeepsAGrantSealedBeforeALostAck(t *testing.T) {
 	e := newFaultEnv(t)
 	e.enqueue("a")
 	e.f.next("PutItem J", lostAck)
@@ -336,7 +336,7 @@ func TestFaultsClaimKeepsAGrantSealedBeforeItsLostAckIsResolved(t *testing.T) {
 	}
 }
 
-// TestFaultsWritesKeepTheirAnswerWhenWrittenOverBeforeTheirLostAckIsResolved:
+// TestFaultsWritesKeepTheirAnswerAcrossOverwrites:
 // a seal, a completion or a release commits, its acknowledgement is lost,
 // and another call writes the job before the read-back (a fetch, a lease
 // renewal, a claim). The read-back finds the later image, not this write's,
@@ -344,7 +344,7 @@ func TestFaultsClaimKeepsAGrantSealedBeforeItsLostAckIsResolved(t *testing.T) {
 // too-late after the device took its payload, a result told "duplicate"
 // (and its object dropped) that is the one recorded, a release told no
 // after the job went to another runner.
-func TestFaultsWritesKeepTheirAnswerWhenWrittenOverBeforeTheirLostAckIsResolved(t *testing.T) {
+func TestFaultsWritesKeepTheirAnswerAcrossOverwrites(t *testing.T) {
 	payload := protocol.SealedEnvelope{Ciphertext: "p"}
 	result := protocol.SealedEnvelope{Ciphertext: "result"}
 	// grant claims a for r1 through the clean replica, sealed and taken

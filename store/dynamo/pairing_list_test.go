@@ -37,7 +37,7 @@ func (q *queryCounter) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...fu
 // relay accepts are more than that, and all twelve are still listed, in
 // order, by following the pages. Only DynamoDB pages, so the suite cannot
 // see this.
-func TestListingPairingsFollowsQueryPagesOnDynamoDBLocal(t *testing.T) {
+func TestListingPairingsFollowsQueryPages(t *testing.T) {
 	ctx := context.Background()
 	counter := &queryCounter{t: t}
 	s := replica(t, newTable(t), store.Options{}, func(api ddb.API) ddb.API { counter.API = api; return counter })

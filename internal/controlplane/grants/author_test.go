@@ -54,7 +54,7 @@ func request() relay.GrantRequest {
 // The relay takes the method value as its author.
 var _ relay.GrantAuthor = (*grants.Author)(nil).Grant
 
-func TestAGrantCarriesEveryFieldAsTheReferenceSignsItAndVerifies(t *testing.T) {
+func TestGrantFieldsAreSignedAsTheReferenceAndVerify(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_000)
 	a := newAuthor(t, grants.Options{Clock: store.NewManualClock(now)})
 	d, err := a.Grant(context.Background(), request())
@@ -89,7 +89,7 @@ func TestAGrantCarriesEveryFieldAsTheReferenceSignsItAndVerifies(t *testing.T) {
 	}
 }
 
-func TestAStubsOwnPurposeIsSignedAndAnAbsentOneIsTheReservedPurpose(t *testing.T) {
+func TestAStubsPurposeIsSignedAndAbsentIsTheReservedOne(t *testing.T) {
 	a := newAuthor(t, grants.Options{})
 	in := request()
 	in.Purpose = "summaries"
@@ -117,7 +117,7 @@ func TestEveryGrantHasItsOwnID(t *testing.T) {
 	}
 }
 
-func TestTheInjectedIDSourceIsUsedAndItsFailureFailsTheClaim(t *testing.T) {
+func TestInjectedIDSourceIsUsedAndItsFailureFailsClaim(t *testing.T) {
 	a := newAuthor(t, grants.Options{NewGrantID: func() (string, error) { return "grant_fixed", nil }})
 	d, err := a.Grant(context.Background(), request())
 	if err != nil || d.Granted == nil || d.Granted.GrantID != "grant_fixed" {

@@ -23,7 +23,7 @@ func event(method, rawPath, query string, headers map[string]string, body string
 	}
 }
 
-func TestFromAPIGatewayKeepsTheBodyBytesTheSignatureCovers(t *testing.T) {
+func TestFromAPIGatewayKeepsTheSignedBodyBytes(t *testing.T) {
 	// Bytes that are not UTF-8 and JSON whose spacing a re-encode would
 	// change: both must arrive exactly as sent.
 	binary := []byte{0x7b, 0xff, 0x00, 0xfe, 0x7d}
@@ -51,7 +51,7 @@ func TestFromAPIGatewayKeepsTheBodyBytesTheSignatureCovers(t *testing.T) {
 	}
 }
 
-func TestFromAPIGatewayRefusesABase64BodyThatDoesNotDecode(t *testing.T) {
+func TestFromAPIGatewayRefusesAnUndecodableBase64Body(t *testing.T) {
 	if _, err := FromAPIGateway(event("POST", "/byollm/claim", "", nil, "not base64!!", true)); err == nil {
 		t.Fatal("want an error")
 	}
@@ -75,7 +75,7 @@ func TestFromAPIGatewayKeepsPathQueryAndMethodAsSent(t *testing.T) {
 	}
 }
 
-func TestFromAPIGatewayFallsBackToTheContextPathWithoutRawPath(t *testing.T) {
+func TestFromAPIGatewayUsesTheContextPathWithoutRawPath(t *testing.T) {
 	ev := event("POST", "", "", nil, "", false)
 	ev.RequestContext.HTTP.Path = "/byollm/heartbeat"
 	req, err := FromAPIGateway(ev)

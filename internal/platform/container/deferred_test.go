@@ -10,7 +10,7 @@ import (
 
 // A failed build is not kept, a successful one is kept for good, and
 // requests that arrive together while nothing is built share one build.
-func TestADeferredPartIsBuiltOnceAndRetriedAfterAFailure(t *testing.T) {
+func TestADeferredPartIsBuiltOnceAndRetriedOnFailure(t *testing.T) {
 	ctx := context.Background()
 	var mu sync.Mutex
 	builds, fail := 0, true
