@@ -1,9 +1,16 @@
 package byorelay
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 )
 
 // TestStacksShareOnlyThePlatform: the relay stack and the site stack stand
@@ -39,4 +46,70 @@ func TestStacksShareOnlyThePlatform(t *testing.T) {
 	if sites == 0 {
 		t.Fatal("go list named no site function: the test would hold nothing")
 	}
+}
+
+// maxTestName is the longest a Test, Benchmark or Fuzz function's name may
+// be, its prefix included.
+const maxTestName = 50
+
+// TestTestNamesAreShort: every test, benchmark and fuzz function in the
+// tree, under any build tag, is named in at most maxTestName characters.
+// The name is what a person types after -run, reads in a failure and
+// copies into the docs; past that length it is retyped wrong, wraps in
+// the log and stops being read as the behaviour it names.
+func TestTestNamesAreShort(t *testing.T) {
+	fset := token.NewFileSet()
+	seen := 0
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Recv != nil || !isTestFunc(fn.Name.Name) {
+				continue
+			}
+			seen++
+			if n := len(fn.Name.Name); n > maxTestName {
+				t.Errorf("%s: %s is %d characters, over %d", fset.Position(fn.Pos()), fn.Name.Name, n, maxTestName)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen == 0 {
+		t.Fatal("found no test function: the test would hold nothing")
+	}
+}
+
+// isTestFunc says whether name is one go test runs: Test, Benchmark or Fuzz
+// alone or followed by anything but a lower-case letter.
+func isTestFunc(name string) bool {
+	for _, prefix := range []string{"Test", "Benchmark", "Fuzz"} {
+		rest, ok := strings.CutPrefix(name, prefix)
+		if !ok {
+			continue
+		}
+		if rest == "" {
+			return true
+		}
+		r, _ := utf8.DecodeRuneInString(rest)
+		return !unicode.IsLower(r)
+	}
+	return false
 }
