@@ -113,8 +113,8 @@ func sealWith(random io.Reader, plaintext string, sender *Keys, recipientEncrypt
 	}, nil
 }
 
-// EnvelopeFailure is why an envelope was refused. Never told to a remote caller: which check failed is not
-// something the sender is entitled to learn.
+// EnvelopeFailure is why an envelope was refused. Never told to a remote
+// caller: which check failed is not something the sender is entitled to learn.
 type EnvelopeFailure string
 
 const (
@@ -189,8 +189,9 @@ func Open(env SealedEnvelope, recipient *Keys, senderIdentityPublic string, expe
 	return plaintext, nil
 }
 
-// decodeEnvelopeInner reads {body, signature}. Members are looked up by exact name: encoding/json
-// would match "BODY" to a Body field, which JSON.parse never does.
+// decodeEnvelopeInner reads {body, signature}. Members are looked up by exact
+// name: encoding/json would match "BODY" to a Body field, which JSON.parse
+// never does.
 func decodeEnvelopeInner(opened []byte) (body []byte, signature string, ok bool) {
 	inner, ok := parseClaims(opened)
 	if !ok {

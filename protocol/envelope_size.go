@@ -81,8 +81,8 @@ func (e *EnvelopeTooLargeError) Error() string {
 	return "protocol: envelope too large: " + TooLargeMessage(e.Bytes, e.Limit)
 }
 
-// RelayMessage is the reference relay's exact refusal message: the protocol's sentence and the relay's
-// "same ceiling" clause.
+// RelayMessage is the reference relay's exact refusal message: the protocol's
+// sentence and the relay's "same ceiling" clause.
 func (e *EnvelopeTooLargeError) RelayMessage() string {
 	return TooLargeMessage(e.Bytes, e.Limit) + " Every plan has the same ceiling."
 }
@@ -106,10 +106,10 @@ func TooLargeMessage(bytes, limit int64) string {
 		describeBytes(bytes), describeBytes(limit))
 }
 
-// describeBytes is the size as that sentence states it: megabytes rounded up, never to
-// nearest, so a message one byte over the line never reads "10.5 MB and the
-// limit is 10.5 MB". Computed in float64 like the reference; the value is
-// k/10 for an integer k, so one-decimal formatting never meets a tie.
+// describeBytes is the size as that sentence states it: megabytes rounded up,
+// never to nearest, so a message one byte over the line never reads "10.5 MB
+// and the limit is 10.5 MB". Computed in float64 like the reference; the value
+// is k/10 for an integer k, so one-decimal formatting never meets a tie.
 func describeBytes(bytes int64) string {
 	mb := math.Ceil(float64(bytes)/(1024*1024)*10) / 10
 	return strconv.FormatFloat(mb, 'f', 1, 64) + " MB"

@@ -7,9 +7,9 @@ import "fmt"
 // replayed as the other.
 const GrantContext = "byollm/v1/grant"
 
-// GrantMaxAgeMs is how long after issuedAt a grant is honoured. It bounds acceptance, not execution. The verifier's
-// policy, deliberately not a field: a signer-chosen expiry would let the
-// party being bounded choose the bound.
+// GrantMaxAgeMs is how long after issuedAt a grant is honoured. It bounds
+// acceptance, not execution. The verifier's policy, deliberately not a field:
+// a signer-chosen expiry would let the party being bounded choose the bound.
 const GrantMaxAgeMs = 120_000
 
 // ClockSkewWarnMs is how far in the future a grant's issuedAt may be before
@@ -18,9 +18,9 @@ const GrantMaxAgeMs = 120_000
 const ClockSkewWarnMs = 30_000
 
 // GrantSignedFields are the SignedGrant fields the signature covers, in the
-// statement's order: every field but the signature, sorted. A field missing here could be rewritten by an
-// intermediary without breaking the signature; the tests check this list
-// against the SignedGrant struct.
+// statement's order: every field but the signature, sorted. A field missing
+// here could be rewritten by an intermediary without breaking the signature;
+// the tests check this list against the SignedGrant struct.
 var GrantSignedFields = []string{"grantId", "issuedAt", "jobId", "kind", "owner", "purpose", "service", "site", "user"}
 
 // GrantStatement is the exact bytes a grant's signature covers:

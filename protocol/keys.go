@@ -81,8 +81,9 @@ func (k *Keys) Public() PublicIdentity { return k.public }
 // KeyID is the key id of the identity key.
 func (k *Keys) KeyID() string { return k.keyID }
 
-// Sign is a base64url Ed25519 signature by the identity key. Callers sign protocol statements through the typed helpers
-// (SignRequest, SignGrant, Seal, ...), which build the exact bytes.
+// Sign is a base64url Ed25519 signature by the identity key. Callers sign
+// protocol statements through the typed helpers (SignRequest, SignGrant, Seal,
+// ...), which build the exact bytes.
 func (k *Keys) Sign(data []byte) string {
 	return B64(ed25519.Sign(k.identity, data))
 }

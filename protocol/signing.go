@@ -72,8 +72,9 @@ func (e *StaleError) Error() string {
 // Is makes errors.Is(err, ErrStale) true.
 func (e *StaleError) Is(target error) bool { return target == ErrStale }
 
-// CanonicalRequest is the exact bytes both sides sign. The body goes in by SHA-256 of the exact bytes sent, so
-// neither side depends on re-serialising JSON the way the other did.
+// CanonicalRequest is the exact bytes both sides sign. The body goes in by
+// SHA-256 of the exact bytes sent, so neither side depends on re-serialising
+// JSON the way the other did.
 func CanonicalRequest(endpoint, callerID string, issuedAt int64, body []byte) []byte {
 	digest := sha256.Sum256(body)
 	return []byte(strings.Join([]string{

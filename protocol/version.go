@@ -24,9 +24,9 @@ var MinProtocolVersion = SupportedProtocolVersions[0]
 // UpgradeCommand is what refusals tell a daemon's owner to run.
 const UpgradeCommand = "npm i -g byollm@latest"
 
-// CheckVersion is the protocol version handshake: it runs first on every /byollm/ and /relay/ path, before
-// signature and schema, and answers nil to proceed or the refusal to serve
-// with status 400.
+// CheckVersion is the protocol version handshake: it runs first on every
+// /byollm/ and /relay/ path, before signature and schema, and answers nil to
+// proceed or the refusal to serve with status 400.
 //
 // The version is the body's own top-level "protocolVersion" key when the
 // body parses as a JSON object holding that key (whatever its value, even

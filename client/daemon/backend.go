@@ -55,8 +55,9 @@ func (e *BackendError) Error() string { return e.Code + ": " + e.Message }
 // owner's business, in the reference daemon's words.
 const serviceUnavailable = "a device service is unavailable — its owner has been told"
 
-// outcomeForSite maps a backend failure to what the site may learn: the class, never the backend's own words, which quote
-// the owner's machine and name the service.
+// outcomeForSite maps a backend failure to what the site may learn: the class,
+// never the backend's own words, which quote the owner's machine and name the
+// service.
 func outcomeForSite(err error) site.Outcome {
 	var be *BackendError
 	code := "backend-error"

@@ -12,8 +12,8 @@ import (
 	"github.com/byorelay/byorelay/protocol"
 )
 
-// Pairing is what a device holds after a person approved it: who it is at the relay, whose it is, and the site keys it
-// pinned.
+// Pairing is what a device holds after a person approved it: who it is at the
+// relay, whose it is, and the site keys it pinned.
 type Pairing struct {
 	RunnerID   string `json:"runnerId"`
 	Owner      string `json:"owner"`
@@ -128,13 +128,13 @@ func (d *Daemon) Pair(ctx context.Context, label string, onCode func(PairCode)) 
 	}
 }
 
-// applySites takes the relay's account of the served sites. Each entry must verify and be filed under its own key id.
-// A first sighting is pinned; a known id with the same key stays pinned; a
-// known id whose key changed is refused (pinning exists to refuse exactly
-// that) unless a verified succession from an approved key vouches for the
-// new one. A pinned site missing from the set stops being served, and its
-// running jobs stop, unless it is a superseded key inside its retirement
-// window.
+// applySites takes the relay's account of the served sites. Each entry must
+// verify and be filed under its own key id. A first sighting is pinned; a
+// known id with the same key stays pinned; a known id whose key changed is
+// refused (pinning exists to refuse exactly that) unless a verified succession
+// from an approved key vouches for the new one. A pinned site missing from the
+// set stops being served, and its running jobs stop, unless it is a superseded
+// key inside its retirement window.
 func (d *Daemon) applySites(sites protocol.Record[protocol.PublicIdentity], successions protocol.Record[protocol.SiteSuccession]) {
 	now := d.now()
 	var events []Event

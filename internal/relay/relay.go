@@ -110,8 +110,9 @@ func (s *StaticProjection) Projection(context.Context) (*projection.Projection, 
 	return s.p, nil
 }
 
-// GrantRequest is what the relay asks a control plane about one claimed job:
-// a signed grant the daemon checks before it runs anything. The relay asks; it does not decide.
+// GrantRequest is what the relay asks a control plane about one claimed job: a
+// signed grant the daemon checks before it runs anything. The relay asks; it
+// does not decide.
 type GrantRequest struct {
 	Job protocol.ClaimedStub
 	// SiteID is the site in the control plane's namespace, for its policy

@@ -35,9 +35,9 @@ func NewUserCode() string {
 	return string(out)
 }
 
-// NormalizeUserCode is @byollm/server's code normalisation: upper-case, drop anything
-// that is not a letter or digit, and re-insert the dash in an 8-symbol code,
-// so "abcd efgh" and "ABCD-EFGH" name the same pairing.
+// NormalizeUserCode is @byollm/server's code normalisation: upper-case, drop
+// anything that is not a letter or digit, and re-insert the dash in an
+// 8-symbol code, so "abcd efgh" and "ABCD-EFGH" name the same pairing.
 func NormalizeUserCode(in string) string {
 	var b strings.Builder
 	for _, r := range strings.ToUpper(in) {

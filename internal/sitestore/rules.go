@@ -10,8 +10,9 @@ import (
 // to the job it becomes, so that the memory store and the DynamoDB store
 // apply one decision and differ only in how they make it atomic.
 
-// DeadlineFor is the job's deadline as a claim stub carries it: the absolute deadline, else the end of the TTL
-// window from when it became claimable, or from now while it is blocked.
+// DeadlineFor is the job's deadline as a claim stub carries it: the absolute
+// deadline, else the end of the TTL window from when it became claimable, or
+// from now while it is blocked.
 func DeadlineFor(j Job, now int64) int64 {
 	if j.DeadlineAt != 0 {
 		return j.DeadlineAt
