@@ -2,12 +2,14 @@ package byorelay_test
 
 import (
 	"bufio"
+	"go/parser"
 	"go/scanner"
 	"go/token"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -249,5 +251,52 @@ func TestDocsAndCommentsNameNothingOutside(t *testing.T) {
 	}
 	if len(docs) == 0 || len(sources) == 0 {
 		t.Fatal("found no docs or no Go files: the walk is broken")
+	}
+}
+
+// TestImportBlocksGroupThisModuleApart: every import block is the standard
+// library, then third-party modules, then this module, each group apart.
+// gofmt sorts a group but never splits one, so a group that mixes them
+// stays mixed, and a reader cannot see at a glance what a file takes from
+// outside the module.
+func TestImportBlocksGroupThisModuleApart(t *testing.T) {
+	const module = "github.com/byorelay/byorelay"
+	names := []string{"the standard library", "a third-party module", "this module"}
+	kind := func(path string) int {
+		switch first, _, _ := strings.Cut(path, "/"); {
+		case path == module || strings.HasPrefix(path, module+"/"):
+			return 2
+		case strings.Contains(first, "."):
+			return 1
+		}
+		return 0
+	}
+	for _, path := range sourceFiles(t, ".go") {
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly|parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := func(p token.Pos) int { return fset.Position(p).Line }
+		last, group, seen := 0, -1, -1
+		for _, spec := range f.Imports {
+			start := line(spec.Pos())
+			if spec.Doc != nil {
+				start = line(spec.Doc.Pos())
+			}
+			imp, _ := strconv.Unquote(spec.Path.Value)
+			k := kind(imp)
+			switch {
+			case start > last+1 || group < 0:
+				if k < seen {
+					t.Errorf("%s: %s is imported in a group after %s", path, imp, names[seen])
+				}
+				group = k
+			case k != group:
+				t.Errorf("%s: %s shares an import group with %s", path, imp, names[group])
+			}
+			seen = max(seen, k)
+			last = line(spec.End())
+		}
 	}
 }
