@@ -2,22 +2,37 @@ package byorelay_test
 
 import (
 	"bufio"
+	"go/parser"
+	"go/scanner"
+	"go/token"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 // The docs stand alone: every relative link resolves to a file in the
 // repository, the architecture page stays a map short enough to read in
-// one sitting and names nothing outside the repository, and every decision
-// record is linked from it. A link that points nowhere sends a newcomer to
-// a dead end; a decision nobody links is a decision nobody finds.
+// one sitting, every decision record is linked from it, and no doc or Go
+// comment names a note or a source file outside the repository. A link
+// that points nowhere sends a newcomer to a dead end; a decision nobody
+// links is a decision nobody finds; a comment that cites a file nobody
+// here can open states no rule.
 
 // maxArchitectureLines is the most docs/architecture.md may run to.
 const maxArchitectureLines = 300
+
+// outsideNames are the design notes that live outside the repository, and
+// the section sign their references use.
+var outsideNames = []string{"relay.md", "protocol.md", "site-server.md", "streams.md", "aws-notes.md", "ARCHITECTURE.md", "reference/", "../shared", "§"}
+
+// outsidePattern is what else names something outside the repository: a
+// path into the reference packages' TypeScript sources, a bug id, an
+// amendment of the protocol's design notes.
+var outsidePattern = regexp.MustCompile(`\b[A-Za-z0-9_-]+\.ts\b|\bB[0-9]{3}\b|\bAmendment [A-Z]\b`)
 
 // mdLink is an inline Markdown link or image: [text](target "title").
 var mdLink = regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
@@ -121,9 +136,7 @@ func TestTheArchitecturePageIsAShortMap(t *testing.T) {
 	if n := strings.Count(text, "\n"); n > maxArchitectureLines {
 		t.Errorf("docs/architecture.md has %d lines, more than %d", n, maxArchitectureLines)
 	}
-	// Names of design notes that live outside the repository, and the
-	// section sign their references use.
-	for _, outside := range []string{"relay.md", "protocol.md", "site-server.md", "streams.md", "aws-notes.md", "ARCHITECTURE.md", "reference/", "§"} {
+	for _, outside := range outsideNames {
 		if strings.Contains(text, outside) {
 			t.Errorf("docs/architecture.md names %q, which is not in the repository", outside)
 		}
@@ -162,6 +175,128 @@ func TestArchitectureLinksEveryDecisionRecord(t *testing.T) {
 			if !strings.Contains(string(raw), "\n"+section+"\n") {
 				t.Errorf("%s has no %q section", rec, section)
 			}
+		}
+	}
+}
+
+// sourceFiles lists the repository's files whose names end in suffix,
+// leaving out installed packages and hidden directories.
+func sourceFiles(t *testing.T, suffix string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != "." && (d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, suffix) {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// goComments is the text of every comment in a Go file.
+func goComments(t *testing.T, path string) []string {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	var s scanner.Scanner
+	s.Init(fset.AddFile(path, -1, len(src)), src, nil, scanner.ScanComments)
+	var comments []string
+	for {
+		_, tok, lit := s.Scan()
+		if tok == token.EOF {
+			return comments
+		}
+		if tok == token.COMMENT {
+			comments = append(comments, lit)
+		}
+	}
+}
+
+func TestDocsAndCommentsNameNothingOutside(t *testing.T) {
+	check := func(where, text string) {
+		for _, outside := range outsideNames {
+			if strings.Contains(text, outside) {
+				t.Errorf("%s names %q, which is not in the repository", where, outside)
+			}
+		}
+		for _, m := range outsidePattern.FindAllString(text, -1) {
+			t.Errorf("%s names %q, which is not in the repository: state the rule instead", where, m)
+		}
+	}
+	docs := sourceFiles(t, ".md")
+	for _, path := range docs {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(path, string(raw))
+	}
+	sources := sourceFiles(t, ".go")
+	for _, path := range sources {
+		for _, c := range goComments(t, path) {
+			check(path+" (a comment)", c)
+		}
+	}
+	if len(docs) == 0 || len(sources) == 0 {
+		t.Fatal("found no docs or no Go files: the walk is broken")
+	}
+}
+
+// TestImportBlocksGroupThisModuleApart: every import block is the standard
+// library, then third-party modules, then this module, each group apart.
+// gofmt sorts a group but never splits one, so a group that mixes them
+// stays mixed, and a reader cannot see at a glance what a file takes from
+// outside the module.
+func TestImportBlocksGroupThisModuleApart(t *testing.T) {
+	const module = "github.com/byorelay/byorelay"
+	names := []string{"the standard library", "a third-party module", "this module"}
+	kind := func(path string) int {
+		switch first, _, _ := strings.Cut(path, "/"); {
+		case path == module || strings.HasPrefix(path, module+"/"):
+			return 2
+		case strings.Contains(first, "."):
+			return 1
+		}
+		return 0
+	}
+	for _, path := range sourceFiles(t, ".go") {
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly|parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := func(p token.Pos) int { return fset.Position(p).Line }
+		last, group, seen := 0, -1, -1
+		for _, spec := range f.Imports {
+			start := line(spec.Pos())
+			if spec.Doc != nil {
+				start = line(spec.Doc.Pos())
+			}
+			imp, _ := strconv.Unquote(spec.Path.Value)
+			k := kind(imp)
+			switch {
+			case start > last+1 || group < 0:
+				if k < seen {
+					t.Errorf("%s: %s is imported in a group after %s", path, imp, names[seen])
+				}
+				group = k
+			case k != group:
+				t.Errorf("%s: %s shares an import group with %s", path, imp, names[group])
+			}
+			seen = max(seen, k)
+			last = line(spec.End())
 		}
 	}
 }

@@ -6,8 +6,7 @@ import (
 	"unicode"
 )
 
-// Device-code pairing codes, as the reference relay mints them
-// (relay/pairing-codes.ts).
+// Device-code pairing codes, as the reference relay mints them.
 
 // userCodeAlphabet is Crockford base32: no I, L, O or U, so a code read
 // aloud or typed from a screen has no look-alike letters. Its 32 symbols

@@ -10,17 +10,17 @@ import (
 )
 
 // EnvelopeBodyVersion is the domain tag at the head of every signed
-// envelope body (envelope-format.ts ENVELOPE_BODY_VERSION).
+// envelope body.
 const EnvelopeBodyVersion = "byollm/v1/envelope"
 
 // EnvelopeMaxAgeMs is how long a sealed payload is worth keeping from
-// creation (envelope.ts ENVELOPE_MAX_AGE_MS): the deadlineAt a payload is
+// creation: the deadlineAt a payload is
 // sealed with is its job's creation time plus this. It is bound into the
 // signature, not enforced by Open, exactly as the reference does.
 const EnvelopeMaxAgeMs = 24 * 60 * 60_000
 
 // EnvelopeContext is everything an envelope's signature covers besides the
-// plaintext (envelope.ts EnvelopeContext).
+// plaintext.
 type EnvelopeContext struct {
 	JobID          string
 	SenderKeyID    string
@@ -58,8 +58,8 @@ type envelopeInner struct {
 	Signature string `json:"signature"`
 }
 
-// EnvelopeSignedBody is the exact bytes an envelope's signature covers
-// (envelope-format.ts envelopeSignedBody), JSON.stringify-compatible.
+// EnvelopeSignedBody is the exact bytes an envelope's signature covers,
+// JSON.stringify-compatible.
 func EnvelopeSignedBody(ctx EnvelopeContext, plaintext string) ([]byte, error) {
 	return MarshalJS(envelopeBody{
 		V:              EnvelopeBodyVersion,
@@ -73,8 +73,8 @@ func EnvelopeSignedBody(ctx EnvelopeContext, plaintext string) ([]byte, error) {
 }
 
 // Seal signs plaintext with the sender's identity key, then seals it to the
-// recipient's X25519 encryption key with a libsodium sealed box
-// (envelope.ts seal). Sign-then-seal: the signature lives inside the
+// recipient's X25519 encryption key with a libsodium sealed box.
+// Sign-then-seal: the signature lives inside the
 // ciphertext, so a relay never accumulates a non-repudiable record of who
 // sent what to whom. ctx.SenderKeyID must be sender's key id.
 func Seal(plaintext string, sender *Keys, recipientEncryptionPublic string, ctx EnvelopeContext) (SealedEnvelope, error) {
@@ -113,9 +113,8 @@ func sealWith(random io.Reader, plaintext string, sender *Keys, recipientEncrypt
 	}, nil
 }
 
-// EnvelopeFailure is why an envelope was refused (envelope.ts
-// EnvelopeFailure). Never told to a remote caller: which check failed is not
-// something the sender is entitled to learn.
+// EnvelopeFailure is why an envelope was refused. Never told to a remote
+// caller: which check failed is not something the sender is entitled to learn.
 type EnvelopeFailure string
 
 const (
@@ -128,8 +127,8 @@ const (
 
 func (f EnvelopeFailure) Error() string { return "protocol: envelope refused: " + string(f) }
 
-// Open opens an envelope and verifies it came from the pinned sender
-// (envelope.ts open), returning the plaintext or an EnvelopeFailure. Checks,
+// Open opens an envelope and verifies it came from the pinned sender,
+// returning the plaintext or an EnvelopeFailure. Checks,
 // in the reference's order:
 //
 //  1. not-for-us: the outer recipientKeyId, senderKeyId and direction equal
@@ -190,9 +189,9 @@ func Open(env SealedEnvelope, recipient *Keys, senderIdentityPublic string, expe
 	return plaintext, nil
 }
 
-// decodeEnvelopeInner reads {body, signature} (envelope-format.ts
-// decodeEnvelopeInner). Members are looked up by exact name: encoding/json
-// would match "BODY" to a Body field, which JSON.parse never does.
+// decodeEnvelopeInner reads {body, signature}. Members are looked up by exact
+// name: encoding/json would match "BODY" to a Body field, which JSON.parse
+// never does.
 func decodeEnvelopeInner(opened []byte) (body []byte, signature string, ok bool) {
 	inner, ok := parseClaims(opened)
 	if !ok {

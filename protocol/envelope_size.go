@@ -7,8 +7,8 @@ import (
 	"unicode/utf8"
 )
 
-// EnvelopeBytes is an envelope's size the way the reference measures it
-// (job.ts envelopeBytes): the length of JSON.stringify(envelope) in UTF-16
+// EnvelopeBytes is an envelope's size the way the reference measures it:
+// the length of JSON.stringify(envelope) in UTF-16
 // code units, counted rather than built. It is the cap and the meter at once,
 // so it must be this number and not the request body's or the ciphertext's
 // length, or a job could be accepted at one size and counted at another.
@@ -26,8 +26,8 @@ func memberLength(key string, valueLength int64) int64 {
 	return jsonStringLength(key) + 1 + valueLength
 }
 
-// jsonStringLength is the length of JSON.stringify(s) in UTF-16 code units
-// (json-size.ts stringLength): quotes, two units for the short escapes, six
+// jsonStringLength is the length of JSON.stringify(s) in UTF-16 code
+// units: quotes, two units for the short escapes, six
 // for other control characters, two for a code point above U+FFFF. A Go
 // string holds no lone surrogates (decoding turns them into U+FFFD, one
 // unit), and invalid UTF-8 counts as the U+FFFD a JS reader would see.
@@ -81,9 +81,8 @@ func (e *EnvelopeTooLargeError) Error() string {
 	return "protocol: envelope too large: " + TooLargeMessage(e.Bytes, e.Limit)
 }
 
-// RelayMessage is the reference relay's exact refusal message
-// (refusals.ts tooLargeRefusal): the protocol's sentence and the relay's
-// "same ceiling" clause.
+// RelayMessage is the reference relay's exact refusal message: the protocol's
+// sentence and the relay's "same ceiling" clause.
 func (e *EnvelopeTooLargeError) RelayMessage() string {
 	return TooLargeMessage(e.Bytes, e.Limit) + " Every plan has the same ceiling."
 }
@@ -100,17 +99,17 @@ func CheckEnvelopeSize(env SealedEnvelope) error {
 	return nil
 }
 
-// TooLargeMessage is job.ts tooLargeMessage, byte for byte.
+// TooLargeMessage is the protocol's too-large sentence, byte for byte.
 func TooLargeMessage(bytes, limit int64) string {
 	return fmt.Sprintf("this message is %s and the limit is %s — it is a limit on one message rather "+
 		"than on how many you send. Split the work into smaller jobs and send them separately.",
 		describeBytes(bytes), describeBytes(limit))
 }
 
-// describeBytes is job.ts describeBytes: megabytes rounded up, never to
-// nearest, so a message one byte over the line never reads "10.5 MB and the
-// limit is 10.5 MB". Computed in float64 like the reference; the value is
-// k/10 for an integer k, so one-decimal formatting never meets a tie.
+// describeBytes is the size as that sentence states it: megabytes rounded up,
+// never to nearest, so a message one byte over the line never reads "10.5 MB
+// and the limit is 10.5 MB". Computed in float64 like the reference; the value
+// is k/10 for an integer k, so one-decimal formatting never meets a tie.
 func describeBytes(bytes int64) string {
 	mb := math.Ceil(float64(bytes)/(1024*1024)*10) / 10
 	return strconv.FormatFloat(mb, 'f', 1, 64) + " MB"

@@ -2,7 +2,7 @@ package protocol
 
 import "net/http"
 
-// Wire error codes (wire.ts WireErrorCode). "revoked", "no matching work"
+// Wire error codes, the protocol's closed set. "revoked", "no matching work"
 // and "backend down" never share a message: a daemon that could not tell
 // them apart would retry a revocation or give up on a passing outage, and
 // distinct codes are how it tells them apart.
@@ -22,7 +22,7 @@ const (
 )
 
 // Site-plane refusal codes the reference relay serves that are not in
-// WireErrorCode (site-plane.ts enqueue, all 409). A site reads them; a
+// the wire error codes (enqueue refusals, all 409). A site reads them; a
 // strict WireError parse would refuse them, so they are kept apart.
 const (
 	CodePurposeNotDeclared = "purpose-not-declared"
@@ -81,7 +81,7 @@ func NewWireError(code, message string) WireError {
 	return WireError{Error: code, Message: message}
 }
 
-// ClockSkewError is the reference relay's clock-skew refusal (refusals.ts),
+// ClockSkewError is the reference relay's clock-skew refusal,
 // served with status 401.
 func ClockSkewError(now int64) WireError {
 	return WireError{

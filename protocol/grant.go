@@ -4,25 +4,23 @@ import "fmt"
 
 // GrantContext is the grant statement's domain separator: a grant and a
 // request are both "bytes this key signed", and without it one could be
-// replayed as the other (grant.ts GRANT_CONTEXT).
+// replayed as the other.
 const GrantContext = "byollm/v1/grant"
 
-// GrantMaxAgeMs is how long after issuedAt a grant is honoured (grant.ts
-// GRANT_MAX_AGE_MS). It bounds acceptance, not execution. The verifier's
-// policy, deliberately not a field: a signer-chosen expiry would let the
-// party being bounded choose the bound.
+// GrantMaxAgeMs is how long after issuedAt a grant is honoured. It bounds
+// acceptance, not execution. The verifier's policy, deliberately not a field:
+// a signer-chosen expiry would let the party being bounded choose the bound.
 const GrantMaxAgeMs = 120_000
 
 // ClockSkewWarnMs is how far in the future a grant's issuedAt may be before
-// it is refused (grant.ts CLOCK_SKEW_WARN_MS). With no tolerance, a device
-// one millisecond behind its control plane refused every grant.
+// it is refused. With no tolerance, a device one millisecond behind its
+// control plane would refuse every grant.
 const ClockSkewWarnMs = 30_000
 
 // GrantSignedFields are the SignedGrant fields the signature covers, in the
-// statement's order: every field but the signature, sorted (grant.ts
-// GRANT_SIGNED_FIELDS). A field missing here could be rewritten by an
-// intermediary without breaking the signature; the tests check this list
-// against the SignedGrant struct.
+// statement's order: every field but the signature, sorted. A field missing
+// here could be rewritten by an intermediary without breaking the signature;
+// the tests check this list against the SignedGrant struct.
 var GrantSignedFields = []string{"grantId", "issuedAt", "jobId", "kind", "owner", "purpose", "service", "site", "user"}
 
 // GrantStatement is the exact bytes a grant's signature covers:
@@ -48,7 +46,7 @@ func SignGrant(controlPlane *Keys, claims SignedGrant) (SignedGrant, error) {
 	return claims, nil
 }
 
-// GrantRefusal is why a grant was refused (grant.ts GrantRefusal), split by
+// GrantRefusal is why a grant was refused, split by
 // remedy: fix the clock, take it up with the relay, or nothing (the refusal
 // worked).
 type GrantRefusal string
@@ -75,7 +73,8 @@ type GrantCheck struct {
 	MaxAgeMs           int64  // 0 means GrantMaxAgeMs
 }
 
-// VerifyGrant runs grant.ts verifyGrant's document checks, in its order:
+// VerifyGrant runs the protocol's document checks of a grant, in the
+// reference's order:
 // owner, job, from-the-future (more than ClockSkewWarnMs ahead), expired
 // (older than the max age), and the signature last, so an expired grant
 // reports expiry rather than whichever failure happened to be tested first.

@@ -9,12 +9,12 @@ import (
 )
 
 // crockford has no I, L, O or U, so a fingerprint read aloud cannot be
-// misheard as another one (keys.ts ALPHABET).
+// misheard as another one.
 var crockford = base32.NewEncoding("0123456789ABCDEFGHJKMNPQRSTVWXYZ").WithPadding(base32.NoPadding)
 
 // KeyID is the key id (and human fingerprint) of a base64url Ed25519
 // identity key: "BYOLLM-" and six groups of four Crockford base32 digits of
-// the first 15 bytes of SHA-256 over the raw key (keys.ts fingerprint).
+// the first 15 bytes of SHA-256 over the raw key.
 //
 // The reference hashes whatever its lenient decoder yields and never fails;
 // we refuse anything that is not exactly a 32-byte key, because a key id of

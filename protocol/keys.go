@@ -13,7 +13,7 @@ import (
 
 // EncryptionKeyContext is the domain separator of an encryptionSig, so a
 // signature over an encryption key cannot be replayed as a signature over
-// anything else (keys.ts ENCRYPTION_KEY_CONTEXT).
+// anything else.
 const EncryptionKeyContext = "byollm/v1/encryption-key"
 
 // Keys is one party's private keys: an Ed25519 identity key that signs and
@@ -81,9 +81,9 @@ func (k *Keys) Public() PublicIdentity { return k.public }
 // KeyID is the key id of the identity key.
 func (k *Keys) KeyID() string { return k.keyID }
 
-// Sign is a base64url Ed25519 signature by the identity key (keys.ts
-// signWith). Callers sign protocol statements through the typed helpers
-// (SignRequest, SignGrant, Seal, ...), which build the exact bytes.
+// Sign is a base64url Ed25519 signature by the identity key. Callers sign
+// protocol statements through the typed helpers (SignRequest, SignGrant, Seal,
+// ...), which build the exact bytes.
 func (k *Keys) Sign(data []byte) string {
 	return B64(ed25519.Sign(k.identity, data))
 }
@@ -124,7 +124,7 @@ func VerifyPublicIdentity(id PublicIdentity) bool {
 }
 
 // verifyWith verifies a base64url Ed25519 signature against a base64url
-// identity key (keys.ts verifyWith). Anything malformed is a failed
+// identity key. Anything malformed is a failed
 // verification: this runs on input from the network.
 func verifyWith(identityPublic string, data []byte, signature string) bool {
 	pub, err := UnB64Len(identityPublic, ed25519.PublicKeySize)

@@ -14,7 +14,7 @@ var (
 )
 
 // StoredKeys is the at-rest key file of a daemon, site or control plane
-// (keys.ts StoredKeys): public values base64url, private values standard
+// in the protocol's format: public values base64url, private values standard
 // base64 of PKCS#8 DER. It holds secrets: it is for files on the owner's
 // machine, never for the wire and never for a relay.
 type StoredKeys struct {

@@ -2,7 +2,7 @@ package protocol
 
 import "fmt"
 
-// Outcome is a JobOutcome (protocol job.ts), how a job ended, discriminated
+// Outcome is the protocol's JobOutcome, how a job ended, discriminated
 // on Outcome (one of ResultDispositions):
 //
 //	ok:       Text (required, may be empty), ArtifactURL optional

@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// The signed-request headers (relay index.ts signatureFrom). The caller
+// The signed-request headers, as the reference relay reads them. The caller
 // header belongs to one plane, so a signature cannot be moved to the other
 // plane by moving the request.
 const (
@@ -31,8 +31,8 @@ const requestContext = "byollm/v1/request"
 // cannot disagree about it.
 const siteEndpointPrefix = "site/"
 
-// RequestSignature is the signed material a request carries in its headers
-// (signing.ts RequestSignature). CallerID is the runner id on the daemon
+// RequestSignature is the signed material a request carries in its
+// headers. CallerID is the runner id on the daemon
 // plane and the site id on the site plane (the reference names it runnerId
 // on both).
 type RequestSignature struct {
@@ -72,9 +72,9 @@ func (e *StaleError) Error() string {
 // Is makes errors.Is(err, ErrStale) true.
 func (e *StaleError) Is(target error) bool { return target == ErrStale }
 
-// CanonicalRequest is the exact bytes both sides sign (signing.ts
-// canonicalRequest). The body goes in by SHA-256 of the exact bytes sent, so
-// neither side depends on re-serialising JSON the way the other did.
+// CanonicalRequest is the exact bytes both sides sign. The body goes in by
+// SHA-256 of the exact bytes sent, so neither side depends on re-serialising
+// JSON the way the other did.
 func CanonicalRequest(endpoint, callerID string, issuedAt int64, body []byte) []byte {
 	digest := sha256.Sum256(body)
 	return []byte(strings.Join([]string{
@@ -123,7 +123,8 @@ func VerifySiteRequest(identityPublic, endpoint string, body []byte, sig Request
 
 // VerifySiteRequestAnyKey tries a site's acceptable keys in order (the
 // current key first, then, while a retirement window is open, the keys it
-// succeeded) and stops at the first that verifies (site-plane.ts #authed).
+// succeeded) and stops at the first that verifies, as the reference relay
+// does.
 // A stale result ends the loop at once and is what is reported: a site whose
 // clock drifted fails every key as stale, and telling it its signature was
 // wrong would send it to look at its keys. With no keys at all it is

@@ -6,11 +6,11 @@ import (
 )
 
 // SuccessionContext is the domain separator of a site key succession
-// statement (succession.ts SUCCESSION_CONTEXT).
+// statement.
 const SuccessionContext = "byollm/v1/site-succession"
 
 // RetirementWindowMs is how long a retired site key may still sign site
-// requests (succession.ts RETIREMENT_WINDOW_MS): a protocol constant, since a
+// requests: a protocol constant, since a
 // site that could choose it could choose forever.
 const RetirementWindowMs = 7 * 24 * 60 * 60 * 1000
 
@@ -51,7 +51,7 @@ func VerifyLink(link Succession, toKeyID string) bool {
 	return verifyWith(link.Identity.Identity, SuccessionStatement(fromKeyID, toKeyID), link.Signature)
 }
 
-// SuccessionFailure is why a chain was refused (succession.ts).
+// SuccessionFailure is why a chain was refused.
 type SuccessionFailure string
 
 const (
@@ -74,7 +74,7 @@ type SuccessionWalk struct {
 
 // WalkSuccession walks chain (oldest first, as the projection carries it,
 // so its last link is the one that signed for current) back from current
-// until a link's key is approved (succession.ts walkSuccession). It returns
+// until a link's key is approved. It returns
 // rather than fails: a chain that does not verify is ordinary hostile input,
 // and the caller keeps its existing pin. Chains longer than
 // MaxSuccessionChain are refused before any signature is checked, so a

@@ -11,14 +11,14 @@ package protocol
 // present value (bools, nonnegative ints, possibly-empty arrays) are
 // pointers or use `omitzero` on a slice, where nil means absent.
 
-// PublicIdentity is a party's public keys as they travel (keys.ts).
+// PublicIdentity is a party's public keys as they travel.
 type PublicIdentity struct {
 	Identity      string `json:"identity"`
 	Encryption    string `json:"encryption"`
 	EncryptionSig string `json:"encryptionSig"`
 }
 
-// JobStub is the routing shape of a job: what a relay may see (job.ts).
+// JobStub is the routing shape of a job: what a relay may see.
 // Purpose is min(1) when present, so "" means absent.
 type JobStub struct {
 	ID         string `json:"id"`
@@ -73,7 +73,7 @@ func Claimed(s JobStub, lease Lease, grant *SignedGrant) ClaimedStub {
 	}
 }
 
-// SignedGrant is a control plane's signed permission for one job (grant.ts).
+// SignedGrant is a control plane's signed permission for one job.
 type SignedGrant struct {
 	GrantID   string `json:"grantId"`
 	JobID     string `json:"jobId"`
@@ -87,7 +87,7 @@ type SignedGrant struct {
 	Signature string `json:"signature"`
 }
 
-// SealedEnvelope is an opaque sealed payload or result (envelope.ts).
+// SealedEnvelope is an opaque sealed payload or result.
 type SealedEnvelope struct {
 	Ciphertext     string `json:"ciphertext"`
 	RecipientKeyID string `json:"recipientKeyId"`
@@ -96,7 +96,7 @@ type SealedEnvelope struct {
 	DeadlineAt     int64  `json:"deadlineAt"`
 }
 
-// Succession is one link of a site's key rotation chain (succession.ts).
+// Succession is one link of a site's key rotation chain.
 type Succession struct {
 	Identity  PublicIdentity `json:"identity"`
 	Signature string         `json:"signature"`

@@ -1,6 +1,6 @@
 package protocol
 
-// Site-plane bodies of the reference relay (relay/site-plane.ts). These are
+// Site-plane bodies of the reference relay. These are
 // the relay's own schemas, not @byollm/protocol's.
 
 // EnqueueRequest offers a job stub for routing.

@@ -24,10 +24,9 @@ var MinProtocolVersion = SupportedProtocolVersions[0]
 // UpgradeCommand is what refusals tell a daemon's owner to run.
 const UpgradeCommand = "npm i -g byollm@latest"
 
-// CheckVersion is the handshake (wire.ts checkProtocolVersion fed by
-// declaredVersion): it runs first on every /byollm/ and /relay/ path, before
-// signature and schema, and answers nil to proceed or the refusal to serve
-// with status 400.
+// CheckVersion is the protocol version handshake: it runs first on every
+// /byollm/ and /relay/ path, before signature and schema, and answers nil to
+// proceed or the refusal to serve with status 400.
 //
 // The version is the body's own top-level "protocolVersion" key when the
 // body parses as a JSON object holding that key (whatever its value, even
@@ -155,7 +154,7 @@ func isDigits(s string) bool {
 	return true
 }
 
-// CompareVersions orders two daemon versions as update-offer.ts does:
+// CompareVersions orders two daemon versions as the reference relay does:
 // semver with prereleases, -1/0/1, and ok false when either cannot be
 // parsed.
 func CompareVersions(a, b string) (order int, ok bool) {
@@ -233,7 +232,7 @@ var exactOfferPattern = sync.OnceValue(func() *regexp.Regexp {
 })
 
 // UpdateOfferFor is the updateTo a heartbeat response carries, or "" for
-// none (update-offer.ts updateOfferFor). offer "" means no offer configured.
+// none. offer "" means no offer configured.
 func UpdateOfferFor(offer, daemonVersion string) string {
 	if offer == "" || !exactOfferPattern().MatchString(offer) {
 		return ""

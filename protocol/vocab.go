@@ -26,23 +26,24 @@ const (
 	ReasonRefused = "refused"
 )
 
-// JobKinds (kinds.ts JobKind).
+// JobKinds are the kinds of work a job may be.
 var JobKinds = []string{KindGenerate, KindChat}
 
-// SizeClasses (job.ts SizeClass).
+// SizeClasses are the size buckets a stub's prompt falls in.
 var SizeClasses = []string{"small", "medium", "large", "unbounded"}
 
-// Audiences (audience.ts Audience): who a job is for.
+// Audiences are who a job is for.
 var Audiences = []string{AudiencePrivate, AudienceTeam}
 
-// OfferScopes (audience.ts OfferScope): who a capability is offered to.
+// OfferScopes are who a capability is offered to.
 // The same two words as Audiences, a separate enum in the reference.
 var OfferScopes = []string{AudiencePrivate, AudienceTeam}
 
-// BackendClasses (backends.ts BackendClass).
+// BackendClasses are how a daemon reaches a backend.
 var BackendClasses = []string{"http", "process"}
 
-// BackendIDs (backends.ts BACKENDS keys, in declaration order). Adding one
+// BackendIDs are the backends a daemon may advertise, in the protocol's
+// declaration order. Adding one
 // is a protocol change: a daemon advertising an id the relay does not know
 // fails schema validation on every heartbeat.
 var BackendIDs = []string{
@@ -67,7 +68,7 @@ var BackendIDs = []string{
 	"codex-cli",
 }
 
-// BackendClassOf is each backend's class (BACKENDS[id].class).
+// BackendClassOf is each backend's class.
 var BackendClassOf = map[string]string{
 	"ollama":      "http",
 	"mlx":         "http",
@@ -90,23 +91,23 @@ var BackendClassOf = map[string]string{
 	"codex-cli":   "process",
 }
 
-// ReleaseReasons (wire.ts ReleaseRequest.reason).
+// ReleaseReasons are why a daemon hands a claimed job back.
 var ReleaseReasons = []string{ReasonShutdown, ReasonPause, ReasonRevoked, ReasonBackendDown, ReasonRefused}
 
-// ResultDispositions (wire.ts ResultDisposition).
+// ResultDispositions are how a daemon says a job ended.
 var ResultDispositions = []string{DispositionOK, DispositionError, DispositionCanceled}
 
-// EnvelopeDirections (envelope.ts EnvelopeDirection).
+// EnvelopeDirections are which leg an envelope travels.
 var EnvelopeDirections = []string{DirectionPayload, DirectionResult}
 
 // Platforms a daemon may report at pairing.
 var Platforms = []string{"darwin", "linux", "win32"}
 
-// Job states (job.ts JobState).
+// JobStates are the states of a job as the protocol names them.
 var JobStates = []string{"queued", "claimed", "running", "ok", "error", "canceled", "expired"}
 
-// RoutedStates is where a routed job is in the reference relay
-// (relay/state.ts RoutedState); the site plane's and result's `state`.
+// RoutedStates is where a routed job is in the reference relay: the site
+// plane's and result's `state`.
 var RoutedStates = []string{"queued", "awaiting-payload", "ready", "running", "done"}
 
 // Envelope direction values.
@@ -117,12 +118,12 @@ const (
 
 // Protocol constants that are not crypto-specific.
 const (
-	// MaxEnvelopeBytes bounds one sealed envelope's JSON (job.ts).
+	// MaxEnvelopeBytes bounds one sealed envelope's JSON.
 	MaxEnvelopeBytes = 6 * 1024 * 1024
-	// MaxClockSkewMs is the signature freshness window (signing.ts); the
+	// MaxClockSkewMs is the signature freshness window; the
 	// clock-skew refusal reports it.
 	MaxClockSkewMs = 120_000
-	// MaxSuccessionChain bounds HeartbeatResponse successions (succession.ts).
+	// MaxSuccessionChain bounds HeartbeatResponse successions.
 	MaxSuccessionChain = 64
 	// MaxClaim bounds ClaimRequest.max.
 	MaxClaim = 64

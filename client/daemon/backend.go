@@ -40,8 +40,8 @@ type Answer struct {
 	Stop string
 }
 
-// BackendError is a backend failure, by the reference's codes
-// (backends/types.ts BackendErrorCode): backend-unreachable,
+// BackendError is a backend failure, by the reference daemon's codes:
+// backend-unreachable,
 // backend-error, model-not-found, unauthorized, quota-exhausted,
 // insufficient-memory, timeout, output-too-large, canceled.
 type BackendError struct {
@@ -52,12 +52,12 @@ type BackendError struct {
 func (e *BackendError) Error() string { return e.Code + ": " + e.Message }
 
 // serviceUnavailable is what a site is told for every failure that is the
-// owner's business (site-outcome.ts SERVICE_UNAVAILABLE).
+// owner's business, in the reference daemon's words.
 const serviceUnavailable = "a device service is unavailable — its owner has been told"
 
-// outcomeForSite maps a backend failure to what the site may learn
-// (site-outcome.ts): the class, never the backend's own words, which quote
-// the owner's machine and name the service.
+// outcomeForSite maps a backend failure to what the site may learn: the class,
+// never the backend's own words, which quote the owner's machine and name the
+// service.
 func outcomeForSite(err error) site.Outcome {
 	var be *BackendError
 	code := "backend-error"
@@ -76,7 +76,7 @@ func outcomeForSite(err error) site.Outcome {
 	}
 }
 
-// ComposePrompt is the text a single-prompt backend is asked (compose.ts):
+// ComposePrompt is the text a single-prompt backend is asked:
 // the system instructions, then the prompt or the labelled chat turns.
 func ComposePrompt(kind string, p site.Payload) string {
 	var sections []string

@@ -15,8 +15,8 @@ import (
 	"github.com/byorelay/byorelay/protocol"
 )
 
-// ErrorKind is how the daemon reacts to a refused call, after byollm's
-// client.ts: the body's error code first, the HTTP status only after.
+// ErrorKind is how the daemon reacts to a refused call, as the byollm
+// daemon does: the body's error code first, the HTTP status only after.
 type ErrorKind string
 
 const (
@@ -46,7 +46,7 @@ func (e *CallError) Error() string {
 	return fmt.Sprintf("relay %s: %s: %s", e.Endpoint, e.Kind, e.Message)
 }
 
-// Retryable is client.ts's rule: only no answer at all, not-ready,
+// Retryable is the byollm daemon's rule: only no answer at all, not-ready,
 // rate-limited and server-error are worth asking again.
 func (e *CallError) Retryable() bool {
 	switch e.Kind {

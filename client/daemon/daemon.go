@@ -1,5 +1,5 @@
 // Package daemon is a BYOLLM device: the Go counterpart of the `byollm`
-// daemon's relay loop (client.ts, runner.ts, connect.ts).
+// daemon's relay loop.
 //
 // A daemon pairs with a relay through the device-code flow, then loops:
 // heartbeat (renewing the leases it holds, learning which sites it serves

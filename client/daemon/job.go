@@ -10,7 +10,7 @@ import (
 	"github.com/byorelay/byorelay/protocol"
 )
 
-// Fetch and report timings (runner.ts #fetchWhenSealed): the payload is
+// Fetch and report timings, as the byollm daemon keeps them: the payload is
 // awaited with backoff from 50 ms to 1 s, for at most the lease or 30 s,
 // whichever ends first; waiting past the lease would race whoever holds the
 // job next.
@@ -74,7 +74,7 @@ func (d *Daemon) handle(ctx context.Context, job protocol.ClaimedStub) {
 }
 
 // admit is the device's own decision, before any payload is fetched: a
-// device that declines never receives the prompt (runner.ts admit). It
+// device that declines never receives the prompt. It
 // returns "" to go ahead, or why not.
 func (d *Daemon) admit(job protocol.ClaimedStub) string {
 	d.mu.Lock()
@@ -111,7 +111,7 @@ func (d *Daemon) admit(job protocol.ClaimedStub) string {
 }
 
 // checkGrant verifies a relayed job's grant against the pinned
-// control-plane key and the stub (runner.ts #grantAdmits): the signature's
+// control-plane key and the stub: the signature's
 // word is the only word, and any disagreement with the stub is a refusal.
 // Called with d.mu held.
 func (d *Daemon) checkGrant(job protocol.ClaimedStub) string {

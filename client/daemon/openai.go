@@ -17,7 +17,7 @@ import (
 // OpenAIBackend runs jobs on an OpenAI-compatible chat-completions server:
 // Ollama (http://127.0.0.1:11434/v1), llama.cpp's server
 // (http://127.0.0.1:8080/v1), vLLM (http://127.0.0.1:8000/v1) and the
-// rest (backends/openai-http.ts). One non-streaming call per job, the
+// rest. One non-streaming call per job, the
 // composed prompt as a single user message, as the reference does.
 type OpenAIBackend struct {
 	// BaseURL is the API root, ending in /v1 for the servers above.
@@ -160,7 +160,7 @@ func (b OpenAIBackend) send(ctx context.Context, prompt string, stream bool) (*h
 }
 
 // endpoint is BaseURL/chat/completions, refusing a base URL the reference
-// refuses (ssrf.ts checkBaseUrl): only http(s), no credentials in the URL,
+// daemon refuses: only http(s), no credentials in the URL,
 // and never a cloud metadata, link-local or wildcard address. The base URL
 // is the owner's config, but a config can be written by whatever the owner
 // pasted, and those addresses hand out credentials or go nowhere.
@@ -195,7 +195,7 @@ func (b OpenAIBackend) endpoint() (string, error) {
 	return u.String(), nil
 }
 
-// metadataHosts are cloud metadata endpoints (ssrf.ts).
+// metadataHosts are cloud metadata endpoints.
 var metadataHosts = map[string]bool{
 	"metadata.google.internal": true, "metadata.goog": true, "instance-data": true, "metadata": true,
 	"169.254.169.254": true, "169.254.170.2": true, "fd00:ec2::254": true,

@@ -12,9 +12,8 @@ import (
 	"github.com/byorelay/byorelay/protocol"
 )
 
-// Pairing is what a device holds after a person approved it (pairings.ts
-// Pairing): who it is at the relay, whose it is, and the site keys it
-// pinned.
+// Pairing is what a device holds after a person approved it: who it is at the
+// relay, whose it is, and the site keys it pinned.
 type Pairing struct {
 	RunnerID   string `json:"runnerId"`
 	Owner      string `json:"owner"`
@@ -57,7 +56,7 @@ var (
 	ErrPairingExpired = errors.New("daemon: the pairing code expired before it was approved")
 )
 
-// Pair runs the device-code flow (connect.ts): start a pairing, show the
+// Pair runs the device-code flow: start a pairing, show the
 // user code through onCode, poll until a person approves it on the control
 // plane, then pin the sites the relay hands over. No keys change hands
 // before approval. On success the daemon holds the pairing (Pairing()
@@ -129,14 +128,13 @@ func (d *Daemon) Pair(ctx context.Context, label string, onCode func(PairCode)) 
 	}
 }
 
-// applySites takes the relay's account of the served sites (runner.ts
-// #applySites). Each entry must verify and be filed under its own key id.
-// A first sighting is pinned; a known id with the same key stays pinned; a
-// known id whose key changed is refused (pinning exists to refuse exactly
-// that) unless a verified succession from an approved key vouches for the
-// new one. A pinned site missing from the set stops being served, and its
-// running jobs stop, unless it is a superseded key inside its retirement
-// window.
+// applySites takes the relay's account of the served sites. Each entry must
+// verify and be filed under its own key id. A first sighting is pinned; a
+// known id with the same key stays pinned; a known id whose key changed is
+// refused (pinning exists to refuse exactly that) unless a verified succession
+// from an approved key vouches for the new one. A pinned site missing from the
+// set stops being served, and its running jobs stop, unless it is a superseded
+// key inside its retirement window.
 func (d *Daemon) applySites(sites protocol.Record[protocol.PublicIdentity], successions protocol.Record[protocol.SiteSuccession]) {
 	now := d.now()
 	var events []Event
@@ -193,7 +191,7 @@ func (d *Daemon) applySites(sites protocol.Record[protocol.PublicIdentity], succ
 }
 
 // rotateInto accepts a new site key whose succession chain reaches a key
-// this device already approved (Amendment C). handled is true when the id
+// this device already approved. handled is true when the id
 // was adopted, or when the chain is broken (the existing pins stay and the
 // offer is refused); false sends the caller down the first-sighting path.
 // Called with d.mu held.

@@ -11,9 +11,9 @@ import (
 	"github.com/byorelay/byorelay/protocol"
 )
 
-// RelayError is a relay answer that was not a success (cloud.ts
-// RelayUnavailable). Code is the body's `error` ("" when the body was not
-// the relay's JSON: an intermediary answered).
+// RelayError is a relay answer that was not a success. Code is the body's
+// `error` ("" when the body was not the relay's JSON: an intermediary
+// answered).
 type RelayError struct {
 	Endpoint   string
 	Status     int

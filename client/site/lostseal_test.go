@@ -29,14 +29,14 @@ func (h hookTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// The lost seal (issue 9, cause 1), against a real relay: the site reads
+// The lost seal, against a real relay: the site reads
 // pending and sees lease L1; before its payload post arrives, L1's awaiting
 // window lapses and the same device (the sticky re-offer) claims again
 // under L2; the post names no lease, so it lands on L2; the device runs the
 // job under L2 and the relay accepts its result. The site sealed this job
 // to that device and nobody else, so the result is the device's own work:
-// a site that knew only L1 refused it and the job was done at the relay and
-// never delivered.
+// a site that knew only L1 would refuse it, and the job would be done at
+// the relay and never delivered.
 func TestResultAcceptedAfterAReclaimRenewedTheLease(t *testing.T) {
 	ctx := context.Background()
 	clock := store.NewManualClock(start)

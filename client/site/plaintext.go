@@ -9,8 +9,8 @@ import (
 	"github.com/byorelay/byorelay/protocol"
 )
 
-// The two sealed plaintexts (protocol job.ts, kinds.ts). The relay never
-// sees them; both ends parse them as strictly as the reference's zod
+// The two sealed plaintexts, the protocol's payload and outcome. The relay
+// never sees them; both ends parse them as strictly as the reference's zod
 // schemas, because a key the other side does not know makes the whole
 // envelope worthless to it: a result with a key a site does not know is
 // dropped by that site, in silence.
@@ -25,7 +25,7 @@ const (
 	KindChat     = "llm.chat"
 )
 
-// Payload limits (kinds.ts PAYLOAD_LIMITS), in characters as zod counts
+// Payload limits, the protocol's, in characters as zod counts
 // them.
 const (
 	MaxTextChars  = 1_000_000
@@ -116,7 +116,8 @@ func (p Payload) CheckKind(kind string) error {
 	return nil
 }
 
-// TextLength is payloadTextLength (kinds.ts): the text a model reads, in
+// TextLength is the payload's text length as the protocol measures it: the
+// text a model reads, in
 // UTF-16 code units as JS .length counts them. The site derives the stub's
 // sizeClass from it, and a device re-measures the opened payload with it.
 func (p Payload) TextLength() int {
@@ -133,7 +134,7 @@ func (p Payload) TextLength() int {
 	return n + utf16Len(p.Prompt)
 }
 
-// SizeClassOf buckets a text length (job.ts sizeClassOf).
+// SizeClassOf buckets a text length into the protocol's size classes.
 func SizeClassOf(textChars int) string {
 	switch {
 	case textChars <= 4000:
@@ -250,7 +251,7 @@ func (p Payload) Plaintext() (string, error) {
 	return string(b), nil
 }
 
-// DecodeSealedOutcome is openSealedOutcome (server sealed-outcome.ts): a
+// DecodeSealedOutcome opens a result the way @byollm/server does: a
 // strict parse, then the clear-text disposition must equal the sealed
 // outcome. The disposition is the relay's routing hint and the one thing on
 // the result leg it could have changed; only the site can check it.

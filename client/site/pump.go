@@ -303,7 +303,7 @@ func (c *Client) resealFor(ctx context.Context, claim protocol.SitePendingJob) (
 	envelope, err := protocol.Seal(plaintext, c.keys, device.Encryption, protocol.EnvelopeContext{
 		JobID: j.Stub.ID, SenderKeyID: self, RecipientKeyID: deviceKeyID,
 		// From the record, never a fresh clock read: the at-rest envelope's
-		// deadline is what reseal.ts binds (createdAt + the max age).
+		// deadline is what a reseal binds (createdAt + the max age).
 		DeadlineAt: j.CreatedAt + protocol.EnvelopeMaxAgeMs, Direction: protocol.DirectionPayload,
 	})
 	if err != nil {

@@ -1,5 +1,6 @@
 // Package site is a site's SDK for a BYOLLM relay: the Go counterpart of
-// @byollm/server's cloud lane (cloud.ts, reseal.ts).
+// @byollm/server's cloud lane: publish stubs, reseal payloads, collect
+// results.
 //
 // A site publishes job stubs, and nothing else, to the relay. It keeps each
 // job's payload sealed at rest to its own key. Pumping has two halves, run

@@ -18,6 +18,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"golang.org/x/sys/unix"
+
 	byorelay "github.com/byorelay/byorelay"
 	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/internal/lambdafn"
@@ -29,10 +33,6 @@ import (
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/dynamo"
 	"github.com/byorelay/byorelay/store/memory"
-
-	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"golang.org/x/sys/unix"
 )
 
 // TargetEnv set to 1 in a process's environment marks it as a bench target

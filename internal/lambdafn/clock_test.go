@@ -158,7 +158,7 @@ func TestOnlyTheFirstRequestWaitsForTheClockNotOpen(t *testing.T) {
 
 // Every entry point reads DynamoDB's clock before it serves, the stream
 // attach function's (a function URL, not an API Gateway handler) too:
-// nothing at Open reads it any more.
+// nothing at Open reads it.
 func TestAttachCalibratesTheStoreClockBeforeItServes(t *testing.T) {
 	st := openOnFreshTable(t, localtest.DynamoEndpoint(t), io.Discard)
 	if st.serverClock.Reading().Calibrated {

@@ -1,7 +1,7 @@
 // Package projection is what the relay is told about the world: the control
 // plane's decisions (sites and their keys, approved devices, consents with
 // pause, rosters, revocations), as the reference's RelayFixture and
-// Projection (@byollm/relay 0.1.1 fixture.ts).
+// Projection (@byollm/relay 0.1.1).
 //
 // The relay decides nothing about who may talk to whom; it routes according
 // to this. The relay's own routing state is derived and disposable.

@@ -1,7 +1,7 @@
 // Package relay is the BYOLLM relay's two planes, independent of Lambda: a
 // request goes in as method, path, headers and raw body bytes, and a
-// response comes out. It ports @byollm/relay 0.1.1 (index.ts,
-// daemon-plane.ts, site-plane.ts, refusals.ts, debug.ts).
+// response comes out. It ports @byollm/relay 0.1.1: both planes, their
+// refusals and the debug endpoints.
 //
 // The relay is blind by construction: Config has no field that can hold a
 // private key, and nothing here can open an envelope. It routes stubs, hands
@@ -110,8 +110,9 @@ func (s *StaticProjection) Projection(context.Context) (*projection.Projection, 
 	return s.p, nil
 }
 
-// GrantRequest is what the relay asks a control plane about one claimed job
-// (Amendment J). The relay asks; it does not decide.
+// GrantRequest is what the relay asks a control plane about one claimed job: a
+// signed grant the daemon checks before it runs anything. The relay asks; it
+// does not decide.
 type GrantRequest struct {
 	Job protocol.ClaimedStub
 	// SiteID is the site in the control plane's namespace, for its policy

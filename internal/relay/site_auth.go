@@ -33,7 +33,7 @@ func (r *Relay) authSite(c *call, s siteRequest, decode func() error, siteIDOf f
 	// header is the caller's to make as long as it likes.
 	c.site = siteID
 
-	// Which keys may sign for this site now (Amendment C): the current one
+	// Which keys may sign for this site now: the current one
 	// and, while the retirement window is open by the relay's own clock,
 	// the keys it superseded. A site mid-rotation has two processes
 	// mid-deploy and a queue of work signed a minute ago; refusing the old

@@ -16,10 +16,10 @@ import (
 // with the job (DynamoDB in one transaction, at most 100 items).
 const MaxDependsOn = 32
 
-// EnqueueInput is a job as the site's backend asks for it (app.ts
-// EnqueueInput). Payload is the raw JSON of the payload, validated strictly
-// against Kind: a key the daemon does not know (command, argv, model,
-// baseUrl) is refused here, not carried to a machine that might act on it.
+// EnqueueInput is a job as the site's backend asks for it. Payload is the raw
+// JSON of the payload, validated strictly against Kind: a key the daemon does
+// not know (command, argv, model, baseUrl) is refused here, not carried to a
+// machine that might act on it.
 type EnqueueInput struct {
 	ID            string          `json:"id,omitempty"`
 	Kind          string          `json:"kind"`
@@ -180,7 +180,7 @@ func (s *Server) Sweep(ctx context.Context) ([]sitestore.Job, error) {
 	return s.store.ExpireDue(ctx)
 }
 
-// Availability reasons (app.ts NoRunnerReason).
+// Availability reasons: why no runner can take a job now.
 const (
 	NoRunnerPaired       = "no-runner-paired"
 	NoRunnerOnline       = "no-runner-online"
@@ -204,10 +204,10 @@ type Availability struct {
 	Candidates int    `json:"candidates"`
 }
 
-// RunnerAvailability is app.ts runnerAvailability on the direct lane, in
-// its order: nobody paired; nobody live (not revoked, heard from within
-// LivenessMs); no capability for the kind; nobody admitted (and whose side
-// refused); otherwise available.
+// RunnerAvailability is @byollm/server's runner availability on the direct
+// lane, in its order: nobody paired; nobody live (not revoked, heard from
+// within LivenessMs); no capability for the kind; nobody admitted (and whose
+// side refused); otherwise available.
 func (s *Server) RunnerAvailability(ctx context.Context, q AvailabilityQuery) (Availability, error) {
 	if s.cloud != nil {
 		return Availability{}, ErrCloudLane

@@ -2,7 +2,7 @@ package sitestore
 
 import "github.com/byorelay/byorelay/protocol"
 
-// Backend cost classes (@byollm/protocol backends.ts BACKENDS[id].cost).
+// Backend cost classes, each backend's cost as @byollm/protocol declares it.
 const (
 	CostFree         = "free"
 	CostMetered      = "metered"
@@ -30,7 +30,7 @@ func BackendCost(backendID string) string {
 	return CostMetered
 }
 
-// Refusals of the audience decision (audience.ts MatchRefusal), the ones a
+// Refusals of the audience decision, the ones a
 // server can reach.
 const (
 	RefuseOtherOwnerPrivate = "audience-self-other-owner"

@@ -9,7 +9,7 @@ import (
 	"github.com/byorelay/byorelay/store"
 )
 
-// userCodeAlphabet is @byollm/server's (ids.ts): 27 symbols with no
+// userCodeAlphabet is @byollm/server's: 27 symbols with no
 // look-alikes (no 0/O, 1/I/L, 5/S, U/V). A direct site's codes are its own,
 // distinct from a relay's.
 const userCodeAlphabet = "ABCDEFGHJKMNPQRTWXYZ2346789"
@@ -35,9 +35,9 @@ func NewUserCode() string {
 	return string(out)
 }
 
-// NormalizeUserCode is app.ts normalizeUserCode: upper-case, drop anything
-// that is not a letter or digit, and re-insert the dash in an 8-symbol code,
-// so "abcd efgh" and "ABCD-EFGH" name the same pairing.
+// NormalizeUserCode is @byollm/server's code normalisation: upper-case, drop
+// anything that is not a letter or digit, and re-insert the dash in an
+// 8-symbol code, so "abcd efgh" and "ABCD-EFGH" name the same pairing.
 func NormalizeUserCode(in string) string {
 	var b strings.Builder
 	for _, r := range strings.ToUpper(in) {

@@ -10,9 +10,9 @@ import (
 // to the job it becomes, so that the memory store and the DynamoDB store
 // apply one decision and differ only in how they make it atomic.
 
-// DeadlineFor is the job's deadline as a claim stub carries it
-// (records.ts deadlineFor): the absolute deadline, else the end of the TTL
-// window from when it became claimable, or from now while it is blocked.
+// DeadlineFor is the job's deadline as a claim stub carries it: the absolute
+// deadline, else the end of the TTL window from when it became claimable, or
+// from now while it is blocked.
 func DeadlineFor(j Job, now int64) int64 {
 	if j.DeadlineAt != 0 {
 		return j.DeadlineAt
@@ -63,7 +63,7 @@ func NewJob(in CreateInput, blocked bool, now, defaultTTLMs int64) Job {
 }
 
 // CapabilityFor is the first capability in the request that serves kind:
-// the one the audience decision judges (memory.ts capabilityFor).
+// the one the audience decision judges.
 func CapabilityFor(caps []protocol.Capability, kind string) (protocol.Capability, bool) {
 	for _, c := range caps {
 		if c.Kind == kind {

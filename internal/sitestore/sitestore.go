@@ -23,7 +23,7 @@ import (
 	"github.com/byorelay/byorelay/protocol"
 )
 
-// Job states (records.ts JobState).
+// Job states of a site's own job records.
 const (
 	StateQueued   = "queued"
 	StateClaimed  = "claimed"

@@ -1,5 +1,5 @@
 // A @byollm/conformance 0.1.1 target for a Go direct-lane server over real
-// HTTP (site-server.md §10.5–§10.6). It imports nothing: the daemon
+// HTTP. It imports nothing: the daemon
 // endpoints are at BYORELAY_SITE_ORIGIN, and every setup hook is a JSON POST
 // to the server's test-only admin listener at BYORELAY_SITE_ADMIN (loopback).
 const origin = process.env.BYORELAY_SITE_ORIGIN;

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/store"
 )
 

@@ -17,10 +17,10 @@ import (
 
 // A lease id names the site of its job. Holder-scoped calls carry a job id
 // and a lease id but no site, and job ids are each site's to choose, so the
-// store must learn the site from the lease. It used to write a lease
-// pointer item beside every claim (and delete it when the grant ended):
-// two item writes per grant, both inside the claim's and the end's
-// transactions, where they cost double. Instead the first four bytes of
+// store must learn the site from the lease. A lease pointer item beside
+// every claim (deleted when the grant ends) would be two item writes per
+// grant, both inside the claim's and the end's transactions, where they
+// cost double. Instead the first four bytes of
 // the lease id are a tag of the site, and one tag item per site, written
 // once, says which site a tag stands for. The id stays a version 4 UUID
 // (a site's Postgres adapter stores it in a uuid column) with 90 random

@@ -3,11 +3,11 @@ package dynamo
 import (
 	"context"
 	"fmt"
-	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/store"
 )
 

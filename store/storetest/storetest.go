@@ -2,8 +2,8 @@
 // store.PairingCodes) implementation must pass. A behaviour is asserted once,
 // here, and holds for the memory store and the DynamoDB store alike.
 //
-// It ports every case of the reference contract (@byollm/relay 0.1.1
-// store-contract.ts) and every behaviour of its RoutingStore, and adds the
+// It ports every case of the reference relay's store contract (@byollm/relay
+// 0.1.1) and every behaviour of its RoutingStore, and adds the
 // timed rules the reference could only test with a movable clock: sweep,
 // sticky re-offer, eviction, churn reporting and pairing-code expiry. Time
 // moves by the injected store.ManualClock, never by sleeping.

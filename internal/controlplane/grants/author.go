@@ -10,9 +10,9 @@ import (
 	"github.com/byorelay/byorelay/store"
 )
 
-// ReservedPurpose is the purpose of a stub that names none (manifest.ts
-// RESERVED_PURPOSE). The daemon compares a grant's purpose against the
-// stub's purpose or this, so a grant for a purpose-less stub must carry it.
+// ReservedPurpose is the purpose of a stub that names none. The daemon
+// compares a grant's purpose against the stub's purpose or this, so a grant
+// for a purpose-less stub must carry it.
 const ReservedPurpose = "default"
 
 // Decline reasons, for the relay's decision log.

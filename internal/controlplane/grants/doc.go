@@ -1,7 +1,7 @@
 // Package grants is byorelay's grant author: the control plane's half of
-// Amendment J, signing one protocol.SignedGrant per claimed job with an
+// signed grants, signing one protocol.SignedGrant per claimed job with an
 // Ed25519 control-plane key, as @byollm/control-plane 0.1.1's ControlPlane
-// (engine.ts authorGrant, signer.ts keypairSigner) does.
+// does.
 //
 // A relay configured with Author.Public as ControlPlanePublic hands that key
 // to every daemon it pairs, and a byollm daemon that pinned one runs nothing

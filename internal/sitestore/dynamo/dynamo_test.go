@@ -2,9 +2,9 @@ package dynamo
 
 import (
 	"context"
-	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"testing"
 
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/internal/sitestore/sitestoretest"
 	"github.com/byorelay/byorelay/localtest"
