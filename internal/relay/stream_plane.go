@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/internal/stream/seal"
 	"github.com/byorelay/byorelay/protocol"
 )
@@ -28,17 +27,17 @@ func (r *Relay) streamPlane(c *call, raw []byte, header http.Header, query url.V
 	}
 	switch c.path {
 	case seal.StreamAppendPath:
-		p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{RunnerID: callerOf(header, protocol.HeaderRunner)})
+		d, err := r.daemonRequestFor(c, raw, header)
 		if err != nil {
 			return reply{}, err
 		}
-		return r.streamAppend(c, daemonRequest{raw: raw, header: header, proj: p})
+		return r.streamAppend(c, d)
 	case seal.StreamAttachPath:
-		p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{SiteID: callerOf(header, protocol.HeaderSite)})
+		s, err := r.siteRequestFor(c, raw, header, query)
 		if err != nil {
 			return reply{}, err
 		}
-		return r.streamPoll(c, siteRequest{raw: raw, header: header, query: query, proj: p})
+		return r.streamPoll(c, s)
 	}
 	return bare(http.StatusNotFound, protocol.CodeNotFound), nil
 }
@@ -192,12 +191,12 @@ func (r *Relay) serveSSE(w http.ResponseWriter, hr *http.Request, raw []byte) {
 		refuse(*rep)
 		return
 	}
-	p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{SiteID: callerOf(header, protocol.HeaderSite)})
+	s, err := r.siteRequestFor(c, raw, header, query)
 	if err != nil {
 		refuse(serverError)
 		return
 	}
-	req, refusal := r.authAttach(c, siteRequest{raw: raw, header: header, query: query, proj: p})
+	req, refusal := r.authAttach(c, s)
 	if refusal != nil {
 		refuse(*refusal)
 		return
