@@ -235,13 +235,21 @@ func (r *Relay) follow(ctx context.Context, req seal.AttachRequest, emit func(se
 		} else {
 			pause = min(pause*2, o.PollEvery)
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := sleep(ctx, pause); err != nil {
+			return err
 		}
+	}
+}
+
+// sleep waits for d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
