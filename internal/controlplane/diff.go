@@ -65,29 +65,8 @@ func diffList(old, next []record, now time.Time) (put, del []record, err error) 
 	if len(old)*len(next) > maxDiffCells {
 		return nil, nil, invalid("a change touches a list of %d records, more than one change may align", max(len(old), len(next)))
 	}
-	enc := func(rs []record) []string {
-		out := make([]string, len(rs))
-		for i, r := range rs {
-			b, _ := json.Marshal(r)
-			out[i] = string(b)
-		}
-		return out
-	}
-	a, b := enc(old), enc(next)
-	// lcs[i][j] is the longest common run of a[i:] and b[j:].
-	lcs := make([][]int, len(a)+1)
-	for i := range lcs {
-		lcs[i] = make([]int, len(b)+1)
-	}
-	for i := len(a) - 1; i >= 0; i-- {
-		for j := len(b) - 1; j >= 0; j-- {
-			if a[i] == b[j] {
-				lcs[i][j] = lcs[i+1][j+1] + 1
-			} else {
-				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
-			}
-		}
-	}
+	a, b := encodeRecords(old), encodeRecords(next)
+	lcs := commonRuns(a, b)
 	// Walk the alignment gap by gap: between two kept records, the old
 	// ones not kept pair up with the new ones in order (a change in place),
 	// and what is left over is removed or added.
@@ -150,4 +129,33 @@ func diffList(old, next []record, now time.Time) (put, del []record, err error) 
 		return nil, nil, err
 	}
 	return put, del, nil
+}
+
+// encodeRecords is each record's JSON, what the alignment compares.
+func encodeRecords(rs []record) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		b, _ := json.Marshal(r)
+		out[i] = string(b)
+	}
+	return out
+}
+
+// commonRuns is the alignment's table: [i][j] is the longest common run
+// of a[i:] and b[j:].
+func commonRuns(a, b []string) [][]int {
+	lcs := make([][]int, len(a)+1)
+	for i := range lcs {
+		lcs[i] = make([]int, len(b)+1)
+	}
+	for i := len(a) - 1; i >= 0; i-- {
+		for j := len(b) - 1; j >= 0; j-- {
+			if a[i] == b[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	return lcs
 }

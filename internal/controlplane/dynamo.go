@@ -190,6 +190,33 @@ func (d *DynamoStorage) recordItems(r record, gen string) ([]map[string]types.At
 
 // Commit writes c as one transaction.
 func (d *DynamoStorage) Commit(ctx context.Context, c commit) error {
+	writes, touched, err := d.recordWrites(c)
+	if err != nil {
+		return err
+	}
+	writes = append(writes, d.versionWrites(c, touched)...)
+	if len(writes) > maxTransactItems {
+		return invalid("this change writes %d items, more than one transaction's %d", len(writes), maxTransactItems)
+	}
+	_, err = d.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems: writes,
+		// The SDK retries a call whose answer was lost; with a token the
+		// retry of a write that committed succeeds instead of failing its
+		// own condition and being mistaken for a lost race.
+		ClientRequestToken: aws.String(store.NewLeaseID()),
+	})
+	if err != nil {
+		if lostRace(err) {
+			return ErrVersionConflict
+		}
+		return fmt.Errorf("write projection records: %w", err)
+	}
+	return nil
+}
+
+// recordWrites are the puts and deletes of c's records, one per item in
+// the order first named, and the partitions they touch.
+func (d *DynamoStorage) recordWrites(c commit) ([]types.TransactWriteItem, map[string]bool, error) {
 	type op struct {
 		put map[string]types.AttributeValue
 		del bool
@@ -218,7 +245,7 @@ func (d *DynamoStorage) Commit(ctx context.Context, c commit) error {
 	for _, r := range c.put {
 		its, err := d.recordItems(r, "")
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		for _, it := range its {
 			set(attrString(it, "pk"), attrString(it, "sk"), op{put: it})
@@ -234,6 +261,15 @@ func (d *DynamoStorage) Commit(ctx context.Context, c commit) error {
 			writes = append(writes, types.TransactWriteItem{Delete: &types.Delete{TableName: table, Key: itemKey(k[0], k[1])}})
 		}
 	}
+	return writes, touched, nil
+}
+
+// versionWrites move on the version of every partition c touched,
+// conditioned on the version read when it was read, and check the version
+// of every partition c read and left alone.
+func (d *DynamoStorage) versionWrites(c commit, touched map[string]bool) []types.TransactWriteItem {
+	var writes []types.TransactWriteItem
+	table := aws.String(d.table)
 	for pk := range touched {
 		read, wasRead := c.read[pk]
 		if !wasRead {
@@ -260,23 +296,7 @@ func (d *DynamoStorage) Commit(ctx context.Context, c commit) error {
 		conditionOn(read, &check.ConditionExpression, &check.ExpressionAttributeValues)
 		writes = append(writes, types.TransactWriteItem{ConditionCheck: check})
 	}
-	if len(writes) > maxTransactItems {
-		return invalid("this change writes %d items, more than one transaction's %d", len(writes), maxTransactItems)
-	}
-	_, err := d.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems: writes,
-		// The SDK retries a call whose answer was lost; with a token the
-		// retry of a write that committed succeeds instead of failing its
-		// own condition and being mistaken for a lost race.
-		ClientRequestToken: aws.String(store.NewLeaseID()),
-	})
-	if err != nil {
-		if lostRace(err) {
-			return ErrVersionConflict
-		}
-		return fmt.Errorf("write projection records: %w", err)
-	}
-	return nil
+	return writes
 }
 
 // conditionOn conditions a write on a partition's version still being

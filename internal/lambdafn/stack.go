@@ -113,7 +113,27 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 	if env.WakeupGroup != "" {
 		st.waker = NewWaker(cfg, aws.ToString(endpoint("scheduler", nil)), env.WakeupGroup, env.SweeperARN, env.WakeupRoleARN, storeClock)
 	}
+	if err := st.openStores(cfg, endpoint, storeClock); err != nil {
+		return nil, err
+	}
+	if err := st.openRelay(cfg, endpoint, clock, opts.Grants); err != nil {
+		return nil, err
+	}
+	st.admin = sync.OnceValue(func() http.Handler {
+		return controlplane.AdminHandler(controlplane.NewAdmin(controlplane.AdminConfig{
+			Store:    st.Control,
+			Pairings: st.Store,
+			Clock:    clock,
+			Logger:   log,
+		}))
+	})
+	return st, nil
+}
 
+// openStores opens the routing store and the projection over one table:
+// one more table would be one more thing a deployment can get half right.
+func (st *Stack) openStores(cfg aws.Config, endpoint endpointFunc, storeClock store.Clock) error {
+	env := st.Env
 	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = endpoint("dynamodb", o.BaseEndpoint) })
 	dcfg := dynamo.Config{
 		DB:        db,
@@ -128,13 +148,19 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 	if env.BucketName != "" {
 		dcfg.Objects = objects.New(cfg, aws.ToString(endpoint("s3", nil)), env.BucketName, env.S3PathStyle)
 	}
+	var err error
 	st.Store, err = dynamo.New(dcfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	// The projection lives in the same table: one more table would be one
-	// more thing a deployment can get half right.
 	st.Control = controlplane.NewStore(controlplane.NewDynamoStorage(db, env.TableName))
+	return nil
+}
+
+// openRelay builds the relay over the stores, or defers it to the first
+// request when its grant key is read from SSM.
+func (st *Stack) openRelay(cfg aws.Config, endpoint endpointFunc, clock store.Clock, author *grants.Author) error {
+	env := st.Env
 	var params *paramstore.Client
 	if env.GrantKeyParameter != "" || env.OriginSecretParameter != "" {
 		params = paramstore.New(cfg, aws.ToString(endpoint("ssm", nil)))
@@ -146,20 +172,20 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		Projection:      st.Control,
 		Clock:           clock,
 		LeaseMs:         env.LeaseMs,
-		// The store's window (dcfg.Options above): the relay reports when
-		// a claim's windows close, and the wake-up is set for then.
+		// The store's window (openStores): the relay reports when a
+		// claim's windows close, and the wake-up is set for then.
 		AwaitingPayloadMs: env.AwaitingPayloadMs,
 		BasePath:          env.BasePath,
 		Debug:             env.Debug,
 		UpdateOffer:       env.UpdateOffer,
 		DaemonFloor:       env.DaemonFloor,
-		Logger:            log,
+		Logger:            st.log,
 		Metrics:           st.Metrics,
 	}
 	if env.OriginSecretParameter != "" {
-		rcfg.OriginSecrets = NewSSMOriginSecrets(params, env.OriginSecretParameter, clock, log).Secrets
+		rcfg.OriginSecrets = NewSSMOriginSecrets(params, env.OriginSecretParameter, clock, st.log).Secrets
 	}
-	if opts.Grants == nil && env.GrantKeyParameter != "" {
+	if author == nil && env.GrantKeyParameter != "" {
 		// Read by the first request, not at init: the round trip to SSM
 		// was most of these functions' init, and the first request of a
 		// cold container waits for it either way. That request reads
@@ -173,22 +199,14 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 			}
 			return relayWithGrants(rcfg, author)
 		})
-	} else {
-		r, err := relayWithGrants(rcfg, opts.Grants)
-		if err != nil {
-			return nil, err
-		}
-		st.relay = container.Built(r)
+		return nil
 	}
-	st.admin = sync.OnceValue(func() http.Handler {
-		return controlplane.AdminHandler(controlplane.NewAdmin(controlplane.AdminConfig{
-			Store:    st.Control,
-			Pairings: st.Store,
-			Clock:    clock,
-			Logger:   log,
-		}))
-	})
-	return st, nil
+	r, err := relayWithGrants(rcfg, author)
+	if err != nil {
+		return err
+	}
+	st.relay = container.Built(r)
+	return nil
 }
 
 // Admin is the control API's handler, built on first use: its router is
@@ -233,7 +251,7 @@ func relayWithGrants(cfg relay.Config, author *grants.Author) (*relay.Relay, err
 // answers a service's endpoint override: the environment's
 // AWS_ENDPOINT_URL_<SERVICE> when the configuration came from there, else
 // what the client already had.
-func awsConfig(given *aws.Config) (cfg aws.Config, endpoint func(service string, had *string) *string, err error) {
+func awsConfig(given *aws.Config) (cfg aws.Config, endpoint endpointFunc, err error) {
 	if given != nil {
 		return *given, func(_ string, had *string) *string { return had }, nil
 	}
@@ -248,6 +266,10 @@ func awsConfig(given *aws.Config) (cfg aws.Config, endpoint func(service string,
 		return had
 	}, nil
 }
+
+// endpointFunc answers a service's endpoint override, given the one its
+// client already had (awsConfig).
+type endpointFunc func(service string, had *string) *string
 
 // onChurn logs and counts a churn report, then publishes it to SNS when a
 // topic is configured.

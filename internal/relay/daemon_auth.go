@@ -33,38 +33,9 @@ func (r *Relay) authDaemon(c *call, d *daemonRequest, body protocol.Validator) (
 	}
 	c.runner = sig.CallerID
 
-	// Presence is a cache, and a miss is not an answer about identity: a
-	// store that lost its records (a restart, a TTL) must not tell every
-	// daemon alive that it is unknown until a human re-pairs it. Who a
-	// runner is lives in the projection, so a miss is repaired from there.
-	known, found, err := r.store.Presence(c.ctx, sig.CallerID)
-	if err != nil {
-		return caller{}, nil, err
-	}
-	// The request's scope was read for this runner id, so it holds the
-	// consents of the owner the projection gives the device. Presence names
-	// the owner the caller is served as; when the two differ (the device was
-	// re-approved to another owner since presence was written), that
-	// owner's records are read as well, or its routes would be judged on
-	// records nobody read.
-	if approved, ok := d.proj.DeviceFor(sig.CallerID); found && (!ok || approved.Owner != known.Owner) {
-		p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{RunnerID: sig.CallerID, Owner: known.Owner})
-		if err != nil {
-			return caller{}, nil, err
-		}
-		d.proj = p
-	}
-	rebuilt := false
-	if !found {
-		approved, ok := d.proj.DeviceFor(sig.CallerID)
-		if !ok {
-			// No human ever approved this machine, and no amount of signing
-			// changes that.
-			r.decide(c, "refuse-unknown-runner")
-			return caller{}, &runnerUnknown, nil
-		}
-		known = store.Presence{RunnerID: approved.RunnerID, Owner: approved.Owner, Device: approved.Device}
-		rebuilt = true
+	known, rebuilt, refusal, err := r.presenceOf(c, d, sig.CallerID)
+	if refusal != nil || err != nil {
+		return caller{}, refusal, err
 	}
 
 	// Over the bytes as sent: the handshake refused every body that is not
@@ -80,22 +51,11 @@ func (r *Relay) authDaemon(c *call, d *daemonRequest, body protocol.Validator) (
 		return caller{}, &badSignature, nil
 	}
 
-	// Written only now, and the order is the safety argument: a record
-	// restored before the signature was checked would let anybody who knows
-	// a runner id repopulate presence for a machine whose keys they do not
-	// hold. Nothing has described itself yet, so the matrix and the
-	// withheld list are empty; the first heartbeat is the authority.
+	// A rebuilt record is written only now (restorePresence).
 	if rebuilt {
-		if _, err := r.store.Seen(c.ctx, store.Sighting{
-			RunnerID:     known.RunnerID,
-			Owner:        known.Owner,
-			Device:       known.Device,
-			Capabilities: []protocol.Capability{},
-			Withheld:     []protocol.WithheldKind{},
-		}); err != nil {
+		if err := r.restorePresence(c, known); err != nil {
 			return caller{}, nil, err
 		}
-		r.decide(c, "rebuild-presence")
 	}
 
 	// Asked of the projection on every call, never of a cached flag: a
@@ -113,4 +73,63 @@ func (r *Relay) authDaemon(c *call, d *daemonRequest, body protocol.Validator) (
 		return caller{}, &schemaFailed, nil
 	}
 	return caller{runnerID: known.RunnerID, owner: known.Owner, device: known.Device}, nil, nil
+}
+
+// presenceOf is who the runner is: its presence record, or, on a miss,
+// the device the projection approved, rebuilt (restorePresence writes it
+// once the signature verified). A non-nil *reply refuses a runner no
+// human approved; an error is a store failure.
+func (r *Relay) presenceOf(c *call, d *daemonRequest, runnerID string) (known store.Presence, rebuilt bool, refusal *reply, err error) {
+	// Presence is a cache, and a miss is not an answer about identity: a
+	// store that lost its records (a restart, a TTL) must not tell every
+	// daemon alive that it is unknown until a human re-pairs it. Who a
+	// runner is lives in the projection, so a miss is repaired from there.
+	known, found, err := r.store.Presence(c.ctx, runnerID)
+	if err != nil {
+		return store.Presence{}, false, nil, err
+	}
+	// The request's scope was read for this runner id, so it holds the
+	// consents of the owner the projection gives the device. Presence names
+	// the owner the caller is served as; when the two differ (the device was
+	// re-approved to another owner since presence was written), that
+	// owner's records are read as well, or its routes would be judged on
+	// records nobody read.
+	if approved, ok := d.proj.DeviceFor(runnerID); found && (!ok || approved.Owner != known.Owner) {
+		p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{RunnerID: runnerID, Owner: known.Owner})
+		if err != nil {
+			return store.Presence{}, false, nil, err
+		}
+		d.proj = p
+	}
+	if found {
+		return known, false, nil, nil
+	}
+	approved, ok := d.proj.DeviceFor(runnerID)
+	if !ok {
+		// No human ever approved this machine, and no amount of signing
+		// changes that.
+		r.decide(c, "refuse-unknown-runner")
+		return store.Presence{}, false, &runnerUnknown, nil
+	}
+	return store.Presence{RunnerID: approved.RunnerID, Owner: approved.Owner, Device: approved.Device}, true, nil, nil
+}
+
+// restorePresence writes a rebuilt presence record. Written only once the
+// signature verified, and the order is the safety argument: a record
+// restored before the signature was checked would let anybody who knows
+// a runner id repopulate presence for a machine whose keys they do not
+// hold. Nothing has described itself yet, so the matrix and the withheld
+// list are empty; the first heartbeat is the authority.
+func (r *Relay) restorePresence(c *call, known store.Presence) error {
+	if _, err := r.store.Seen(c.ctx, store.Sighting{
+		RunnerID:     known.RunnerID,
+		Owner:        known.Owner,
+		Device:       known.Device,
+		Capabilities: []protocol.Capability{},
+		Withheld:     []protocol.WithheldKind{},
+	}); err != nil {
+		return err
+	}
+	r.decide(c, "rebuild-presence")
+	return nil
 }

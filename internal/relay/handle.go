@@ -166,7 +166,9 @@ func (r *Relay) Handle(ctx context.Context, req Request) Response {
 	return resp
 }
 
-// dispatch is the reference's Relay.handle, in its order.
+// dispatch is the reference's Relay.handle, in its order: the debug page,
+// the body and the handshake, the site plane, the stream lane, the daemon
+// plane.
 func (r *Relay) dispatch(c *call, req Request, header http.Header) (reply, error) {
 	path := req.Path
 	query, _ := url.ParseQuery(req.RawQuery)
@@ -205,25 +207,12 @@ func (r *Relay) dispatch(c *call, req Request, header http.Header) (reply, error
 	// The site plane, on exact paths. Its caller header differs from the
 	// daemon plane's, so a signature meant for one can never be presented
 	// to the other by moving the request.
-	switch path {
-	case "/relay/site/enqueue", "/relay/site/payload", "/relay/site/cancel", "/relay/site/pending", "/relay/site/results":
-		p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{SiteID: callerOf(header, protocol.HeaderSite)})
+	if handle, found := sitePlane[path]; found {
+		s, err := r.siteRequestFor(c, raw, header, query)
 		if err != nil {
 			return reply{}, err
 		}
-		s := siteRequest{raw: raw, header: header, query: query, proj: p}
-		switch c.endpoint {
-		case "enqueue":
-			return r.enqueue(c, s)
-		case "payload":
-			return r.payload(c, s)
-		case "cancel":
-			return r.cancel(c, s)
-		case "pending":
-			return r.pending(c, s)
-		default:
-			return r.results(c, s)
-		}
+		return handle(r, c, s)
 	}
 
 	// The live-stream lane, a proposed extension under its own prefix
@@ -232,15 +221,33 @@ func (r *Relay) dispatch(c *call, req Request, header http.Header) (reply, error
 		return r.streamPlane(c, raw, header, query)
 	}
 
-	// The daemon plane: anything under the base path, dispatched on the last
-	// segment alone (so /byollm/anything/claim is claim, as in the
-	// reference).
-	if !strings.HasPrefix(path, r.basePath+"/") {
-		return bare(http.StatusNotFound, protocol.CodeNotFound), nil
-	}
-	switch c.endpoint {
-	case "pair", "claim", "fetch", "result", "heartbeat", "release":
-	default:
+	return r.daemonPlane(c, raw, header, versioned)
+}
+
+// sitePlane is the site plane's handler for each of its exact paths.
+var sitePlane = map[string]func(*Relay, *call, siteRequest) (reply, error){
+	"/relay/site/enqueue": (*Relay).enqueue,
+	"/relay/site/payload": (*Relay).payload,
+	"/relay/site/cancel":  (*Relay).cancel,
+	"/relay/site/pending": (*Relay).pending,
+	"/relay/site/results": (*Relay).results,
+}
+
+// daemonEndpoints is the daemon plane's handler for each last segment.
+var daemonEndpoints = map[string]func(*Relay, *call, daemonRequest) (reply, error){
+	"pair":      (*Relay).pair,
+	"claim":     (*Relay).claim,
+	"fetch":     (*Relay).fetch,
+	"result":    (*Relay).result,
+	"heartbeat": (*Relay).heartbeat,
+	"release":   (*Relay).release,
+}
+
+// daemonPlane answers anything under the base path, dispatched on the last
+// segment alone (so /byollm/anything/claim is claim, as in the reference).
+func (r *Relay) daemonPlane(c *call, raw []byte, header http.Header, versioned bool) (reply, error) {
+	handle, known := daemonEndpoints[c.endpoint]
+	if !strings.HasPrefix(c.path, r.basePath+"/") || !known {
 		return bare(http.StatusNotFound, protocol.CodeNotFound), nil
 	}
 	// A base path other than /byollm/ has no handshake, as in the
@@ -258,25 +265,33 @@ func (r *Relay) dispatch(c *call, req Request, header http.Header) (reply, error
 	// pair names its device in the body, not in a signature: it asks for
 	// its own scope once it has parsed which device that is.
 	if c.endpoint == "pair" {
-		return r.pair(c, daemonRequest{raw: raw, header: header})
+		return handle(r, c, daemonRequest{raw: raw, header: header})
 	}
-	p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{RunnerID: callerOf(header, protocol.HeaderRunner)})
+	d, err := r.daemonRequestFor(c, raw, header)
 	if err != nil {
 		return reply{}, err
 	}
-	d := daemonRequest{raw: raw, header: header, proj: p}
-	switch c.endpoint {
-	case "claim":
-		return r.claim(c, d)
-	case "fetch":
-		return r.fetch(c, d)
-	case "result":
-		return r.result(c, d)
-	case "heartbeat":
-		return r.heartbeat(c, d)
-	default:
-		return r.release(c, d)
+	return handle(r, c, d)
+}
+
+// siteRequestFor is a site-plane request with the projection scoped to the
+// site its signature names (callerOf).
+func (r *Relay) siteRequestFor(c *call, raw []byte, header http.Header, query url.Values) (siteRequest, error) {
+	p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{SiteID: callerOf(header, protocol.HeaderSite)})
+	if err != nil {
+		return siteRequest{}, err
 	}
+	return siteRequest{raw: raw, header: header, query: query, proj: p}, nil
+}
+
+// daemonRequestFor is a daemon-plane request with the projection scoped to
+// the runner its signature names (callerOf).
+func (r *Relay) daemonRequestFor(c *call, raw []byte, header http.Header) (daemonRequest, error) {
+	p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{RunnerID: callerOf(header, protocol.HeaderRunner)})
+	if err != nil {
+		return daemonRequest{}, err
+	}
+	return daemonRequest{raw: raw, header: header, proj: p}, nil
 }
 
 // callerOf is the caller id a request's signature header names, or "" when

@@ -165,7 +165,7 @@ func (r *Relay) streamOpts() StreamOptions {
 func (r *Relay) follow(ctx context.Context, req seal.AttachRequest, emit func(seal.Event) error, once bool) error {
 	l, _ := r.streamLog()
 	o := r.streamOpts()
-	say := func(f stream.Frame) error { return emit(seal.Event{Clear: &f}) }
+	f := &follower{req: req, emit: emit, pos: req.From, next: -1}
 
 	first, cancel := context.WithTimeout(ctx, o.AttachTimeout)
 	ref, found, err := l.StreamOf(first, req.SiteID, req.JobID)
@@ -174,14 +174,12 @@ func (r *Relay) follow(ctx context.Context, req seal.AttachRequest, emit func(se
 		if err != nil && ctx.Err() == nil {
 			r.log.LogAttrs(ctx, slog.LevelWarn, "stream attach", slog.String("job", req.JobID), slog.String("error", err.Error()))
 		}
-		return say(stream.Absent())
+		return f.say(stream.Absent())
 	}
 
 	// Pacing below uses the process's own clock: it decides how often to
 	// read, never what is true; every fact comes from the store.
-	pos, next := req.From, int64(-1)
-	opened := false
-	var heldEnd *store.StreamFrame
+	//
 	// doneSeen: a liveness read found the result stored with no end read
 	// yet. The daemon appends its end before it posts the result, so the
 	// end may have landed after the frames were read: they are read once
@@ -190,80 +188,43 @@ func (r *Relay) follow(ctx context.Context, req seal.AttachRequest, emit func(se
 	lastLiveness := time.Now()
 	pause := 25 * time.Millisecond
 	for {
-		page, err := l.ReadFrames(ctx, req.SiteID, req.JobID, ref.LeaseID, pos, 0)
+		page, err := l.ReadFrames(ctx, req.SiteID, req.JobID, ref.LeaseID, f.pos, 0)
 		if err != nil {
 			return err
 		}
-		said := false
-		for _, f := range page.Frames {
-			if next >= 0 && f.N < next {
-				continue // read again: the frame ending at pos
-			}
-			if !opened {
-				from := min(req.From, f.From)
-				if err := say(stream.Open(req.JobID, from, page.Header.Seq, page.Header.Seq, page.Header.Ended)); err != nil {
-					return err
-				}
-				opened = true
-			}
-			if f.Kind == store.FrameEnd {
-				held := f
-				heldEnd = &held
-				next = f.N + 1
-				break
-			}
-			sealed := sealFrame(f)
-			if err := emit(seal.Event{Sealed: &sealed}); err != nil {
-				return err
-			}
-			pos, next, said = f.Seq, f.N+1, true
-		}
-		if said {
-			if err := say(stream.Durable(pos)); err != nil {
-				return err
-			}
+		said, err := f.sendPage(page)
+		if err != nil {
+			return err
 		}
 		if page.More {
 			continue
 		}
-		if heldEnd != nil && page.Header != nil && page.Header.EndInterrupted {
+		if f.heldEnd != nil && page.Header != nil && page.Header.EndInterrupted {
 			// The device's own `interrupted` end: readers learn it now,
 			// not by liveness or the sweep. The sealed status is the
 			// reader's to check; this flag only lets it through.
-			if !opened {
-				if err := say(stream.Open(req.JobID, min(req.From, heldEnd.From), heldEnd.Seq, heldEnd.Seq, true)); err != nil {
-					return err
-				}
-			}
-			sealed := sealFrame(*heldEnd)
-			return emit(seal.Event{Sealed: &sealed})
+			return f.sendEnd()
 		}
 		if page.Header != nil && page.Header.Interrupted {
-			return say(stream.Stale(pos, pos))
+			return f.say(stream.Stale(f.pos, f.pos))
 		}
 		// The seal waits for the stored result (the job's terminal sealed
 		// result is the stream's durable plane: `end` before it would be
 		// an over-claim), and liveness is re-read now and then.
-		if heldEnd != nil || time.Since(lastLiveness) >= o.LivenessEvery {
+		if f.heldEnd != nil || time.Since(lastLiveness) >= o.LivenessEvery {
 			ref2, found, err := l.StreamOf(ctx, req.SiteID, req.JobID)
 			if err != nil {
 				return err
 			}
 			lastLiveness = time.Now()
 			switch {
-			case found && ref2.LeaseID == ref.LeaseID && ref2.Done && heldEnd != nil:
-				if !opened {
-					if err := say(stream.Open(req.JobID, min(req.From, heldEnd.From), heldEnd.Seq, heldEnd.Seq, true)); err != nil {
-						return err
-					}
-				}
-				sealed := sealFrame(*heldEnd)
-				return emit(seal.Event{Sealed: &sealed})
-			case found && ref2.LeaseID == ref.LeaseID && ref2.Done && heldEnd == nil && !doneSeen:
+			case found && ref2.LeaseID == ref.LeaseID && ref2.Done && f.heldEnd != nil:
+				return f.sendEnd()
+			case found && ref2.LeaseID == ref.LeaseID && ref2.Done && f.heldEnd == nil && !doneSeen:
 				doneSeen = true
 				continue
-			case !found || ref2.LeaseID != ref.LeaseID || (!ref2.Live && !ref2.Done) || (ref2.Done && heldEnd == nil):
-				return say(stream.Stale(pos, pos))
+			case !found || ref2.LeaseID != ref.LeaseID || (!ref2.Live && !ref2.Done) || (ref2.Done && f.heldEnd == nil):
+				return f.say(stream.Stale(f.pos, f.pos))
 			}
 		}
 		if once && said {
@@ -274,14 +235,84 @@ func (r *Relay) follow(ctx context.Context, req seal.AttachRequest, emit func(se
 		} else {
 			pause = min(pause*2, o.PollEvery)
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := sleep(ctx, pause); err != nil {
+			return err
 		}
 	}
+}
+
+// sleep waits for d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// follower is what follow has sent of one stream.
+type follower struct {
+	req  seal.AttachRequest
+	emit func(seal.Event) error
+	// pos is the offset the reader has been sent up to; next the counter
+	// of the first frame not yet sent (-1 before any).
+	pos, next int64
+	opened    bool
+	// heldEnd is the daemon's sealed end, read but not yet sent.
+	heldEnd *store.StreamFrame
+}
+
+func (f *follower) say(frame stream.Frame) error { return f.emit(seal.Event{Clear: &frame}) }
+
+// sendPage sends a page's sealed frames past those already sent, after an
+// `open` at the first (at or below the requested offset, never above, so
+// the reader has no hole), then a `durable` point. The end frame is held
+// (heldEnd), not sent. said is whether a frame was sent.
+func (f *follower) sendPage(page store.StreamPage) (said bool, err error) {
+	for _, frame := range page.Frames {
+		if f.next >= 0 && frame.N < f.next {
+			continue // read again: the frame ending at pos
+		}
+		if !f.opened {
+			from := min(f.req.From, frame.From)
+			if err := f.say(stream.Open(f.req.JobID, from, page.Header.Seq, page.Header.Seq, page.Header.Ended)); err != nil {
+				return false, err
+			}
+			f.opened = true
+		}
+		if frame.Kind == store.FrameEnd {
+			held := frame
+			f.heldEnd = &held
+			f.next = frame.N + 1
+			break
+		}
+		sealed := sealFrame(frame)
+		if err := f.emit(seal.Event{Sealed: &sealed}); err != nil {
+			return false, err
+		}
+		f.pos, f.next, said = frame.Seq, frame.N+1, true
+	}
+	if said {
+		if err := f.say(stream.Durable(f.pos)); err != nil {
+			return false, err
+		}
+	}
+	return said, nil
+}
+
+// sendEnd sends the held end, after an `open` at it when nothing was sent
+// before.
+func (f *follower) sendEnd() error {
+	if !f.opened {
+		if err := f.say(stream.Open(f.req.JobID, min(f.req.From, f.heldEnd.From), f.heldEnd.Seq, f.heldEnd.Seq, true)); err != nil {
+			return err
+		}
+	}
+	sealed := sealFrame(*f.heldEnd)
+	return f.emit(seal.Event{Sealed: &sealed})
 }
 
 // sweepStreams is the scheduled sweep's stream half: streams whose lease

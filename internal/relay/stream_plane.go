@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/internal/stream/seal"
 	"github.com/byorelay/byorelay/protocol"
 )
@@ -28,17 +27,17 @@ func (r *Relay) streamPlane(c *call, raw []byte, header http.Header, query url.V
 	}
 	switch c.path {
 	case seal.StreamAppendPath:
-		p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{RunnerID: callerOf(header, protocol.HeaderRunner)})
+		d, err := r.daemonRequestFor(c, raw, header)
 		if err != nil {
 			return reply{}, err
 		}
-		return r.streamAppend(c, daemonRequest{raw: raw, header: header, proj: p})
+		return r.streamAppend(c, d)
 	case seal.StreamAttachPath:
-		p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{SiteID: callerOf(header, protocol.HeaderSite)})
+		s, err := r.siteRequestFor(c, raw, header, query)
 		if err != nil {
 			return reply{}, err
 		}
-		return r.streamPoll(c, siteRequest{raw: raw, header: header, query: query, proj: p})
+		return r.streamPoll(c, s)
 	}
 	return bare(http.StatusNotFound, protocol.CodeNotFound), nil
 }
@@ -167,48 +166,14 @@ func writeResponse(w http.ResponseWriter, resp Response) {
 func (r *Relay) serveSSE(w http.ResponseWriter, hr *http.Request, raw []byte) {
 	header := canonicalHeader(hr.Header)
 	c := &call{ctx: hr.Context(), requestID: requestID(hr.Context(), header), method: hr.Method, path: hr.URL.Path, endpoint: "attach"}
-	refuse := func(rep reply) {
-		resp, err := encode(rep)
+	req, refusal := r.admitSSE(c, hr, header, raw)
+	if refusal != nil {
+		resp, err := encode(*refusal)
 		if err != nil {
 			resp, _ = encode(serverError)
 		}
 		writeResponse(w, resp)
-	}
-	// The origin lock before anything else, as Handle has it: deployed,
-	// this is a function URL anyone can reach past the edge.
-	if rep, admitted, err := r.checkOrigin(c, header); err != nil || !admitted {
-		if err != nil {
-			rep = serverError
-		}
-		refuse(rep)
 		return
-	}
-	if _, ok := r.streamLog(); !ok {
-		refuse(streamsOff)
-		return
-	}
-	query := hr.URL.Query()
-	if rep := streamPrecheck(raw, query); rep != nil {
-		refuse(*rep)
-		return
-	}
-	p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{SiteID: callerOf(header, protocol.HeaderSite)})
-	if err != nil {
-		refuse(serverError)
-		return
-	}
-	req, refusal := r.authAttach(c, siteRequest{raw: raw, header: header, query: query, proj: p})
-	if refusal != nil {
-		refuse(*refusal)
-		return
-	}
-	if id := hr.Header.Get("Last-Event-ID"); id != "" {
-		// parseInt semantics: non-numeric or negative reads as 0.
-		if n, err := strconv.ParseInt(id, 10, 64); err == nil && n > 0 {
-			req.From = n
-		} else {
-			req.From = 0
-		}
 	}
 	for k, v := range sseHeaders {
 		w.Header().Set(k, v)
@@ -257,12 +222,52 @@ func (r *Relay) serveSSE(w http.ResponseWriter, hr *http.Request, raw []byte) {
 			}
 		}
 	}()
-	err = r.follow(ctx, req, func(e seal.Event) error { return write(sseEvent(e)) }, false)
+	err := r.follow(ctx, req, func(e seal.Event) error { return write(sseEvent(e)) }, false)
 	if err != nil && ctx.Err() == nil {
 		r.decide(c, "stream-attach-failed", slogError(err))
 	}
 	// The window closing ends the body without a terminal: EventSource
 	// reconnects with Last-Event-ID, which is the point.
+}
+
+// admitSSE is what an SSE attach passes before its stream starts: the
+// attach request, with the reader's resume point; a non-nil *reply is the
+// refusal, answered as the ordinary JSON error body.
+func (r *Relay) admitSSE(c *call, hr *http.Request, header http.Header, raw []byte) (seal.AttachRequest, *reply) {
+	// The origin lock before anything else, as Handle has it: deployed,
+	// this is a function URL anyone can reach past the edge.
+	if rep, admitted, err := r.checkOrigin(c, header); err != nil || !admitted {
+		if err != nil {
+			rep = serverError
+		}
+		return seal.AttachRequest{}, &rep
+	}
+	if _, ok := r.streamLog(); !ok {
+		rep := streamsOff
+		return seal.AttachRequest{}, &rep
+	}
+	query := hr.URL.Query()
+	if rep := streamPrecheck(raw, query); rep != nil {
+		return seal.AttachRequest{}, rep
+	}
+	s, err := r.siteRequestFor(c, raw, header, query)
+	if err != nil {
+		rep := serverError
+		return seal.AttachRequest{}, &rep
+	}
+	req, refusal := r.authAttach(c, s)
+	if refusal != nil {
+		return seal.AttachRequest{}, refusal
+	}
+	if id := hr.Header.Get("Last-Event-ID"); id != "" {
+		// parseInt semantics: non-numeric or negative reads as 0.
+		if n, err := strconv.ParseInt(id, 10, 64); err == nil && n > 0 {
+			req.From = n
+		} else {
+			req.From = 0
+		}
+	}
+	return req, nil
 }
 
 // sseEvent is one SSE event: id is the reader's resume point after it

@@ -35,100 +35,128 @@ type conformanceJob struct {
 // Handle answers one admin request.
 func (a *Admin) Handle(ctx context.Context, req Request) Response {
 	op, _ := strings.CutPrefix(req.Path, "/admin/")
-	bad := func(err error) Response {
-		return encode(fail(protocol.CodeBadRequest, err.Error()))
+	handle, known := adminOps[op]
+	if !known {
+		return encode(fail(protocol.CodeNotFound, "not an admin endpoint"))
 	}
-	s := a.server
-	switch op {
-	case "reset":
-		if err := a.store.Reset(ctx); err != nil {
-			return appError(err)
+	return handle(a, ctx, req.Body)
+}
+
+// adminOp answers one admin operation from its request body.
+type adminOp func(a *Admin, ctx context.Context, body []byte) Response
+
+// adminOps are the admin API's operations, by the path after /admin/.
+var adminOps = map[string]adminOp{
+	"reset":            (*Admin).reset,
+	"clock/advance":    adminInput((*Admin).advanceClock),
+	"enqueue":          adminInput((*Admin).enqueue),
+	"pairings/approve": adminInput((*Admin).approvePairing),
+	"runners/revoke":   adminInput((*Admin).revokeRunner),
+	"jobs/cancel":      adminInput((*Admin).cancelJob),
+	"jobs/get":         adminInput((*Admin).getJob),
+	"availability":     adminInput((*Admin).availability),
+	"sweep":            (*Admin).sweep,
+}
+
+// adminInput decodes the body strictly (decodeJSON) into the operation's
+// input before the operation runs; a body that does not decode is a 400
+// carrying the decode error.
+func adminInput[T any](op func(a *Admin, ctx context.Context, in T) Response) adminOp {
+	return func(a *Admin, ctx context.Context, body []byte) Response {
+		var in T
+		if err := decodeJSON(body, &in); err != nil {
+			return encode(fail(protocol.CodeBadRequest, err.Error()))
 		}
-		// Site keys are not in the store: daemons pinned them.
-		a.clock.Reset()
-		return jsonReply(http.StatusOK, map[string]bool{"ok": true})
-	case "clock/advance":
-		var in struct {
-			Ms int64 `json:"ms"`
-		}
-		if err := decodeJSON(req.Body, &in); err != nil {
-			return bad(err)
-		}
-		a.clock.Advance(in.Ms)
-		return jsonReply(http.StatusOK, map[string]bool{"ok": true})
-	case "enqueue":
-		var in EnqueueInput
-		if err := decodeJSON(req.Body, &in); err != nil {
-			return bad(err)
-		}
-		j, err := s.Enqueue(ctx, in)
-		if err != nil {
-			return appError(err)
-		}
-		return jsonReply(http.StatusOK, map[string]string{"id": j.ID})
-	case "pairings/approve":
-		var in codeRef
-		if err := decodeJSON(req.Body, &in); err != nil {
-			return bad(err)
-		}
-		r, err := s.ApprovePairing(ctx, in.UserCode, in.Owner)
-		if err != nil {
-			return appError(err)
-		}
-		return jsonReply(http.StatusOK, map[string]string{"runnerId": r.ID})
-	case "runners/revoke":
-		var in struct {
-			RunnerID string `json:"runnerId"`
-		}
-		if err := decodeJSON(req.Body, &in); err != nil {
-			return bad(err)
-		}
-		if err := s.RevokeRunner(ctx, in.RunnerID); err != nil {
-			return appError(err)
-		}
-		return jsonReply(http.StatusOK, map[string]bool{"ok": true})
-	case "jobs/cancel", "jobs/get":
-		var in struct {
-			JobID string `json:"jobId"`
-		}
-		if err := decodeJSON(req.Body, &in); err != nil {
-			return bad(err)
-		}
-		if op == "jobs/cancel" {
-			if _, _, err := s.Cancel(ctx, in.JobID); err != nil {
-				return appError(err)
-			}
-			return jsonReply(http.StatusOK, map[string]bool{"ok": true})
-		}
-		j, found, err := s.Job(ctx, in.JobID)
-		if err != nil {
-			return appError(err)
-		}
-		if !found {
-			return encode(fail(protocol.CodeNotFound, "no such job"))
-		}
-		out := conformanceJob{State: j.State, Provenance: j.Provenance}
-		if j.Outcome != nil {
-			out.Outcome = j.Outcome
-		}
-		return jsonReply(http.StatusOK, out)
-	case "availability":
-		var q AvailabilityQuery
-		if err := decodeJSON(req.Body, &q); err != nil {
-			return bad(err)
-		}
-		av, err := s.RunnerAvailability(ctx, q)
-		if err != nil {
-			return appError(err)
-		}
-		return jsonReply(http.StatusOK, av)
-	case "sweep":
-		if _, err := s.Sweep(ctx); err != nil {
-			return appError(err)
-		}
-		return jsonReply(http.StatusOK, map[string]bool{"ok": true})
+		return op(a, ctx, in)
 	}
-	return encode(fail(protocol.CodeNotFound, "not an admin endpoint"))
+}
+
+type (
+	adminClockAdvance struct {
+		Ms int64 `json:"ms"`
+	}
+	adminRunnerRef struct {
+		RunnerID string `json:"runnerId"`
+	}
+	adminJobRef struct {
+		JobID string `json:"jobId"`
+	}
+)
+
+var adminOK = map[string]bool{"ok": true}
+
+func (a *Admin) reset(ctx context.Context, _ []byte) Response {
+	if err := a.store.Reset(ctx); err != nil {
+		return appError(err)
+	}
+	// Site keys are not in the store: daemons pinned them.
+	a.clock.Reset()
+	return jsonReply(http.StatusOK, adminOK)
+}
+
+func (a *Admin) advanceClock(_ context.Context, in adminClockAdvance) Response {
+	a.clock.Advance(in.Ms)
+	return jsonReply(http.StatusOK, adminOK)
+}
+
+func (a *Admin) enqueue(ctx context.Context, in EnqueueInput) Response {
+	j, err := a.server.Enqueue(ctx, in)
+	if err != nil {
+		return appError(err)
+	}
+	return jsonReply(http.StatusOK, map[string]string{"id": j.ID})
+}
+
+func (a *Admin) approvePairing(ctx context.Context, in codeRef) Response {
+	r, err := a.server.ApprovePairing(ctx, in.UserCode, in.Owner)
+	if err != nil {
+		return appError(err)
+	}
+	return jsonReply(http.StatusOK, map[string]string{"runnerId": r.ID})
+}
+
+func (a *Admin) revokeRunner(ctx context.Context, in adminRunnerRef) Response {
+	if err := a.server.RevokeRunner(ctx, in.RunnerID); err != nil {
+		return appError(err)
+	}
+	return jsonReply(http.StatusOK, adminOK)
+}
+
+func (a *Admin) cancelJob(ctx context.Context, in adminJobRef) Response {
+	if _, _, err := a.server.Cancel(ctx, in.JobID); err != nil {
+		return appError(err)
+	}
+	return jsonReply(http.StatusOK, adminOK)
+}
+
+func (a *Admin) getJob(ctx context.Context, in adminJobRef) Response {
+	j, found, err := a.server.Job(ctx, in.JobID)
+	if err != nil {
+		return appError(err)
+	}
+	if !found {
+		return encode(fail(protocol.CodeNotFound, "no such job"))
+	}
+	out := conformanceJob{State: j.State, Provenance: j.Provenance}
+	if j.Outcome != nil {
+		out.Outcome = j.Outcome
+	}
+	return jsonReply(http.StatusOK, out)
+}
+
+func (a *Admin) availability(ctx context.Context, q AvailabilityQuery) Response {
+	av, err := a.server.RunnerAvailability(ctx, q)
+	if err != nil {
+		return appError(err)
+	}
+	return jsonReply(http.StatusOK, av)
+}
+
+func (a *Admin) sweep(ctx context.Context, _ []byte) Response {
+	if _, err := a.server.Sweep(ctx); err != nil {
+		return appError(err)
+	}
+	return jsonReply(http.StatusOK, adminOK)
 }
 
 // ServeHTTP serves the admin API on net/http.

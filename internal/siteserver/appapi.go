@@ -99,153 +99,212 @@ func (s *Server) HandleApp(ctx context.Context, req Request) Response {
 	if len(req.Body) > MaxBodyBytes {
 		return encode(fail(protocol.CodeBadRequest, protocol.TooLargeMessage(int64(len(req.Body)), MaxBodyBytes)))
 	}
-	bad := func(err error) Response {
-		var problem *protocol.BodyError
-		if errors.As(err, &problem) {
-			return encode(wireReply(problem.WireError()))
-		}
-		return encode(fail(protocol.CodeBadRequest, "request body failed schema validation: "+err.Error()))
+	handle, known := appOps[op]
+	if !known {
+		return appNoRoute
 	}
-	switch op {
-	case "enqueue":
-		var in EnqueueInput
-		if err := decodeJSON(req.Body, &in); err != nil {
-			return bad(err)
-		}
-		j, err := s.Enqueue(ctx, in)
-		if err != nil {
-			return appError(err)
-		}
-		return jsonReply(http.StatusOK, viewOf(j))
-	case "job", "result", "cancel":
-		var in jobRef
-		if err := decodeJSON(req.Body, &in); err != nil {
-			return bad(err)
-		}
-		if in.JobID == "" || in.Owner == "" {
-			return encode(fail(protocol.CodeBadRequest, "jobId and owner are required"))
-		}
-		// Read (with the sweep) before acting, and refuse another owner's
-		// job before anything is written.
-		j, found, err := s.Job(ctx, in.JobID)
-		if err != nil {
-			return appError(err)
-		}
-		if !found || j.Owner != in.Owner {
-			return appNotFound
-		}
-		switch op {
-		case "job":
-			return jsonReply(http.StatusOK, viewOf(j))
-		case "result":
-			return jsonReply(http.StatusOK, ResultOf(j))
-		}
-		j, _, err = s.Cancel(ctx, in.JobID)
-		if err != nil {
-			return appError(err)
-		}
-		return jsonReply(http.StatusOK, viewOf(j))
-	case "availability":
-		var q AvailabilityQuery
-		if err := decodeJSON(req.Body, &q); err != nil {
-			return bad(err)
-		}
-		if q.Owner == "" || q.Kind == "" {
-			return encode(fail(protocol.CodeBadRequest, "kind and owner are required"))
-		}
-		a, err := s.RunnerAvailability(ctx, q)
-		if err != nil {
-			return appError(err)
-		}
-		return jsonReply(http.StatusOK, a)
-	case "pairings/lookup", "pairings/pending", "pairings/approve", "pairings/deny":
-		var in codeRef
-		if err := decodeJSON(req.Body, &in); err != nil {
-			return bad(err)
-		}
-		if in.UserCode == "" {
-			return encode(fail(protocol.CodeBadRequest, "userCode is required"))
-		}
-		switch op {
-		case "pairings/lookup", "pairings/pending":
-			// A lookup by the code a person typed: the machine asking, for
-			// the page to show before Approve. Its key id is the
-			// fingerprint the daemon printed; the person compares the two,
-			// because anybody can start a pairing and the code alone does
-			// not say which machine asked. pairings/pending is the same
-			// call under the name site backends already use.
-			p, found, err := s.PendingPairing(ctx, in.UserCode)
-			if err != nil {
-				return appError(err)
+	return handle(s, ctx, req.Body)
+}
+
+// appOp answers one app operation from its request body.
+type appOp func(s *Server, ctx context.Context, body []byte) Response
+
+// appOps are the app API's operations, by the path after AppPrefix.
+var appOps = map[string]appOp{
+	"enqueue":          withInput((*Server).appEnqueue),
+	"job":              withInput((*Server).appJob),
+	"result":           withInput((*Server).appResult),
+	"cancel":           withInput((*Server).appCancel),
+	"availability":     withInput((*Server).appAvailability),
+	"pairings/lookup":  withInput((*Server).appPendingPairing),
+	"pairings/pending": withInput((*Server).appPendingPairing),
+	"pairings/approve": withInput((*Server).appApprovePairing),
+	"pairings/deny":    withInput((*Server).appDenyPairing),
+	"runners":          withInput((*Server).appRunners),
+	"runners/revoke":   withInput((*Server).appRevokeRunner),
+	"sweep":            withInput((*Server).appSweep),
+}
+
+// withInput decodes the body strictly (decodeJSON) into the operation's
+// input before the operation runs. A body that is not one JSON object is
+// refused for what is wrong with it; one that is, but does not fit the
+// input, as failing schema validation.
+func withInput[T any](op func(s *Server, ctx context.Context, in T) Response) appOp {
+	return func(s *Server, ctx context.Context, body []byte) Response {
+		var in T
+		if err := decodeJSON(body, &in); err != nil {
+			var problem *protocol.BodyError
+			if errors.As(err, &problem) {
+				return encode(wireReply(problem.WireError()))
 			}
-			if !found {
-				return encode(fail(protocol.CodeNotFound, "no pending pairing with that code"))
-			}
-			answer := map[string]any{"userCode": p.UserCode, "label": p.Label, "platform": p.Platform,
-				"daemonVersion": p.DaemonVersion, "capabilities": nonNil(p.Capabilities), "expiresAt": p.ExpiresAt}
-			if keyID, err := protocol.KeyID(p.Device.Identity); err == nil {
-				answer["fingerprint"] = keyID
-			}
-			return jsonReply(http.StatusOK, answer)
-		case "pairings/approve":
-			r, err := s.ApprovePairing(ctx, in.UserCode, in.Owner)
-			if err != nil {
-				return appError(err)
-			}
-			return jsonReply(http.StatusOK, map[string]string{"runnerId": r.ID})
+			return encode(fail(protocol.CodeBadRequest, "request body failed schema validation: "+err.Error()))
 		}
-		if err := s.DenyPairing(ctx, in.UserCode); err != nil {
-			return appError(err)
-		}
-		return jsonReply(http.StatusOK, map[string]bool{"denied": true})
-	case "runners":
-		var in ownerRef
-		if err := decodeJSON(req.Body, &in); err != nil {
-			return bad(err)
-		}
-		if in.Owner == "" {
-			return encode(fail(protocol.CodeBadRequest, "owner is required"))
-		}
-		rs, err := s.Runners(ctx, in.Owner)
-		if err != nil {
-			return appError(err)
-		}
-		views := []RunnerView{}
-		for _, r := range rs {
-			views = append(views, runnerView(r))
-		}
-		return jsonReply(http.StatusOK, map[string]any{"runners": views})
-	case "runners/revoke":
-		var in runnerRef
-		if err := decodeJSON(req.Body, &in); err != nil {
-			return bad(err)
-		}
-		if in.RunnerID == "" || in.Owner == "" {
-			return encode(fail(protocol.CodeBadRequest, "runnerId and owner are required"))
-		}
-		r, found, err := s.store.Runner(ctx, in.RunnerID)
-		if err != nil {
-			return appError(err)
-		}
-		if !found || r.Owner != in.Owner {
-			return appNotFound
-		}
-		if err := s.RevokeRunner(ctx, in.RunnerID); err != nil {
-			return appError(err)
-		}
-		return jsonReply(http.StatusOK, map[string]bool{"revoked": true})
-	case "sweep":
-		var in struct{}
-		if err := decodeJSON(req.Body, &in); err != nil {
-			return bad(err)
-		}
-		changed, err := s.Sweep(ctx)
-		if err != nil {
-			return appError(err)
-		}
-		return jsonReply(http.StatusOK, map[string]int{"changed": len(changed)})
+		return op(s, ctx, in)
 	}
-	return appNoRoute
+}
+
+func (s *Server) appEnqueue(ctx context.Context, in EnqueueInput) Response {
+	j, err := s.Enqueue(ctx, in)
+	if err != nil {
+		return appError(err)
+	}
+	return jsonReply(http.StatusOK, viewOf(j))
+}
+
+// ownedJob reads the job a request names, with the sweep, before anything
+// acts on it, and refuses another owner's job as one that does not exist,
+// before anything is written.
+func (s *Server) ownedJob(ctx context.Context, in jobRef) (sitestore.Job, *Response) {
+	if in.JobID == "" || in.Owner == "" {
+		refusal := encode(fail(protocol.CodeBadRequest, "jobId and owner are required"))
+		return sitestore.Job{}, &refusal
+	}
+	j, found, err := s.Job(ctx, in.JobID)
+	if err != nil {
+		refusal := appError(err)
+		return sitestore.Job{}, &refusal
+	}
+	if !found || j.Owner != in.Owner {
+		refusal := appNotFound
+		return sitestore.Job{}, &refusal
+	}
+	return j, nil
+}
+
+func (s *Server) appJob(ctx context.Context, in jobRef) Response {
+	j, refusal := s.ownedJob(ctx, in)
+	if refusal != nil {
+		return *refusal
+	}
+	return jsonReply(http.StatusOK, viewOf(j))
+}
+
+func (s *Server) appResult(ctx context.Context, in jobRef) Response {
+	j, refusal := s.ownedJob(ctx, in)
+	if refusal != nil {
+		return *refusal
+	}
+	return jsonReply(http.StatusOK, ResultOf(j))
+}
+
+func (s *Server) appCancel(ctx context.Context, in jobRef) Response {
+	if _, refusal := s.ownedJob(ctx, in); refusal != nil {
+		return *refusal
+	}
+	j, _, err := s.Cancel(ctx, in.JobID)
+	if err != nil {
+		return appError(err)
+	}
+	return jsonReply(http.StatusOK, viewOf(j))
+}
+
+func (s *Server) appAvailability(ctx context.Context, q AvailabilityQuery) Response {
+	if q.Owner == "" || q.Kind == "" {
+		return encode(fail(protocol.CodeBadRequest, "kind and owner are required"))
+	}
+	a, err := s.RunnerAvailability(ctx, q)
+	if err != nil {
+		return appError(err)
+	}
+	return jsonReply(http.StatusOK, a)
+}
+
+// codeMissing refuses a pairing operation that names no pairing: every one
+// names it by the code a person typed.
+func codeMissing(in codeRef) *Response {
+	if in.UserCode != "" {
+		return nil
+	}
+	refusal := encode(fail(protocol.CodeBadRequest, "userCode is required"))
+	return &refusal
+}
+
+// appPendingPairing is a lookup by the code a person typed: the machine
+// asking, for the page to show before Approve. Its key id is the
+// fingerprint the daemon printed; the person compares the two, because
+// anybody can start a pairing and the code alone does not say which
+// machine asked. pairings/pending is the same call under the name site
+// backends already use.
+func (s *Server) appPendingPairing(ctx context.Context, in codeRef) Response {
+	if refusal := codeMissing(in); refusal != nil {
+		return *refusal
+	}
+	p, found, err := s.PendingPairing(ctx, in.UserCode)
+	if err != nil {
+		return appError(err)
+	}
+	if !found {
+		return encode(fail(protocol.CodeNotFound, "no pending pairing with that code"))
+	}
+	answer := map[string]any{"userCode": p.UserCode, "label": p.Label, "platform": p.Platform,
+		"daemonVersion": p.DaemonVersion, "capabilities": nonNil(p.Capabilities), "expiresAt": p.ExpiresAt}
+	if keyID, err := protocol.KeyID(p.Device.Identity); err == nil {
+		answer["fingerprint"] = keyID
+	}
+	return jsonReply(http.StatusOK, answer)
+}
+
+func (s *Server) appApprovePairing(ctx context.Context, in codeRef) Response {
+	if refusal := codeMissing(in); refusal != nil {
+		return *refusal
+	}
+	r, err := s.ApprovePairing(ctx, in.UserCode, in.Owner)
+	if err != nil {
+		return appError(err)
+	}
+	return jsonReply(http.StatusOK, map[string]string{"runnerId": r.ID})
+}
+
+func (s *Server) appDenyPairing(ctx context.Context, in codeRef) Response {
+	if refusal := codeMissing(in); refusal != nil {
+		return *refusal
+	}
+	if err := s.DenyPairing(ctx, in.UserCode); err != nil {
+		return appError(err)
+	}
+	return jsonReply(http.StatusOK, map[string]bool{"denied": true})
+}
+
+func (s *Server) appRunners(ctx context.Context, in ownerRef) Response {
+	if in.Owner == "" {
+		return encode(fail(protocol.CodeBadRequest, "owner is required"))
+	}
+	rs, err := s.Runners(ctx, in.Owner)
+	if err != nil {
+		return appError(err)
+	}
+	views := []RunnerView{}
+	for _, r := range rs {
+		views = append(views, runnerView(r))
+	}
+	return jsonReply(http.StatusOK, map[string]any{"runners": views})
+}
+
+// appRevokeRunner refuses another owner's runner as one that does not
+// exist, before anything is written.
+func (s *Server) appRevokeRunner(ctx context.Context, in runnerRef) Response {
+	if in.RunnerID == "" || in.Owner == "" {
+		return encode(fail(protocol.CodeBadRequest, "runnerId and owner are required"))
+	}
+	r, found, err := s.store.Runner(ctx, in.RunnerID)
+	if err != nil {
+		return appError(err)
+	}
+	if !found || r.Owner != in.Owner {
+		return appNotFound
+	}
+	if err := s.RevokeRunner(ctx, in.RunnerID); err != nil {
+		return appError(err)
+	}
+	return jsonReply(http.StatusOK, map[string]bool{"revoked": true})
+}
+
+func (s *Server) appSweep(ctx context.Context, _ struct{}) Response {
+	changed, err := s.Sweep(ctx)
+	if err != nil {
+		return appError(err)
+	}
+	return jsonReply(http.StatusOK, map[string]int{"changed": len(changed)})
 }
 
 // AppHandler serves the app API on net/http.

@@ -41,9 +41,8 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 	// the lapsed and expired jobs this claim reads itself.
 	budget := s.inlineLimit - handled
 	now := s.now()
-	granted := []protocol.ClaimedStub{}
 	if in.Max <= 0 {
-		return granted, nil
+		return []protocol.ClaimedStub{}, nil
 	}
 	routes := map[store.Route]bool{}
 	for _, r := range in.Routes {
@@ -53,8 +52,27 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 	for _, k := range in.Kinds {
 		kinds[k] = true
 	}
+	candidates, late, err := s.claimCandidates(ctx, claimPartitions(in, routes, kinds), int32(min(in.Max, store.UnsealedPerPair)+claimSlack), now)
+	if err != nil {
+		return nil, err
+	}
+	// Jobs past their deadline at the head of a partition are removed here,
+	// within the budget, as the sweep would: a claim that reads them is
+	// the request that finds them due, whichever shard their entry is on.
+	if _, _, err := s.sweepNamed(ctx, late, budget); err != nil {
+		return nil, err
+	}
+	budget = max(0, budget-len(late))
+	device, err := holderDeviceOf(in.Device)
+	if err != nil {
+		return nil, err
+	}
+	return s.grantCandidates(ctx, candidates, in, routes, kinds, device, budget, now)
+}
 
-	limit := int32(min(in.Max, store.UnsealedPerPair) + claimSlack)
+// claimPartitions are the queue partitions a claim reads, in key order,
+// then the device's sticky partition.
+func claimPartitions(in store.ClaimInput, routes map[store.Route]bool, kinds map[string]bool) []string {
 	var partitions []string
 	// Streaming partitions only for a device that opted in: the others
 	// never read a job they may not take.
@@ -73,13 +91,18 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 		}
 	}
 	slices.Sort(partitions)
-	partitions = append(partitions, stickyQueueKey(in.RunnerID))
+	return append(partitions, stickyQueueKey(in.RunnerID))
+}
 
+// claimCandidates reads up to limit jobs from each partition: the
+// candidates in enqueue order, and the sorted keys of the jobs found past
+// their deadline.
+func (s *Store) claimCandidates(ctx context.Context, partitions []string, limit int32, now int64) ([]*jobItem, []string, error) {
 	// The partitions are read at once: a claim's latency is one query's,
 	// whatever the route set.
 	found := make([][]*jobItem, len(partitions))
 	expired := make([][]string, len(partitions))
-	err = each(len(partitions), func(i int) error {
+	err := each(len(partitions), func(i int) error {
 		qk := partitions[i]
 		// The sticky partition can hold jobs of routes this device no
 		// longer has; read it deeper so those cannot hide its own.
@@ -92,34 +115,39 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	// Jobs past their deadline at the head of a partition are removed here,
-	// within the budget, as the sweep would: a claim that reads them is
-	// the request that finds them due, whichever shard their entry is on.
 	var late []string
 	for _, pks := range expired {
 		late = append(late, pks...)
 	}
 	slices.Sort(late)
-	if _, _, err := s.sweepNamed(ctx, late, budget); err != nil {
-		return nil, err
-	}
-	budget = max(0, budget-len(late))
 	var candidates []*jobItem
 	for _, items := range found {
 		candidates = append(candidates, items...)
 	}
 	slices.SortFunc(candidates, func(a, b *jobItem) int { return strings.Compare(a.Seq, b.Seq) })
+	return candidates, late, nil
+}
 
-	device := holderDevice{packed: packIdentity(in.Device)}
+// holderDeviceOf is the device as a grant's holder hint stores it.
+func holderDeviceOf(id protocol.PublicIdentity) (holderDevice, error) {
+	device := holderDevice{packed: packIdentity(id)}
 	if device.packed == nil {
-		b, err := json.Marshal(in.Device)
+		b, err := json.Marshal(id)
 		if err != nil {
-			return nil, fmt.Errorf("encode device: %w", err)
+			return holderDevice{}, fmt.Errorf("encode device: %w", err)
 		}
 		device.json = string(b)
 	}
+	return device, nil
+}
+
+// grantCandidates walks the candidates in enqueue order and grants each
+// that passes, up to in.Max, skipping the pairs whose unsealed set is
+// full.
+func (s *Store) grantCandidates(ctx context.Context, candidates []*jobItem, in store.ClaimInput, routes map[store.Route]bool, kinds map[string]bool, device holderDevice, budget int, now int64) ([]protocol.ClaimedStub, error) {
+	granted := []protocol.ClaimedStub{}
 	full := map[store.Route]bool{}
 	for _, c := range candidates {
 		if len(granted) >= in.Max {
@@ -138,18 +166,9 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 				continue
 			}
 			budget--
-			if _, _, err := s.sweepNamed(ctx, []string{c.PK}, 1); err != nil {
-				if len(granted) > 0 {
-					return granted, nil
-				}
-				return nil, err
-			}
-			fresh, ok, err := s.readJob(ctx, c.PK)
+			fresh, ok, err := s.resweep(ctx, c.PK)
 			if err != nil {
-				if len(granted) > 0 {
-					return granted, nil
-				}
-				return nil, err
+				return grantedOr(granted, err)
 			}
 			if !ok {
 				continue
@@ -158,12 +177,7 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 		}
 		stub, lease, result, err := s.claimOne(ctx, c, in, routes, kinds, device, now)
 		if err != nil {
-			// A grant already made is returned, not orphaned: the error is
-			// about a candidate that was not granted.
-			if len(granted) > 0 {
-				return granted, nil
-			}
-			return nil, err
+			return grantedOr(granted, err)
 		}
 		switch result {
 		case committed:
@@ -174,6 +188,24 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 		}
 	}
 	return granted, nil
+}
+
+// resweep sweeps one job and reads it again as the sweep left it; false
+// when it is gone.
+func (s *Store) resweep(ctx context.Context, pk string) (*jobItem, bool, error) {
+	if _, _, err := s.sweepNamed(ctx, []string{pk}, 1); err != nil {
+		return nil, false, err
+	}
+	return s.readJob(ctx, pk)
+}
+
+// grantedOr returns the grants already made, not orphaned, when there are
+// any: the error is about a candidate that was not granted.
+func grantedOr(granted []protocol.ClaimedStub, err error) ([]protocol.ClaimedStub, error) {
+	if len(granted) > 0 {
+		return granted, nil
+	}
+	return nil, err
 }
 
 // claimOne judges one candidate and grants it if it passes. The candidate

@@ -136,22 +136,12 @@ func (s *Store) PutPairing(ctx context.Context, p store.PendingPairing) (store.P
 		if err != nil {
 			return "", err
 		}
-		// One outstanding code per keypair: a restarted pairing replaces
-		// its own request, so the code on screen is always the live one.
-		ptr, err := s.getRaw(ctx, keypairPK(p.Device.Identity), skPairing)
+		prev, err := s.replacedPairing(ctx, p)
 		if err != nil {
 			return "", err
 		}
-		var prev *store.PendingPairing
-		if old := getS(ptr, "code"); old != "" && old != p.DeviceCode {
-			was, ok, err := s.pairing(ctx, old)
-			if err != nil {
-				return "", err
-			}
-			if ok {
-				prev = &was
-				l.buckets[was.ExpiresAt]--
-			}
+		if prev != nil {
+			l.buckets[prev.ExpiresAt]--
 		}
 		result := store.PutStored
 		if others+l.live(now) >= int64(s.pairingCapacity) {
@@ -172,22 +162,11 @@ func (s *Store) PutPairing(ctx context.Context, p store.PendingPairing) (store.P
 			}
 		} else {
 			l.buckets[p.ExpiresAt]++
-			ttl := num(p.ExpiresAt/1000 + 3600)
-			listed, err := s.listEntry(p, ttl)
+			stored, err := s.pairingItems(p, record)
 			if err != nil {
 				return "", err
 			}
-			items = append(items, listed,
-				types.TransactWriteItem{Put: &types.Put{TableName: &s.table, Item: map[string]types.AttributeValue{
-					"pk": str(pairingPK(p.DeviceCode)), "sk": str(skPairing), "rec": str(string(record)), "ttl": ttl,
-				}}},
-				types.TransactWriteItem{Put: &types.Put{TableName: &s.table, Item: map[string]types.AttributeValue{
-					"pk": str(userCodePK(p.UserCode)), "sk": str(skPairing), "code": str(p.DeviceCode), "ttl": ttl,
-				}}},
-				types.TransactWriteItem{Put: &types.Put{TableName: &s.table, Item: map[string]types.AttributeValue{
-					"pk": str(keypairPK(p.Device.Identity)), "sk": str(skPairing), "code": str(p.DeviceCode), "ttl": ttl,
-				}}},
-			)
+			items = append(items, stored...)
 		}
 		items = append([]types.TransactWriteItem{s.writeLedger(l, now)}, items...)
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
@@ -203,6 +182,46 @@ func (s *Store) PutPairing(ctx context.Context, p store.PendingPairing) (store.P
 		return result, nil
 	}
 	return "", ErrContention
+}
+
+// replacedPairing is the keypair's earlier pending pairing, which p
+// replaces, or nil. One outstanding code per keypair: a restarted pairing
+// replaces its own request, so the code on screen is always the live one.
+func (s *Store) replacedPairing(ctx context.Context, p store.PendingPairing) (*store.PendingPairing, error) {
+	ptr, err := s.getRaw(ctx, keypairPK(p.Device.Identity), skPairing)
+	if err != nil {
+		return nil, err
+	}
+	old := getS(ptr, "code")
+	if old == "" || old == p.DeviceCode {
+		return nil, nil
+	}
+	was, ok, err := s.pairing(ctx, old)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &was, nil
+}
+
+// pairingItems are the writes that store p: its listing, its record
+// (record, p encoded) and the pointers from its user code and its keypair.
+func (s *Store) pairingItems(p store.PendingPairing, record []byte) ([]types.TransactWriteItem, error) {
+	ttl := num(p.ExpiresAt/1000 + 3600)
+	listed, err := s.listEntry(p, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return []types.TransactWriteItem{listed,
+		{Put: &types.Put{TableName: &s.table, Item: map[string]types.AttributeValue{
+			"pk": str(pairingPK(p.DeviceCode)), "sk": str(skPairing), "rec": str(string(record)), "ttl": ttl,
+		}}},
+		{Put: &types.Put{TableName: &s.table, Item: map[string]types.AttributeValue{
+			"pk": str(userCodePK(p.UserCode)), "sk": str(skPairing), "code": str(p.DeviceCode), "ttl": ttl,
+		}}},
+		{Put: &types.Put{TableName: &s.table, Item: map[string]types.AttributeValue{
+			"pk": str(keypairPK(p.Device.Identity)), "sk": str(skPairing), "code": str(p.DeviceCode), "ttl": ttl,
+		}}},
+	}, nil
 }
 
 // liveElsewhere counts the live codes on every ledger shard but own, each

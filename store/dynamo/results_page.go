@@ -46,6 +46,33 @@ func (s *Store) ResultsPage(ctx context.Context, siteID string, limit int) ([]st
 	rotated := store.ResultsRotated(limit)
 	now := s.now()
 	dk := finishedKey(siteID)
+	pks, err := s.freshResults(ctx, dk, now, limit-rotated)
+	if err != nil {
+		return nil, err
+	}
+	pks, err = s.rotateResults(ctx, siteID, dk, pks, rotated, now)
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := s.finishedJobs(ctx, pks, 0)
+	if err != nil {
+		return nil, err
+	}
+	// In the page's order (a BatchGet answers in any): the fresh newest
+	// first, so a byte bound on the answer keeps the newest.
+	at := make(map[string]int, len(pks))
+	for i, pk := range pks {
+		at[pk] = i
+	}
+	slices.SortFunc(jobs, func(a, b store.Job) int {
+		return cmp.Compare(at[jobPK(a.SiteID, a.ID)], at[jobPK(b.SiteID, b.ID)])
+	})
+	return jobs, nil
+}
+
+// freshResults are the keys of at most n results accepted within
+// store.ResultsFreshMs of now, newest first.
+func (s *Store) freshResults(ctx context.Context, dk string, now int64, n int) ([]string, error) {
 	fresh, err := s.db.Query(ctx, &dynamodb.QueryInput{
 		TableName:              &s.table,
 		IndexName:              aws.String("due"),
@@ -54,19 +81,26 @@ func (s *Store) ResultsPage(ctx context.Context, siteID string, limit int) ([]st
 			":dk": str(dk), ":since": num(now - store.ResultsFreshMs),
 		},
 		ScanIndexForward: aws.Bool(false),
-		Limit:            aws.Int32(int32(limit - rotated)),
+		Limit:            aws.Int32(int32(n)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("query fresh results: %w", err)
 	}
 	var pks []string
-	listed := map[string]bool{}
 	for _, av := range fresh.Items {
-		pk := getS(av, "pk")
-		pks = append(pks, pk)
+		pks = append(pks, getS(av, "pk"))
+	}
+	return pks, nil
+}
+
+// rotateResults adds to the listed keys up to rotated more, read on from
+// the site's rotation item oldest first, and moves the rotation on past
+// them (or deletes it once it has read to the end).
+func (s *Store) rotateResults(ctx context.Context, siteID, dk string, pks []string, rotated int, now int64) ([]string, error) {
+	listed := map[string]bool{}
+	for _, pk := range pks {
 		listed[pk] = true
 	}
-
 	rot := key(rotationPK(siteID), skRotation)
 	got, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: rot})
 	if err != nil {
@@ -114,27 +148,14 @@ func (s *Store) ResultsPage(ctx context.Context, siteID string, limit int) ([]st
 				return nil, fmt.Errorf("reset results rotation: %w", err)
 			}
 		}
-	} else {
-		item := key(rotationPK(siteID), skRotation)
-		item["at"] = str(getS(stop, "pk"))
-		item["du"] = num(getN(stop, "du"))
-		item["ttl"] = num(now/1000 + rotationTTL)
-		if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item}); err != nil {
-			return nil, fmt.Errorf("write results rotation: %w", err)
-		}
+		return pks, nil
 	}
-	jobs, err := s.finishedJobs(ctx, pks, 0)
-	if err != nil {
-		return nil, err
+	item := key(rotationPK(siteID), skRotation)
+	item["at"] = str(getS(stop, "pk"))
+	item["du"] = num(getN(stop, "du"))
+	item["ttl"] = num(now/1000 + rotationTTL)
+	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item}); err != nil {
+		return nil, fmt.Errorf("write results rotation: %w", err)
 	}
-	// In the page's order (a BatchGet answers in any): the fresh newest
-	// first, so a byte bound on the answer keeps the newest.
-	at := make(map[string]int, len(pks))
-	for i, pk := range pks {
-		at[pk] = i
-	}
-	slices.SortFunc(jobs, func(a, b store.Job) int {
-		return cmp.Compare(at[jobPK(a.SiteID, a.ID)], at[jobPK(b.SiteID, b.ID)])
-	})
-	return jobs, nil
+	return pks, nil
 }

@@ -415,129 +415,158 @@ func (s *Store) sweepJob(ctx context.Context, pk string, now int64) (sweepResult
 		if err != nil || j.Gone {
 			return sweepResult{}, err
 		}
-		var (
-			w      = jobWrite{pk: pk, ver: j.Ver, unsealed: unsealed(j)}
-			did    sweepDid
-			report *store.UnsealedChurn
-			left   *jobItem
-			drop   []string
-		)
-		switch {
-		// A finished job is listed to a collect for the grace past its
-		// deadline (store.ResultGraceMs); its end hook brings the sweep
-		// back to delete it after that (endJob). A sweep
-		// reaches one only through a due entry read before the result's
-		// write moved it off the due index (a result accepted just before
-		// the deadline, written as the sweep ran): it must not take the
-		// result the relay just accepted.
-		case j.State == string(store.StateDone) && j.Deadline+store.ResultGraceMs > now:
-			return sweepResult{}, nil
-
-		// Past its deadline, in any state: removed, its item overwritten by a
-		// tombstone that keeps no ciphertext (TTL collects it), its payload
-		// item and objects deleted after the write. A daemon
-		// mid-flight learns through RenewLeases, which reports a grant that
-		// is gone as lost.
-		case j.Deadline <= now:
-			w.put = j.tombstone()
-			if j.State == string(store.StateDone) {
-				// It expires unreported, its objects go.
-				did = didExpire
-			}
-			if did == didNothing {
-				did = didRemove
-			}
-			left, drop = j, []string{j.PayloadS3, j.ResultS3}
-
-		// The site never sealed.
-		case j.State == string(store.StateAwaitingPayload) && j.AwaitingUntil <= now:
-			next := *j
-			if s.onChurn != nil {
-				item, c, err := s.noteChurn(ctx, j.Site, j.Owner, now)
-				if err != nil {
-					return sweepResult{}, err
-				}
-				w.extra = append(w.extra, item)
-				report = c
-			}
-			// From here it is that device's job or nobody's (sticky
-			// re-offer), set before the requeue clears the holder.
-			if next.ReofferTo == "" {
-				next.ReofferTo = j.Runner
-			}
-			attempts := j.SealAttempts + 1
-			if attempts >= store.SealAttemptsBeforeEviction {
-				w.put = j.tombstone()
-				did, left, drop = didRemove, &next, []string{j.PayloadS3, j.ResultS3}
-				// In the same transaction as the delete: an eviction the
-				// site is never told of is a job lost without a word.
-				notice, err := s.evictionNotice(j)
-				if err != nil {
-					return sweepResult{}, err
-				}
-				w.extra = append(w.extra, notice)
-			} else {
-				next.SealAttempts = attempts
-				next.requeue()
-				w.put = &next
-				did, left = didRequeue, &next
-			}
-
-		// The holder stopped renewing.
-		case (j.State == string(store.StateReady) || j.State == string(store.StateRunning)) && j.claimed() && j.LeaseExp <= now:
-			next := *j
-			next.requeue()
-			w.put = &next
-			did, left, drop = didRequeue, &next, []string{j.PayloadS3}
-
-		case j.DU > now:
-			// The index lagged a change that moved the due time.
-			return sweepResult{}, nil
-
-		default:
-			// Due early: a sealed grant keeps its earlier due time until a
-			// sweep reaches it (jobItem.index). Now write the real one.
-			next := *j
-			next.DU = 0
-			w.put, w.unsealed = &next, nil
+		d, write, err := s.decideSweep(ctx, pk, j, now)
+		if err != nil || !write {
+			return sweepResult{}, err
 		}
-
-		if did == didRemove || did == didExpire {
-			if err := s.loadEnvelopes(ctx, left); err != nil && !errors.Is(err, ErrNoBucket) {
+		if d.did == didRemove || d.did == didExpire {
+			if err := s.loadEnvelopes(ctx, d.left); err != nil && !errors.Is(err, ErrNoBucket) {
 				return sweepResult{}, err
 			}
 		}
-		out, _, err := s.commit(ctx, w)
+		out, _, err := s.commit(ctx, d.w)
 		if err != nil {
 			return sweepResult{}, err
 		}
 		if out != committed {
 			continue
 		}
-		if did == didNothing {
+		if d.did == didNothing {
 			return sweepResult{}, nil
 		}
-		// In the same pass as the write that dropped them: a removed job's
-		// payload item and objects hold ciphertext nobody may read any
-		// more. What fails here is still named by the job's end hooks
-		// (its payload item, its end item), which the end sweep retries.
-		s.dropObjects(context.WithoutCancel(ctx), drop...)
-		s.dropPayloadItem(context.WithoutCancel(ctx), j)
-		if did != didRequeue && j.claimed() {
-			// The end item goes too, with what it names: the objects (any
-			// a failed delete or a seal that lost its race left to it
-			// included) and the frames of every stream the job's grants
-			// wrote. A job removed unclaimed holds none of them; what an
-			// earlier grant left waits for its hooks' due time.
-			s.dropHooks(context.WithoutCancel(ctx), pk, j.Deadline, now, false)
-		}
-		job, err := left.job()
+		s.dropSwept(ctx, pk, j, d, now)
+		job, err := d.left.job()
 		if err != nil {
 			return sweepResult{}, err
 		}
-		return sweepResult{did: did, seq: j.Seq, job: job, churn: report}, nil
+		return sweepResult{did: d.did, seq: j.Seq, job: job, churn: d.churn}, nil
 	}
 	return sweepResult{}, fmt.Errorf("sweep %q: %w", pk, ErrContention)
+}
+
+// sweepDecision is what a sweep decided for one job.
+type sweepDecision struct {
+	w   jobWrite
+	did sweepDid
+	// churn is the unsealed-churn report the write carries, if any.
+	churn *store.UnsealedChurn
+	// left is the job as the decision leaves it: what is reported.
+	left *jobItem
+	// drop are the objects deleted once the write committed.
+	drop []string
+}
+
+// decideSweep decides what a sweep does with one due job; false when it
+// writes nothing.
+func (s *Store) decideSweep(ctx context.Context, pk string, j *jobItem, now int64) (sweepDecision, bool, error) {
+	d := sweepDecision{w: jobWrite{pk: pk, ver: j.Ver, unsealed: unsealed(j)}}
+	switch {
+	// A finished job is listed to a collect for the grace past its
+	// deadline (store.ResultGraceMs); its end hook brings the sweep
+	// back to delete it after that (endJob). A sweep
+	// reaches one only through a due entry read before the result's
+	// write moved it off the due index (a result accepted just before
+	// the deadline, written as the sweep ran): it must not take the
+	// result the relay just accepted.
+	case j.State == string(store.StateDone) && j.Deadline+store.ResultGraceMs > now:
+		return sweepDecision{}, false, nil
+
+	// Past its deadline, in any state: removed, its item overwritten by a
+	// tombstone that keeps no ciphertext (TTL collects it), its payload
+	// item and objects deleted after the write. A daemon
+	// mid-flight learns through RenewLeases, which reports a grant that
+	// is gone as lost.
+	case j.Deadline <= now:
+		d.w.put = j.tombstone()
+		d.did = didRemove
+		if j.State == string(store.StateDone) {
+			// It expires unreported, its objects go.
+			d.did = didExpire
+		}
+		d.left, d.drop = j, []string{j.PayloadS3, j.ResultS3}
+
+	// The site never sealed.
+	case j.State == string(store.StateAwaitingPayload) && j.AwaitingUntil <= now:
+		if err := s.decideUnsealed(ctx, j, now, &d); err != nil {
+			return sweepDecision{}, false, err
+		}
+
+	// The holder stopped renewing.
+	case (j.State == string(store.StateReady) || j.State == string(store.StateRunning)) && j.claimed() && j.LeaseExp <= now:
+		next := *j
+		next.requeue()
+		d.w.put = &next
+		d.did, d.left, d.drop = didRequeue, &next, []string{j.PayloadS3}
+
+	case j.DU > now:
+		// The index lagged a change that moved the due time.
+		return sweepDecision{}, false, nil
+
+	default:
+		// Due early: a sealed grant keeps its earlier due time until a
+		// sweep reaches it (jobItem.index). Now write the real one.
+		next := *j
+		next.DU = 0
+		d.w.put, d.w.unsealed = &next, nil
+	}
+	return d, true, nil
+}
+
+// decideUnsealed decides a job whose site never sealed the grant: it is
+// requeued for the same device, or evicted once it has had
+// store.SealAttemptsBeforeEviction chances.
+func (s *Store) decideUnsealed(ctx context.Context, j *jobItem, now int64, d *sweepDecision) error {
+	next := *j
+	if s.onChurn != nil {
+		item, c, err := s.noteChurn(ctx, j.Site, j.Owner, now)
+		if err != nil {
+			return err
+		}
+		d.w.extra = append(d.w.extra, item)
+		d.churn = c
+	}
+	// From here it is that device's job or nobody's (sticky
+	// re-offer), set before the requeue clears the holder.
+	if next.ReofferTo == "" {
+		next.ReofferTo = j.Runner
+	}
+	attempts := j.SealAttempts + 1
+	if attempts < store.SealAttemptsBeforeEviction {
+		next.SealAttempts = attempts
+		next.requeue()
+		d.w.put = &next
+		d.did, d.left = didRequeue, &next
+		return nil
+	}
+	d.w.put = j.tombstone()
+	d.did, d.left, d.drop = didRemove, &next, []string{j.PayloadS3, j.ResultS3}
+	// In the same transaction as the delete: an eviction the
+	// site is never told of is a job lost without a word.
+	notice, err := s.evictionNotice(j)
+	if err != nil {
+		return err
+	}
+	d.w.extra = append(d.w.extra, notice)
+	return nil
+}
+
+// dropSwept deletes what a swept job leaves behind, in the same pass as
+// the write that dropped it: a removed job's payload item and objects hold
+// ciphertext nobody may read any more. What fails here is still named by
+// the job's end hooks (its payload item, its end item), which the end
+// sweep retries.
+func (s *Store) dropSwept(ctx context.Context, pk string, j *jobItem, d sweepDecision, now int64) {
+	ctx = context.WithoutCancel(ctx)
+	s.dropObjects(ctx, d.drop...)
+	s.dropPayloadItem(ctx, j)
+	if d.did != didRequeue && j.claimed() {
+		// The end item goes too, with what it names: the objects (any
+		// a failed delete or a seal that lost its race left to it
+		// included) and the frames of every stream the job's grants
+		// wrote. A job removed unclaimed holds none of them; what an
+		// earlier grant left waits for its hooks' due time.
+		s.dropHooks(ctx, pk, j.Deadline, now, false)
+	}
 }
 
 // endRetryMs is how much later an end hook falls due again after one of

@@ -123,110 +123,160 @@ func parseCommand(g *globals, args []string) (command, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	g.register(fs)
-	var owner, runner, site, members string
-	switch name {
-	case "approve":
-		fs.StringVar(&owner, "owner", "", "")
-		fs.StringVar(&runner, "runner", "", "")
-	case "consent":
-		fs.StringVar(&owner, "owner", "", "")
-		fs.StringVar(&site, "site", "", "")
-	case "roster":
-		fs.StringVar(&owner, "owner", "", "")
-		fs.StringVar(&members, "members", "", "")
-	}
+	spec, known := commands[name]
+	var f commandFlags
+	f.register(fs, spec.flags)
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return nil, err
 	}
-	need := func(n int, shape string) error {
-		if len(pos) != n {
-			return fmt.Errorf("usage: %s", shape)
-		}
-		return nil
+	if !known {
+		return nil, fmt.Errorf("unknown command %q", name)
 	}
-	switch name {
-	case "import":
-		if err := need(1, "import FILE"); err != nil {
-			return nil, err
-		}
-		return importFile(pos[0]), nil
-	case "export":
-		if err := need(0, "export"); err != nil {
-			return nil, err
-		}
-		return exportAll, nil
-	case "site":
-		if len(pos) == 0 || (pos[0] != "add" && pos[0] != "rotate") {
-			return nil, errors.New("usage: site add ID FILE | site rotate ID FILE")
-		}
-		if err := need(3, "site "+pos[0]+" ID FILE"); err != nil {
-			return nil, err
-		}
-		if pos[0] == "add" {
-			return siteAdd(pos[1], pos[2]), nil
-		}
-		return siteRotate(pos[1], pos[2]), nil
-	case "pairings":
-		if err := need(0, "pairings"); err != nil {
-			return nil, err
-		}
-		return listPairings, nil
-	case "pairing":
-		if err := need(1, "pairing USERCODE"); err != nil {
-			return nil, err
-		}
-		return showPairing(pos[0]), nil
-	case "approve":
-		if err := need(1, "approve USERCODE --owner O [--runner R]"); err != nil {
-			return nil, err
-		}
-		if owner == "" {
-			return nil, errors.New("approve needs --owner")
-		}
-		return approve(controlplane.ApproveRequest{UserCode: pos[0], Owner: owner, RunnerID: runner}), nil
-	case "deny":
-		if err := need(1, "deny USERCODE"); err != nil {
-			return nil, err
-		}
-		return deny(pos[0]), nil
-	case "revoke-device":
-		if err := need(1, "revoke-device RUNNER"); err != nil {
-			return nil, err
-		}
-		return revokeDevice(pos[0]), nil
-	case "consent":
-		shape := "consent add|pause|resume|revoke --owner O --site S"
-		if err := need(1, shape); err != nil {
-			return nil, err
-		}
-		action := controlplane.ConsentAction(pos[0])
-		switch action {
-		case controlplane.ConsentAdd, controlplane.ConsentPause, controlplane.ConsentResume, controlplane.ConsentRevoke:
-		default:
-			return nil, fmt.Errorf("usage: %s", shape)
-		}
-		if owner == "" || site == "" {
-			return nil, errors.New("consent needs --owner and --site")
-		}
-		return consent(action, controlplane.ConsentRequest{Owner: owner, SiteID: site}), nil
-	case "roster":
-		if len(pos) == 2 && pos[0] == "delete" {
-			return rosterDelete(pos[1]), nil
-		}
-		if len(pos) != 2 || pos[0] != "set" {
-			return nil, errors.New("usage: roster set ID --owner O [--members a,b] | roster delete ID")
-		}
-		if owner == "" {
-			return nil, errors.New("roster set needs --owner")
-		}
-		list := []string{}
-		if members != "" {
-			list = strings.Split(members, ",")
-		}
-		return rosterSet(pos[1], controlplane.RosterRequest{Owner: owner, Members: list}), nil
+	return spec.parse(pos, f)
+}
+
+// commandSpec is one command: the flags it takes besides the global ones,
+// and how its positional arguments and those flags make the command.
+type commandSpec struct {
+	flags []string
+	parse func(pos []string, f commandFlags) (command, error)
+}
+
+// commands are the admin commands by name (migrate, which talks to
+// DynamoDB rather than the API, is run before any of these are parsed).
+var commands = map[string]commandSpec{
+	"import":        {parse: parseImport},
+	"export":        {parse: parseExport},
+	"site":          {parse: parseSite},
+	"pairings":      {parse: parsePairings},
+	"pairing":       {parse: parsePairing},
+	"approve":       {flags: []string{"owner", "runner"}, parse: parseApprove},
+	"deny":          {parse: parseDeny},
+	"revoke-device": {parse: parseRevokeDevice},
+	"consent":       {flags: []string{"owner", "site"}, parse: parseConsent},
+	"roster":        {flags: []string{"owner", "members"}, parse: parseRoster},
+}
+
+// commandFlags are the values of the flags a command takes.
+type commandFlags struct {
+	owner, runner, site, members string
+}
+
+// register defines the named flags on fs.
+func (f *commandFlags) register(fs *flag.FlagSet, names []string) {
+	vars := map[string]*string{"owner": &f.owner, "runner": &f.runner, "site": &f.site, "members": &f.members}
+	for _, name := range names {
+		fs.StringVar(vars[name], name, "", "")
 	}
-	return nil, fmt.Errorf("unknown command %q", name)
+}
+
+// need refuses positional arguments that are not n in number, naming the
+// command's shape.
+func need(pos []string, n int, shape string) error {
+	if len(pos) != n {
+		return fmt.Errorf("usage: %s", shape)
+	}
+	return nil
+}
+
+func parseImport(pos []string, _ commandFlags) (command, error) {
+	if err := need(pos, 1, "import FILE"); err != nil {
+		return nil, err
+	}
+	return importFile(pos[0]), nil
+}
+
+func parseExport(pos []string, _ commandFlags) (command, error) {
+	if err := need(pos, 0, "export"); err != nil {
+		return nil, err
+	}
+	return exportAll, nil
+}
+
+func parseSite(pos []string, _ commandFlags) (command, error) {
+	if len(pos) == 0 || (pos[0] != "add" && pos[0] != "rotate") {
+		return nil, errors.New("usage: site add ID FILE | site rotate ID FILE")
+	}
+	if err := need(pos, 3, "site "+pos[0]+" ID FILE"); err != nil {
+		return nil, err
+	}
+	if pos[0] == "add" {
+		return siteAdd(pos[1], pos[2]), nil
+	}
+	return siteRotate(pos[1], pos[2]), nil
+}
+
+func parsePairings(pos []string, _ commandFlags) (command, error) {
+	if err := need(pos, 0, "pairings"); err != nil {
+		return nil, err
+	}
+	return listPairings, nil
+}
+
+func parsePairing(pos []string, _ commandFlags) (command, error) {
+	if err := need(pos, 1, "pairing USERCODE"); err != nil {
+		return nil, err
+	}
+	return showPairing(pos[0]), nil
+}
+
+func parseApprove(pos []string, f commandFlags) (command, error) {
+	if err := need(pos, 1, "approve USERCODE --owner O [--runner R]"); err != nil {
+		return nil, err
+	}
+	if f.owner == "" {
+		return nil, errors.New("approve needs --owner")
+	}
+	return approve(controlplane.ApproveRequest{UserCode: pos[0], Owner: f.owner, RunnerID: f.runner}), nil
+}
+
+func parseDeny(pos []string, _ commandFlags) (command, error) {
+	if err := need(pos, 1, "deny USERCODE"); err != nil {
+		return nil, err
+	}
+	return deny(pos[0]), nil
+}
+
+func parseRevokeDevice(pos []string, _ commandFlags) (command, error) {
+	if err := need(pos, 1, "revoke-device RUNNER"); err != nil {
+		return nil, err
+	}
+	return revokeDevice(pos[0]), nil
+}
+
+func parseConsent(pos []string, f commandFlags) (command, error) {
+	shape := "consent add|pause|resume|revoke --owner O --site S"
+	if err := need(pos, 1, shape); err != nil {
+		return nil, err
+	}
+	action := controlplane.ConsentAction(pos[0])
+	switch action {
+	case controlplane.ConsentAdd, controlplane.ConsentPause, controlplane.ConsentResume, controlplane.ConsentRevoke:
+	default:
+		return nil, fmt.Errorf("usage: %s", shape)
+	}
+	if f.owner == "" || f.site == "" {
+		return nil, errors.New("consent needs --owner and --site")
+	}
+	return consent(action, controlplane.ConsentRequest{Owner: f.owner, SiteID: f.site}), nil
+}
+
+func parseRoster(pos []string, f commandFlags) (command, error) {
+	if len(pos) == 2 && pos[0] == "delete" {
+		return rosterDelete(pos[1]), nil
+	}
+	if len(pos) != 2 || pos[0] != "set" {
+		return nil, errors.New("usage: roster set ID --owner O [--members a,b] | roster delete ID")
+	}
+	if f.owner == "" {
+		return nil, errors.New("roster set needs --owner")
+	}
+	list := []string{}
+	if f.members != "" {
+		list = strings.Split(f.members, ",")
+	}
+	return rosterSet(pos[1], controlplane.RosterRequest{Owner: f.owner, Members: list}), nil
 }
 
 // parseInterleaved parses flags wherever they sit among the positional
