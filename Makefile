@@ -160,11 +160,14 @@ example: bin/chat
 	bin/chat $(EXAMPLE_FLAGS)
 
 # LAMBDA_ARCH is the GOARCH every function is built for, by build-lambdas and
-# by sam build's build-<LogicalId>. It must name the architecture the
-# templates deploy on (Architectures: [arm64] in both, the bench's size
-# figures are arm64 builds): a bootstrap built for the other one does not
-# start. amd64 goes with Architectures: [x86_64] in the templates.
+# by sam build's build-<LogicalId> (the bench's size figures are arm64
+# builds). Both templates run every function on their Architecture
+# parameter, and deploy passes LAMBDA_ARCHITECTURE, Lambda's name for
+# LAMBDA_ARCH, to it: a bootstrap built for the other one does not start.
 LAMBDA_ARCH ?= arm64
+lambda_architecture_arm64 := arm64
+lambda_architecture_amd64 := x86_64
+LAMBDA_ARCHITECTURE = $(or $(lambda_architecture_$(LAMBDA_ARCH)),$(error LAMBDA_ARCH=$(LAMBDA_ARCH) is not a GOARCH Lambda runs (arm64, amd64)))
 FUNCTIONS   := $(notdir $(wildcard functions/*))
 LAMBDA_GOFLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w"
 FN    ?= claim
@@ -191,9 +194,15 @@ build-%Function:
 invoke:
 	@$(GO) run ./cmd/byorelay-local invoke $(FN) $(EVENT)
 
-## deploy: build and deploy with SAM (samconfig.toml holds the defaults)
+# The SAM CLI replaces samconfig.toml's parameter_overrides with the command
+# line's rather than merging them, so every value deploy sets is here:
+# DEPLOY_PARAMETERS adds others (Name=value ...); a parameter named nowhere
+# keeps the stack's current value (its default on the first deploy).
+DEPLOY_PARAMETERS ?=
+
+## deploy: build and deploy with SAM (samconfig.toml holds the defaults), on the Architecture LAMBDA_ARCH built for
 deploy:
-	sam build && sam deploy
+	sam build && sam deploy --parameter-overrides Architecture=$(LAMBDA_ARCHITECTURE) $(DEPLOY_PARAMETERS)
 
 ## bench: throughput, latency, DynamoDB capacity per job, claim at queue depth, function size and cold start, beside the memory store and the reference relay (docs/performance.md)
 bench: deps

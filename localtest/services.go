@@ -31,6 +31,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/byorelay/byorelay/internal/repo"
 )
 
 // Environment variables that point tests at services already running.
@@ -329,28 +331,9 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// RepoRoot is the directory holding go.mod, found from the working
-// directory upward (go test runs each package in its own directory).
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // jsDir holds the npm packages the tests use (localtest/js/node_modules).
 func jsDir() (string, error) {
-	root, err := RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return "", err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/internal/bench"
+	"github.com/byorelay/byorelay/internal/repo"
 	"github.com/byorelay/byorelay/localtest"
 )
 
@@ -68,7 +69,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			cfg.Targets = append(cfg.Targets, t)
 		}
 	}
-	if cfg.RepoRoot, err = localtest.RepoRoot(); err != nil {
+	if cfg.RepoRoot, err = repo.Root(); err != nil {
 		fmt.Fprintf(stderr, "byorelay-local bench: %v\n", err)
 		return 1
 	}

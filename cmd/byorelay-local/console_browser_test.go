@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/byorelay/byorelay/internal/controlplane"
+	"github.com/byorelay/byorelay/internal/repo"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/demo"
 )
@@ -328,7 +329,7 @@ func saveScreenshot(t *testing.T, browser context.Context, name string) {
 		t.Logf("screenshot %s: %v", name, err)
 		return
 	}
-	root, err := localtest.RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		t.Logf("screenshot %s: %v", name, err)
 		return

@@ -18,8 +18,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/byorelay/byorelay/cmd/internal/localstack"
 	"github.com/byorelay/byorelay/internal/lambdafn"
+	"github.com/byorelay/byorelay/internal/repo"
 	"github.com/byorelay/byorelay/internal/sitefn"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/demo"
@@ -131,7 +131,7 @@ type invokeOptions struct {
 }
 
 func invoke(ctx context.Context, fn lambdafn.Function, raw []byte, opts invokeOptions) ([]byte, error) {
-	root, err := localstack.RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return nil, err
 	}

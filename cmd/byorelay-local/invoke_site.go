@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
-	"github.com/byorelay/byorelay/cmd/internal/localstack"
+	"github.com/byorelay/byorelay/internal/repo"
 	"github.com/byorelay/byorelay/internal/sitefn"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/demo"
@@ -36,7 +36,7 @@ const (
 // emulator the real bootstrap reads the site's keys from SSM as it does
 // deployed; moto holds the demo site's keys there.
 func invokeSite(ctx context.Context, fn sitefn.Function, raw []byte, opts invokeOptions) ([]byte, error) {
-	root, err := localstack.RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/repo"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
 )
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) {
 // opened both envelopes), that DynamoDB capacity was metered, and that the
 // report is written; never a speed.
 func TestSmokeRunCompletesAndWritesItsReport(t *testing.T) {
-	root, err := localtest.RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +200,7 @@ func TestResultRowIsTheRowTheWholeAnswerHolds(t *testing.T) {
 // functions' in both phases, and the hottest keys and the saturation
 // figures are reported.
 func TestKeyHeatAddsUpToTheFunctionsCapacity(t *testing.T) {
-	root, err := localtest.RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,20 +12,6 @@ import (
 	"github.com/byorelay/byorelay/internal/relay"
 )
 
-func event(method, rawPath, query string, headers map[string]string, body string, b64 bool) events.APIGatewayV2HTTPRequest {
-	return events.APIGatewayV2HTTPRequest{
-		Version:         "2.0",
-		RawPath:         rawPath,
-		RawQueryString:  query,
-		Headers:         headers,
-		Body:            body,
-		IsBase64Encoded: b64,
-		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: rawPath},
-		},
-	}
-}
-
 func TestServeHTTPRunsANetHTTPHandlerOnARelayRequest(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /admin/rosters/{id}", func(w http.ResponseWriter, r *http.Request) {
@@ -49,7 +35,9 @@ func TestServeHTTPRunsANetHTTPHandlerOnARelayRequest(t *testing.T) {
 func TestAnUndecodableEventIsABadRequestNotAFailure(t *testing.T) {
 	// No relay behind it: the event is refused before one is asked.
 	st := &Stack{log: slogDiscard(), relay: container.Built[*relay.Relay](nil)}
-	resp, err := st.relayHandler(context.Background(), event("POST", "/byollm/claim", "", nil, "%%%", true))
+	ev := events.APIGatewayV2HTTPRequest{RawPath: "/byollm/claim", Body: "%%%", IsBase64Encoded: true}
+	ev.RequestContext.HTTP.Method = http.MethodPost
+	resp, err := st.relayHandler(context.Background(), ev)
 	if err != nil {
 		t.Fatal(err)
 	}

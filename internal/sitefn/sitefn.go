@@ -252,8 +252,8 @@ func ParseKeys(raw []byte) (*protocol.Keys, error) {
 type Handler func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
 
 // Handler is the named HTTP function's handler. The event becomes a
-// request with the body bytes as sent (signatures cover them), by the same
-// translation the relay's functions use.
+// request with the body bytes as sent (signatures cover them), and the
+// answer an event, by the same translation the relay's functions use.
 func (st *Stack) Handler(name string) (Handler, error) {
 	f, err := Lookup(name)
 	if err != nil {
@@ -275,13 +275,16 @@ func (st *Stack) Handler(name string) (Handler, error) {
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
-		resp := handle(ctx, siteserver.Request{Method: req.Method, Path: req.Path, Header: req.Header, Body: req.Body})
-		out := events.APIGatewayV2HTTPResponse{StatusCode: resp.Status, Body: string(resp.Body), Headers: map[string]string{}}
-		for k, vs := range resp.Header {
-			out.Headers[strings.ToLower(k)] = strings.Join(vs, ", ")
-		}
-		return out, nil
+		return toAPIGateway(handle(ctx, siteserver.Request{Method: req.Method, Path: req.Path, Header: req.Header, Body: req.Body})), nil
 	}, nil
+}
+
+// toAPIGateway answers a site server response through the platform's
+// translation, the one the relay's functions answer by: a body that is not
+// UTF-8 goes base64 (as text API Gateway would mangle it) and each
+// Set-Cookie goes in the cookie list (comma-joined, an Expires breaks it).
+func toAPIGateway(r siteserver.Response) events.APIGatewayV2HTTPResponse {
+	return container.ToAPIGateway(container.Response{Status: r.Status, Header: r.Header, Body: r.Body})
 }
 
 // SweepReport is the site sweeper's answer: what one sweep ended, so an

@@ -3,6 +3,7 @@ package sitefn
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	byorelay "github.com/byorelay/byorelay"
 	"github.com/byorelay/byorelay/internal/platform/container"
 	"github.com/byorelay/byorelay/internal/platform/paramstore"
+	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
 )
@@ -152,5 +154,26 @@ func TestTheSiteTemplateAlarmsOnTheSweepersBacklog(t *testing.T) {
 	var rec map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil || rec[MetricSweepBacklogAge] != float64(1234) || rec["Function"] != Sweeper {
 		t.Fatalf("EMF record %s: %v", buf.String(), err)
+	}
+}
+
+// TestAnswersCrossAPIGatewayAsTheRelaysDo: a body that is not UTF-8 goes
+// base64, and each Set-Cookie goes in the cookie list, not joined into a
+// header.
+func TestAnswersCrossAPIGatewayAsTheRelaysDo(t *testing.T) {
+	raw := []byte{0x7b, 0xff, 0x00, 0xfe, 0x7d}
+	resp := toAPIGateway(siteserver.Response{Status: http.StatusOK, Body: raw, Header: http.Header{
+		"Content-Type": {"application/octet-stream"},
+		"Set-Cookie":   {"a=1; Expires=Wed, 21 Oct 2026 07:28:00 GMT", "b=2"},
+	}})
+	body, err := base64.StdEncoding.DecodeString(resp.Body)
+	if !resp.IsBase64Encoded || err != nil || !bytes.Equal(body, raw) {
+		t.Fatalf("body %q base64=%v: want the bytes base64-encoded", resp.Body, resp.IsBase64Encoded)
+	}
+	if len(resp.Cookies) != 2 || resp.Cookies[0] != "a=1; Expires=Wed, 21 Oct 2026 07:28:00 GMT" || resp.Cookies[1] != "b=2" {
+		t.Fatalf("cookies %q, want both Set-Cookie values", resp.Cookies)
+	}
+	if _, ok := resp.Headers["set-cookie"]; ok || resp.Headers["content-type"] != "application/octet-stream" || resp.StatusCode != http.StatusOK {
+		t.Fatalf("answer %d %v", resp.StatusCode, resp.Headers)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/internal/repo"
 )
 
 // The real `byollm` daemon (npm byollm 0.1.1) pairs through the local API
@@ -19,7 +19,7 @@ import (
 // through the control plane, then a poll that hands it the site keys to
 // pin. The daemon is unchanged; only the relay is ours.
 func TestARealByollmDaemonPairsThroughTheLocalServer(t *testing.T) {
-	root, err := localtest.RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}

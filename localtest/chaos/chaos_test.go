@@ -22,6 +22,7 @@ import (
 
 	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/internal/projection"
+	"github.com/byorelay/byorelay/internal/repo"
 	"github.com/byorelay/byorelay/localtest"
 )
 
@@ -401,7 +402,7 @@ func buildFixture(t *testing.T, seed string, siteIDs, owners, runners []string, 
 // buildByorelay compiles the CLI the replicas run.
 func buildByorelay(t *testing.T, dir string) string {
 	t.Helper()
-	root, err := localtest.RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}

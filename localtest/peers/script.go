@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/repo"
 	"github.com/byorelay/byorelay/localtest"
 )
 
@@ -60,7 +61,7 @@ const stopWait = 5 * time.Second
 // Dir is this directory, where the scripts live.
 func Dir(t testing.TB) string {
 	t.Helper()
-	root, err := localtest.RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ package localstack
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/internal/controlplane/admincli"
+	"github.com/byorelay/byorelay/internal/repo"
 )
 
 // EnvDir overrides the directory.
@@ -33,31 +35,11 @@ func Dir() (string, error) {
 	if d := os.Getenv(EnvDir); d != "" {
 		return d, nil
 	}
-	root, err := RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w (set %s)", err, EnvDir)
 	}
 	return filepath.Join(root, ".cache", "demo"), nil
-}
-
-// RepoRoot walks up from the working directory to the go.mod of this
-// module.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.HasPrefix(string(mod), "module github.com/byorelay/byorelay\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("not inside the byorelay repository (set " + EnvDir + ")")
-		}
-		dir = parent
-	}
 }
 
 // StackFile is the running stack's file, in Dir.

@@ -39,7 +39,9 @@ func replica(t testing.TB, table string, clock store.Clock, wrap func(ddb.API) d
 }
 
 func TestDynamoStoreOnDynamoDBLocalPassesTheSuite(t *testing.T) {
-	sitestoretest.Run(t, func(t *testing.T, clock *store.ManualClock) sitestore.Store {
-		return replica(t, newTable(t), clock, nil)
+	sitestoretest.Run(t, sitestoretest.Harness{
+		New: func(t *testing.T, clock *store.ManualClock) sitestore.Store {
+			return replica(t, newTable(t), clock, nil)
+		},
 	})
 }

@@ -134,13 +134,15 @@ func TestARestartedStreamReaderRereadsWhatItMissed(t *testing.T) {
 
 // The contract suite, with Subscribe reading the table's stream as well.
 func TestDynamoStoreWithTableStreamsPassesTheSuite(t *testing.T) {
-	sitestoretest.Run(t, func(t *testing.T, clock *store.ManualClock) sitestore.Store {
-		cfg := localtest.AWSConfig(localtest.DynamoEndpoint(t))
-		s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), Clock: clock, AWS: &cfg})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+	sitestoretest.Run(t, sitestoretest.Harness{
+		New: func(t *testing.T, clock *store.ManualClock) sitestore.Store {
+			cfg := localtest.AWSConfig(localtest.DynamoEndpoint(t))
+			s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), Clock: clock, AWS: &cfg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
 	})
 }
 

@@ -10,7 +10,9 @@ import (
 )
 
 func TestMemoryStorePassesTheSuite(t *testing.T) {
-	sitestoretest.Run(t, func(t *testing.T, clock *store.ManualClock) sitestore.Store {
-		return memory.New(memory.Options{Clock: clock})
+	sitestoretest.Run(t, sitestoretest.Harness{
+		New: func(t *testing.T, clock *store.ManualClock) sitestore.Store {
+			return memory.New(memory.Options{Clock: clock})
+		},
 	})
 }
