@@ -114,7 +114,7 @@ site-restart: deps
 SITESWEEP_JOBS ?= 100000
 site-sweep-load: deps
 	BYORELAY_SITESWEEP_JOBS=$(SITESWEEP_JOBS) $(WITH_SERVICES) $(GO) test -count=1 -timeout 2h -v \
-	  -run '^TestTheSweeperClearsALoadOfDueEntriesInBoundedMemory$$' ./internal/sitestore/dynamo/
+	  -run '^TestSweeperClearsALoadInBoundedMemory$$' ./internal/sitestore/dynamo/
 
 ## lint: go.mod tidy, gofmt, go vet, staticcheck, every make target in help, and no built binary or file over 1 MB tracked by git
 lint:

@@ -50,19 +50,19 @@ func testScaffolding(pkg string) bool {
 // The check itself names what it must.
 func TestTestScaffoldingNamesTheTestPackages(t *testing.T) {
 	for pkg, want := range map[string]bool{
-		"testing":                           true,
-		"testing/fstest":                    true,
-		"net/http/httptest":                 true,
-		module + "/localtest":               true,
-		module + "/localtest/demo":          true,
-		module + "/relay/relaytest":         true,
-		module + "/store/storetest":         true,
-		module + "/sitestore/sitestoretest": true,
-		module + "/controlplane/admincli":   false,
-		module + "/cmd/internal/localstack": false,
-		module:                              false,
-		"internal/synctest":                 false,
-		"net/http":                          false,
+		"testing":                                    true,
+		"testing/fstest":                             true,
+		"net/http/httptest":                          true,
+		module + "/localtest":                        true,
+		module + "/localtest/demo":                   true,
+		module + "/internal/relay/relaytest":         true,
+		module + "/store/storetest":                  true,
+		module + "/internal/sitestore/sitestoretest": true,
+		module + "/internal/controlplane/admincli":   false,
+		module + "/cmd/internal/localstack":          false,
+		module:                                       false,
+		"internal/synctest":                          false,
+		"net/http":                                   false,
 	} {
 		if got := testScaffolding(pkg); got != want {
 			t.Errorf("testScaffolding(%q) = %v, want %v", pkg, got, want)

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) { localtest.Main(m) }
 // heartbeat (holding nothing), claim, fetch and result, the heartbeat that
 // renews the lease mid-run, and the app's result read.
 //
-//	go run ./localtest/withservices -- go test -run '^$' -bench DirectLaneLifecycleCapacity -benchtime 20x ./sitefn/
+//	go run ./localtest/withservices -- go test -run '^$' -bench DirectLaneLifecycleCapacity -benchtime 20x ./internal/sitefn/
 //
 // DynamoDB Local reports 0 for a query that finds nothing, where the
 // service bills 0.5 RCU: the calls column counts those.

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-func TestUserCodesAreTwoGroupsOfFourFromTheServersAlphabet(t *testing.T) {
+func TestUserCodesAreTwoGroupsOfFour(t *testing.T) {
 	seen := map[string]bool{}
 	for range 500 {
 		c := NewUserCode()

@@ -14,7 +14,7 @@ import (
 // names one job, and a multi-job operation (a claim, a sweep) is recorded
 // as one sub-operation per job it reported, over the same interval. The
 // one rule that couples jobs, the per-pair unsealed cap, is checked on
-// consistent snapshots instead (see TestConcurrentReplicas).
+// consistent snapshots instead (see TestConcurrentReplicasStayLinearizable).
 
 type opKind int
 

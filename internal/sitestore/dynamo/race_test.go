@@ -143,10 +143,10 @@ func (d dependentsLost) Query(ctx context.Context, in *dynamodb.QueryInput, opts
 	return d.API.Query(ctx, in, opts...)
 }
 
-// TestACompleterThatDiesBeforeTellingDependentsIsFinishedByTheSweep: the
+// TestSweepFinishesACompleterThatDiedMidway: the
 // completion lands with its UNBLOCK marker, the dependents query never
 // happens, and the dependent is still unblocked, by the sweep.
-func TestACompleterThatDiesBeforeTellingDependentsIsFinishedByTheSweep(t *testing.T) {
+func TestSweepFinishesACompleterThatDiedMidway(t *testing.T) {
 	table := newTable(t)
 	clock := store.NewManualClock(sitestoretest.Start)
 	healthy := replica(t, table, clock, nil)

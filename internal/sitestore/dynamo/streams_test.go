@@ -48,7 +48,7 @@ func drain(ch chan struct{}) {
 // A write through one store is heard by a Subscribe on another store (its
 // own clients: another process) through the table's stream, within
 // StreamHeardWithin.
-func TestASubscribeHearsAnotherProcesssWriteThroughTheTableStream(t *testing.T) {
+func TestSubscribeHearsAnotherProcessThroughTheStream(t *testing.T) {
 	table := newTable(t)
 	writer, listener := streamReplica(t, table), streamReplica(t, table)
 	ctx := context.Background()

@@ -114,11 +114,11 @@ func TestOldEntriesAreFoundWhenTheShardCountChanges(t *testing.T) {
 	}
 }
 
-// TestAnUnchangedRunnersHeartbeatsRarelyWriteTheRunnersIndex: heartbeats
+// TestUnchangedHeartbeatsRarelyWriteTheRunnersIndex: heartbeats
 // of an unchanged runner every 10 s for 10 minutes write the runner item
 // (and so the RUNNERS index) at most once per RunnerRefreshMs, and a
 // changed one is written at once.
-func TestAnUnchangedRunnersHeartbeatsRarelyWriteTheRunnersIndex(t *testing.T) {
+func TestUnchangedHeartbeatsRarelyWriteTheRunnersIndex(t *testing.T) {
 	ctx := context.Background()
 	c := newCounting(t)
 	clock := store.NewManualClock(time.UnixMilli(1_000_000))
@@ -157,12 +157,12 @@ func TestAnUnchangedRunnersHeartbeatsRarelyWriteTheRunnersIndex(t *testing.T) {
 	}
 }
 
-// TestTheSweeperClearsALoadOfDueEntriesInBoundedMemory loads
+// TestSweeperClearsALoadInBoundedMemory loads
 // BYORELAY_SITESWEEP_JOBS (default 2,000; `make site-sweep-load` 100,000)
 // queued jobs past their TTL straight into the table, then one Sweep
 // expires them all. It reports items/s per worker and the heap the sweep
 // grew by, and holds the heap under the stated bound: workers x one page.
-func TestTheSweeperClearsALoadOfDueEntriesInBoundedMemory(t *testing.T) {
+func TestSweeperClearsALoadInBoundedMemory(t *testing.T) {
 	n := 2000
 	if v := os.Getenv("BYORELAY_SITESWEEP_JOBS"); v != "" {
 		n, _ = strconv.Atoi(v)
