@@ -5,6 +5,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/dynamo"
@@ -23,7 +24,7 @@ type EMF struct {
 	out       io.Writer
 	namespace string
 	function  string
-	clock     store.Clock
+	clock     clock.Clock
 }
 
 var _ relay.Metrics = (*EMF)(nil)
@@ -57,11 +58,11 @@ const (
 // NewEMF writes EMF records to out under namespace, each dimensioned by
 // function (the Lambda's name; "" for one process serving them all) and
 // stamped from clock.
-func NewEMF(out io.Writer, namespace, function string, clock store.Clock) *EMF {
+func NewEMF(out io.Writer, namespace, function string, clk clock.Clock) *EMF {
 	if function == "" {
 		function = "local"
 	}
-	return &EMF{out: out, namespace: namespace, function: function, clock: clock}
+	return &EMF{out: out, namespace: namespace, function: function, clock: clk}
 }
 
 // Claimed implements relay.Metrics.

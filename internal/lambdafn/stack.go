@@ -17,6 +17,7 @@ import (
 
 	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/internal/controlplane/grants"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/container"
 	"github.com/byorelay/byorelay/internal/platform/objects"
 	"github.com/byorelay/byorelay/internal/platform/paramstore"
@@ -34,7 +35,7 @@ type Options struct {
 	// Clock is the store's and the relay's clock. Nil is the host clock for
 	// the relay and, for the store, a dynamo.ServerClock over the host
 	// clock: every replica's leases and windows read DynamoDB's clock.
-	Clock store.Clock
+	Clock clock.Clock
 	// Logger receives the relay's decision records; nil writes JSON to
 	// stderr, which Lambda ships to CloudWatch Logs.
 	Logger *slog.Logger
@@ -82,9 +83,9 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		return nil, err
 	}
 	st := &Stack{}
-	clock, storeClock := opts.Clock, opts.Clock
-	if clock == nil {
-		clock = store.SystemClock{}
+	clk, storeClock := opts.Clock, opts.Clock
+	if clk == nil {
+		clk = clock.System{}
 		// One time source for every replica's expiry decisions: the host
 		// clock corrected by the Date of DynamoDB's own responses
 		// (docs/decisions/0012-one-time-source.md). The relay's clock stays
@@ -105,7 +106,7 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		env.MetricsNamespace = "byorelay" // an Env built in code rather than by LoadEnv
 	}
 	st.Env, st.log = env, log
-	st.Metrics = NewEMF(out, env.MetricsNamespace, os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), clock)
+	st.Metrics = NewEMF(out, env.MetricsNamespace, os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), clk)
 
 	if env.ChurnTopicARN != "" {
 		st.churn = NewChurnPublisher(cfg, aws.ToString(endpoint("sns", nil)), env.ChurnTopicARN, log)
@@ -144,7 +145,7 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		Pairing:         st.Store,
 		VerificationURL: env.VerificationURL,
 		Projection:      st.Control,
-		Clock:           clock,
+		Clock:           clk,
 		LeaseMs:         env.LeaseMs,
 		// The store's window (dcfg.Options above): the relay reports when
 		// a claim's windows close, and the wake-up is set for then.
@@ -157,7 +158,7 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		Metrics:           st.Metrics,
 	}
 	if env.OriginSecretParameter != "" {
-		rcfg.OriginSecrets = NewSSMOriginSecrets(params, env.OriginSecretParameter, clock, log).Secrets
+		rcfg.OriginSecrets = NewSSMOriginSecrets(params, env.OriginSecretParameter, clk, log).Secrets
 	}
 	if opts.Grants == nil && env.GrantKeyParameter != "" {
 		// Read by the first request, not at init: the round trip to SSM
@@ -167,7 +168,7 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		// overlap.
 		st.relay = container.Defer(func(ctx context.Context) (*relay.Relay, error) {
 			go st.Calibrate(context.WithoutCancel(ctx))
-			author, err := grantAuthor(ctx, params, env.GrantKeyParameter, clock)
+			author, err := grantAuthor(ctx, params, env.GrantKeyParameter, clk)
 			if err != nil {
 				return nil, err
 			}
@@ -184,7 +185,7 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		return controlplane.AdminHandler(controlplane.NewAdmin(controlplane.AdminConfig{
 			Store:    st.Control,
 			Pairings: st.Store,
-			Clock:    clock,
+			Clock:    clk,
 			Logger:   log,
 		}))
 	})
@@ -200,7 +201,7 @@ func (st *Stack) Admin() http.Handler { return st.admin() }
 // parameter that is missing, unreadable or not a SecureString is an error,
 // which the request that asked answers 503 (container.Deferred): a relay
 // never pairs a device or grants a job without its key.
-func grantAuthor(ctx context.Context, params *paramstore.Client, name string, clock store.Clock) (*grants.Author, error) {
+func grantAuthor(ctx context.Context, params *paramstore.Client, name string, clk clock.Clock) (*grants.Author, error) {
 	found, err := params.Get(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("lambdafn: read grant key: %w", err)
@@ -212,7 +213,7 @@ func grantAuthor(ctx context.Context, params *paramstore.Client, name string, cl
 	if err != nil {
 		return nil, fmt.Errorf("lambdafn: %w", err)
 	}
-	return grants.New(seed, grants.Options{Clock: clock})
+	return grants.New(seed, grants.Options{Clock: clk})
 }
 
 // relayWithGrants is the relay that hands devices author's key and signs

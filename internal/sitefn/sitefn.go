@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"io"
 	"log/slog"
@@ -27,7 +28,6 @@ import (
 	"github.com/byorelay/byorelay/internal/siteserver"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 // Kind is how a function is invoked.
@@ -135,7 +135,7 @@ type Options struct {
 	// Keys are the site's keys; nil reads them from SiteKeysParameter.
 	Keys *protocol.Keys
 	// Clock is the store's one clock; nil is the host's.
-	Clock  store.Clock
+	Clock  clock.Clock
 	Logger *slog.Logger
 	// Meter counts DynamoDB capacity (the benchmark).
 	Meter *ddb.Meter

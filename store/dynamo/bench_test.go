@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"sync"
 	"testing"
@@ -33,9 +34,9 @@ func BenchmarkClaimCapacity(b *testing.B) {
 		b.Run(fmt.Sprintf("queued=%d", depth), func(b *testing.B) {
 			ctx := context.Background()
 			meter := &ddb.Meter{}
-			clock := store.NewManualClock(storetest.Start)
+			clk := clock.NewManual(storetest.Start)
 			table := newTable(b)
-			s, err := New(Config{DB: localtest.DynamoClient(b), Table: table, Options: store.Options{Clock: clock}, Meter: meter})
+			s, err := New(Config{DB: localtest.DynamoClient(b), Table: table, Options: store.Options{Clock: clk}, Meter: meter})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"math/rand/v2"
 	"net/http"
@@ -15,8 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
-
-	"github.com/byorelay/byorelay/store"
 )
 
 // ServerClock is a store clock bound to DynamoDB's: the host clock
@@ -40,7 +39,7 @@ import (
 // empty intersection means a clock stepped: the clock starts again from the
 // newest response alone.
 type ServerClock struct {
-	host store.Clock
+	host clock.Clock
 
 	mu sync.Mutex
 	// lo and hi bound the offset as of host instant at; at is zero until
@@ -72,9 +71,9 @@ var ErrClockUncertain = errors.New("dynamo: store clock not within MaxClockUncer
 
 // NewServerClock returns a clock over host (nil: the system clock). Until a
 // response has been seen it reads the host clock, and is uncertain.
-func NewServerClock(host store.Clock) *ServerClock {
+func NewServerClock(host clock.Clock) *ServerClock {
 	if host == nil {
-		host = store.SystemClock{}
+		host = clock.System{}
 	}
 	return &ServerClock{host: host}
 }

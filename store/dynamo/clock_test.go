@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/storetest"
@@ -15,7 +16,7 @@ import (
 
 // respond feeds c one response from a server whose clock reads host+offset,
 // sent at the host's current instant and received rtt later.
-func respond(c *ServerClock, host *store.ManualClock, offset, rtt time.Duration) {
+func respond(c *ServerClock, host *clock.Manual, offset, rtt time.Duration) {
 	sent := host.Now()
 	received := host.Advance(rtt)
 	// The server stamps Date somewhere inside the round trip, truncated to
@@ -25,7 +26,7 @@ func respond(c *ServerClock, host *store.ManualClock, offset, rtt time.Duration)
 }
 
 func TestServerClockReadsTheHostUntilAResponseArrivesAndIsUncertainUntilThen(t *testing.T) {
-	host := store.NewManualClock(storetest.Start)
+	host := clock.NewManual(storetest.Start)
 	c := NewServerClock(host)
 	if !c.Now().Equal(host.Now()) {
 		t.Fatalf("uncalibrated Now %v, host %v", c.Now(), host.Now())
@@ -40,7 +41,7 @@ func TestServerClockReadsTheHostUntilAResponseArrivesAndIsUncertainUntilThen(t *
 }
 
 func TestOneResponseBoundsTheOffsetWithinASecondAndTheTruthIsInside(t *testing.T) {
-	host := store.NewManualClock(storetest.Start.Add(300 * time.Millisecond))
+	host := clock.NewManual(storetest.Start.Add(300 * time.Millisecond))
 	c := NewServerClock(host)
 	const offset = -15*time.Second - 250*time.Millisecond // the host runs 15.25 s fast
 	respond(c, host, offset, 80*time.Millisecond)
@@ -54,7 +55,7 @@ func TestOneResponseBoundsTheOffsetWithinASecondAndTheTruthIsInside(t *testing.T
 }
 
 func TestResponsesAtDifferentPhasesOfTheSecondNarrowTheOffsetTowardTheRoundTrip(t *testing.T) {
-	host := store.NewManualClock(storetest.Start)
+	host := clock.NewManual(storetest.Start)
 	c := NewServerClock(host)
 	const offset = 15*time.Second + 370*time.Millisecond
 	for range 40 {
@@ -74,7 +75,7 @@ func TestResponsesAtDifferentPhasesOfTheSecondNarrowTheOffsetTowardTheRoundTrip(
 }
 
 func TestAHostClockThatStepsIsRelearnedFromTheNextResponse(t *testing.T) {
-	host := store.NewManualClock(storetest.Start)
+	host := clock.NewManual(storetest.Start)
 	c := NewServerClock(host)
 	for range 10 {
 		respond(c, host, 2*time.Second, 20*time.Millisecond)
@@ -92,7 +93,7 @@ func TestAHostClockThatStepsIsRelearnedFromTheNextResponse(t *testing.T) {
 }
 
 func TestUncertaintyGrowsWithTimeSinceTheLastResponse(t *testing.T) {
-	host := store.NewManualClock(storetest.Start)
+	host := clock.NewManual(storetest.Start)
 	c := NewServerClock(host)
 	respond(c, host, 0, 10*time.Millisecond)
 	before := c.Reading().Uncertainty
@@ -138,8 +139,8 @@ func TestReplicasWithSkewedHostClocksDecideExpiriesAlikeOnDynamoDBLocal(t *testi
 	// reach the window's end; still far short of the 15 s skew, so the
 	// naive replica shows it.
 	const window = 6 * time.Second
-	open := func(clock store.Clock) *Store {
-		s := replica(t, table, store.Options{Clock: clock, AwaitingPayloadMs: window.Milliseconds()}, nil)
+	open := func(clk clock.Clock) *Store {
+		s := replica(t, table, store.Options{Clock: clk, AwaitingPayloadMs: window.Milliseconds()}, nil)
 		// As lambdafn.Open does, and again while the clock is unsettled: one
 		// response settles it only when its round trip is under a second,
 		// which a loaded machine's DynamoDB Local does not always give.

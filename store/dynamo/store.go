@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"math/rand/v2"
 	"sync"
@@ -85,7 +86,7 @@ type Store struct {
 	db      ddb.API
 	table   string
 	objects Objects
-	clock   store.Clock
+	clock   clock.Clock
 	// server is clock when that is a ServerClock: the sweep asks it whether
 	// expiries may be decided.
 	server  *ServerClock
@@ -139,7 +140,7 @@ func New(cfg Config) (*Store, error) {
 		shards:          cfg.DueShards,
 	}
 	if s.clock == nil {
-		s.clock = store.SystemClock{}
+		s.clock = clock.System{}
 	}
 	if s.pairingCapacity == 0 {
 		s.pairingCapacity = store.MaxOutstandingPairings
@@ -166,7 +167,7 @@ func New(cfg Config) (*Store, error) {
 // Now is the store clock in epoch ms.
 func (s *Store) Now(ctx context.Context) (int64, error) { return s.now(), nil }
 
-func (s *Store) now() int64 { return store.EpochMs(s.clock.Now()) }
+func (s *Store) now() int64 { return clock.EpochMs(s.clock.Now()) }
 
 // nextSeq is an enqueue-order key: the store clock, then this instance's
 // counter. Two replicas enqueueing in one millisecond interleave arbitrarily,

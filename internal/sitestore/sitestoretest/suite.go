@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 // Start is where every suite clock starts: a fixed instant, so the numbers
@@ -21,18 +21,18 @@ var Start = time.UnixMilli(1_800_000_000_000)
 // Env is one fresh, empty store and the manual clock it reads.
 type Env struct {
 	Store sitestore.Store
-	Clock *store.ManualClock
+	Clock *clock.Manual
 }
 
 // Factory makes a fresh Env for one test. clock is the store's clock.
-type Factory func(t *testing.T, clock *store.ManualClock) sitestore.Store
+type Factory func(t *testing.T, clk *clock.Manual) sitestore.Store
 
 // Run runs the whole suite against the stores newStore makes.
 func Run(t *testing.T, newStore Factory) {
 	for _, c := range cases() {
 		t.Run(c.name, func(t *testing.T) {
-			clock := store.NewManualClock(Start)
-			c.run(t, Env{Store: newStore(t, clock), Clock: clock})
+			clk := clock.NewManual(Start)
+			c.run(t, Env{Store: newStore(t, clk), Clock: clk})
 		})
 	}
 }
