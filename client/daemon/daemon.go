@@ -270,7 +270,7 @@ func New(cfg Config) (*Daemon, error) {
 		d.clock = clock.System{}
 	}
 	if d.sleep == nil {
-		d.sleep = sleepCtx
+		d.sleep = clock.Sleep
 	}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
@@ -586,17 +586,6 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		return ctx.Err()
 	}
 	return err
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func contains(list []string, s string) bool {

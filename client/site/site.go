@@ -139,7 +139,7 @@ func New(cfg Config) (*Client, error) {
 		c.backoff = 250 * time.Millisecond
 	}
 	if c.sleep == nil {
-		c.sleep = sleepCtx
+		c.sleep = clock.Sleep
 	}
 	return c, nil
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/stream"
 	"github.com/byorelay/byorelay/internal/stream/seal"
 	"github.com/byorelay/byorelay/protocol"
@@ -274,12 +275,8 @@ func (r *Relay) follow(ctx context.Context, req seal.AttachRequest, emit func(se
 		} else {
 			pause = min(pause*2, o.PollEvery)
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := clock.Sleep(ctx, pause); err != nil {
+			return err
 		}
 	}
 }

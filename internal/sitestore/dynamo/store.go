@@ -463,9 +463,5 @@ func backoff(ctx context.Context, attempt int) {
 	if attempt == 0 {
 		return
 	}
-	d := time.Duration(1<<min(attempt, 6)) * time.Millisecond
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
+	_ = clock.Sleep(ctx, time.Duration(1<<min(attempt, 6))*time.Millisecond)
 }
