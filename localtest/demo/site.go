@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"

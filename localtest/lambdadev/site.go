@@ -3,12 +3,12 @@ package lambdadev
 import (
 	"context"
 	"encoding/json"
-	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"log/slog"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/sitefn"
 	"github.com/byorelay/byorelay/localtest/demo"
 )

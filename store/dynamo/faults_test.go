@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/byorelay/byorelay/internal/platform/clock"
-	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -17,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/storetest"

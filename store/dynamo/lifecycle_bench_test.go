@@ -3,12 +3,12 @@ package dynamo
 import (
 	"context"
 	"fmt"
-	"github.com/byorelay/byorelay/internal/platform/clock"
-	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"

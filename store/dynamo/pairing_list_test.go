@@ -3,13 +3,13 @@ package dynamo
 import (
 	"context"
 	"fmt"
-	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 )

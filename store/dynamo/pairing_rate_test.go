@@ -3,7 +3,6 @@ package dynamo
 import (
 	"context"
 	"fmt"
-	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"os"
 	"strconv"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 )

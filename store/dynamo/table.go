@@ -3,11 +3,12 @@ package dynamo
 import (
 	"context"
 	"fmt"
-	"github.com/byorelay/byorelay/internal/platform/ddb"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 )
 
 // ttlAttribute is the routing table's TTL attribute.

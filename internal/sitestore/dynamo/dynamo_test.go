@@ -2,10 +2,10 @@ package dynamo
 
 import (
 	"context"
-	"github.com/byorelay/byorelay/internal/platform/clock"
-	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"testing"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/internal/sitestore/sitestoretest"
 	"github.com/byorelay/byorelay/localtest"

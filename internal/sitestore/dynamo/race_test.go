@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/byorelay/byorelay/internal/platform/clock"
-	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/internal/sitestore/sitestoretest"
 	"github.com/byorelay/byorelay/protocol"
