@@ -48,10 +48,20 @@ var ErrContention = store.ErrContention
 // bucket is configured (Config.Objects).
 var ErrNoBucket = errors.New("dynamo: envelope too large to inline and no S3 bucket configured")
 
+// API is the subset of the DynamoDB client the store calls; a
+// *dynamodb.Client satisfies it. It is the platform's interface, named here
+// so that code outside this module can name what Config.DB takes (a wrapper
+// that injects faults, say).
+type API = ddb.API
+
+// Meter counts the capacity of every call a store makes (Config.Meter). It
+// is the platform's, named here for importers.
+type Meter = ddb.Meter
+
 // Config is what New needs.
 type Config struct {
 	// DB is a DynamoDB client (or a wrapper around one).
-	DB ddb.API
+	DB API
 	// Table is the routing table, created from template.yaml.
 	Table string
 	// Objects holds envelopes larger than InlineEnvelopeBytes, in an S3
@@ -76,7 +86,7 @@ type Config struct {
 	DueShards int
 	// Meter, when set, asks DynamoDB for the capacity every call consumes
 	// and adds it up.
-	Meter *ddb.Meter
+	Meter *Meter
 }
 
 // Store is the DynamoDB routing store and pairing-code store. It keeps no
