@@ -6,9 +6,9 @@ import (
 	"sync"
 
 	"github.com/byorelay/byorelay/internal/platform/clock"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/store"
-	"github.com/byorelay/byorelay/store/dynamo"
 )
 
 // EMF is the relay's metrics hook written as CloudWatch embedded metric
@@ -47,10 +47,10 @@ const (
 	MetricSweepBacklog     = "SweepBacklogSeconds"
 	MetricSweepFailedItems = "SweepFailedItems"
 	MetricChurn            = "UnsealedChurn"
-	// The store clock against DynamoDB's (dynamo.ServerClock): the offset
+	// The store clock against DynamoDB's (ddb.ServerClock): the offset
 	// (DynamoDB's minus the host's) and its uncertainty, in milliseconds.
 	// The sweep decides no expiry while the uncertainty is above
-	// dynamo.MaxClockUncertainty; the template alarms on both.
+	// ddb.MaxClockUncertainty; the template alarms on both.
 	MetricClockOffset      = "ClockOffsetMs"
 	MetricClockUncertainty = "ClockUncertaintyMs"
 )
@@ -116,7 +116,7 @@ func (m *EMF) Churn(c store.UnsealedChurn) {
 // Clock publishes the store clock's offset from DynamoDB's. An
 // uncalibrated clock publishes nothing: it has no offset to report, and the
 // sweep's refusals (SweepFailures) already say so.
-func (m *EMF) Clock(r dynamo.ClockReading) {
+func (m *EMF) Clock(r ddb.ClockReading) {
 	if !r.Calibrated {
 		return
 	}

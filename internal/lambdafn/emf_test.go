@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/internal/platform/clock"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/store"
-	"github.com/byorelay/byorelay/store/dynamo"
 )
 
 type emfRecord struct {
@@ -80,8 +80,8 @@ func TestEMFWritesOneValidRecordPerEvent(t *testing.T) {
 	m.Swept(3, 1)
 	m.SweepFailed()
 	m.Churn(store.UnsealedChurn{SiteID: "s", Owner: "o", Expiries: 6, WindowMs: 300000})
-	m.Clock(dynamo.ClockReading{})
-	m.Clock(dynamo.ClockReading{Offset: -15*time.Second - 250*time.Millisecond, Uncertainty: 40 * time.Millisecond, Calibrated: true, Resets: 1})
+	m.Clock(ddb.ClockReading{})
+	m.Clock(ddb.ClockReading{Offset: -15*time.Second - 250*time.Millisecond, Uncertainty: 40 * time.Millisecond, Calibrated: true, Resets: 1})
 
 	recs := readEMF(t, &out)
 	if len(recs) != 9 {

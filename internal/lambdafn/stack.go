@@ -19,6 +19,7 @@ import (
 	"github.com/byorelay/byorelay/internal/controlplane/grants"
 	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/container"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/platform/objects"
 	"github.com/byorelay/byorelay/internal/platform/paramstore"
 	"github.com/byorelay/byorelay/internal/relay"
@@ -33,7 +34,7 @@ type Options struct {
 	// Lambda sets (container.AWSFromEnv), with AWS_ENDPOINT_URL_<SERVICE> overrides.
 	AWS *aws.Config
 	// Clock is the store's and the relay's clock. Nil is the host clock for
-	// the relay and, for the store, a dynamo.ServerClock over the host
+	// the relay and, for the store, a ddb.ServerClock over the host
 	// clock: every replica's leases and windows read DynamoDB's clock.
 	Clock clock.Clock
 	// Logger receives the relay's decision records; nil writes JSON to
@@ -68,7 +69,7 @@ type Stack struct {
 
 	// serverClock is the store's clock unless Options.Clock replaced it;
 	// its offset is published at most once a minute (noteClock).
-	serverClock *dynamo.ServerClock
+	serverClock *ddb.ServerClock
 	clockMu     sync.Mutex
 	clockNoted  time.Time
 	// calibrateMu serialises the calibrating read Calibrate makes while
@@ -91,7 +92,7 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		// (docs/decisions/0012-one-time-source.md). The relay's clock stays
 		// the host's: signature freshness is about the caller's clock
 		// versus this process's.
-		st.serverClock = dynamo.NewServerClock(nil)
+		st.serverClock = ddb.NewServerClock(nil)
 		storeClock = st.serverClock
 	}
 	log := opts.Logger

@@ -97,9 +97,9 @@ type Store struct {
 	table   string
 	objects Objects
 	clock   clock.Clock
-	// server is clock when that is a ServerClock: the sweep asks it whether
+	// server is clock when that is a ddb.ServerClock: the sweep asks it whether
 	// expiries may be decided.
-	server  *ServerClock
+	server  *ddb.ServerClock
 	onChurn func(store.UnsealedChurn)
 
 	pairingCapacity int
@@ -162,11 +162,11 @@ func New(cfg Config) (*Store, error) {
 		s.shards = DefaultDueShards
 	}
 	s.inlineShard.Store(rand.Uint64N(uint64(s.shards)))
-	if sc, ok := s.clock.(*ServerClock); ok {
+	if sc, ok := s.clock.(*ddb.ServerClock); ok {
 		// Every response the store sees calibrates its clock, so the clock
 		// and the client cannot be wired apart.
 		s.server = sc
-		s.db = &clocked{api: s.db, c: sc}
+		s.db = sc.Wrap(s.db)
 	}
 	if cfg.Meter != nil {
 		s.db = cfg.Meter.Wrap(s.db)
