@@ -112,8 +112,8 @@ func TestEMFWritesOneValidRecordPerEvent(t *testing.T) {
 	if recs[5].Values[MetricSweepRequeued] != 3.0 || recs[5].Values[MetricSweepRemoved] != 1.0 {
 		t.Errorf("sweep record = %v", recs[5].Values)
 	}
-	if clk := recs[8]; clk.Values[MetricClockOffset] != -15250.0 || clk.Values[MetricClockUncertainty] != 40.0 {
-		t.Errorf("clock record = %v", clk.Values)
+	if rec := recs[8]; rec.Values[MetricClockOffset] != -15250.0 || rec.Values[MetricClockUncertainty] != 40.0 {
+		t.Errorf("clock record = %v", rec.Values)
 	}
 	churn := recs[7]
 	if churn.Values["site"] != "s" || churn.Values["owner"] != "o" {
