@@ -265,7 +265,7 @@ const DefaultInlineSweepLimit = 25
 
 // Options configure a store implementation.
 type Options struct {
-	// Clock stamps and enforces every deadline. Nil means SystemClock.
+	// Clock stamps and enforces every deadline. Nil means the host clock.
 	Clock Clock
 	// OnChurn is told when a (site, job owner) pair lets ChurnExpiries
 	// unsealed grants expire inside ChurnWindowMs; at most once per pair per

@@ -3,7 +3,6 @@ package store
 import (
 	"regexp"
 	"testing"
-	"time"
 )
 
 func TestNewLeaseIDIsARandomV4UUID(t *testing.T) {
@@ -39,21 +38,6 @@ func TestNewDeviceCodeIsLongAndURLSafe(t *testing.T) {
 	}
 	if a == b {
 		t.Fatalf("two device codes are equal: %q", a)
-	}
-}
-
-func TestManualClockMovesOnlyWhenTold(t *testing.T) {
-	start := time.UnixMilli(1_800_000_000_000)
-	c := NewManualClock(start)
-	if got := EpochMs(c.Now()); got != 1_800_000_000_000 {
-		t.Fatalf("now = %d", got)
-	}
-	if got := EpochMs(c.Advance(1500 * time.Millisecond)); got != 1_800_000_001_500 {
-		t.Fatalf("after advance = %d", got)
-	}
-	c.Set(start)
-	if got := EpochMs(c.Now()); got != 1_800_000_000_000 {
-		t.Fatalf("after set = %d", got)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // Backend runs opened work on the owner's own model.
@@ -58,7 +59,7 @@ const serviceUnavailable = "a device service is unavailable — its owner has be
 // outcomeForSite maps a backend failure to what the site may learn: the class,
 // never the backend's own words, which quote the owner's machine and name the
 // service.
-func outcomeForSite(err error) site.Outcome {
+func outcomeForSite(err error) protocol.Outcome {
 	var be *BackendError
 	code := "backend-error"
 	if errors.As(err, &be) {

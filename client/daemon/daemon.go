@@ -33,20 +33,17 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/protocol"
 )
 
 // Version is the daemon version this package reports in heartbeats.
 const Version = "0.1.1"
 
-// Clock is the daemon's time source. store.ManualClock satisfies it.
-type Clock interface {
-	Now() time.Time
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
+// Clock is the daemon's time source. It is the store's clock type, so one
+// test clock drives a site, a daemon and a relay alike: anything with a Now
+// method.
+type Clock = clock.Clock
 
 // DefaultHeartbeatInterval is an idle daemon's tick: one heartbeat and
 // one claim. The relay's route throttles are sized from it (README.md,
@@ -270,10 +267,10 @@ func New(cfg Config) (*Daemon, error) {
 		}
 	}
 	if d.clock == nil {
-		d.clock = systemClock{}
+		d.clock = clock.System{}
 	}
 	if d.sleep == nil {
-		d.sleep = sleepCtx
+		d.sleep = clock.Sleep
 	}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
@@ -589,17 +586,6 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		return ctx.Err()
 	}
 	return err
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func contains(list []string, s string) bool {

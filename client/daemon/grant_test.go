@@ -7,15 +7,15 @@ import (
 
 	"github.com/byorelay/byorelay/client/daemon"
 	"github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 // withGrants stands a control plane behind the relay: its key goes to
 // devices at pairing and author signs each claimed job's grant. tamper may
 // change the claims before signing, or sign with another key.
-func withGrants(t *testing.T, clock *store.ManualClock, signer, pinned *protocol.Keys, tamper func(*protocol.SignedGrant)) func(*relay.Config) {
+func withGrants(t *testing.T, clk *clock.Manual, signer, pinned *protocol.Keys, tamper func(*protocol.SignedGrant)) func(*relay.Config) {
 	return func(cfg *relay.Config) {
 		cfg.ControlPlanePublic = pinned.Public().Identity
 		cfg.AuthorGrant = func(ctx context.Context, in relay.GrantRequest) (relay.GrantDecision, error) {
@@ -26,7 +26,7 @@ func withGrants(t *testing.T, clock *store.ManualClock, signer, pinned *protocol
 			claims := protocol.SignedGrant{
 				GrantID: "grant_" + in.Job.ID, JobID: in.Job.ID, Site: in.SiteKey, User: in.Job.Owner,
 				Owner: in.Owner, Purpose: purpose, Kind: in.Job.Kind, Service: "default",
-				IssuedAt: clock.Now().UnixMilli(),
+				IssuedAt: clk.Now().UnixMilli(),
 			}
 			if tamper != nil {
 				tamper(&claims)
@@ -60,7 +60,7 @@ func TestGrantsFromThePinnedControlPlaneAdmitJobs(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, func(cfg *relay.Config) {
-				withGrants(t, cfg.Clock.(*store.ManualClock), tc.signer, cp, tc.tamper)(cfg)
+				withGrants(t, cfg.Clock.(*clock.Manual), tc.signer, cp, tc.tamper)(cfg)
 			})
 			s := w.newSite("shop")
 			w.consent("alice", "shop")

@@ -11,6 +11,7 @@ import (
 	"github.com/byorelay/byorelay/client/daemon"
 	"github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/internal/controlplane"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
@@ -27,7 +28,7 @@ var start = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 type world struct {
 	t     *testing.T
 	ctx   context.Context
-	clock *store.ManualClock
+	clock *clock.Manual
 	admin *controlplane.Admin
 	mem   *memory.Store
 	relay *relay.Relay
@@ -40,13 +41,13 @@ type world struct {
 
 func newWorld(t *testing.T, options ...func(*relay.Config)) *world {
 	t.Helper()
-	clock := store.NewManualClock(start)
-	mem := memory.New(store.Options{Clock: clock})
+	clk := clock.NewManual(start)
+	mem := memory.New(store.Options{Clock: clk})
 	cp := controlplane.NewStore(controlplane.NewMemoryStorage())
-	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: cp, Pairings: mem, Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: cp, Pairings: mem, Clock: clk, Logger: slog.New(slog.DiscardHandler)})
 	cfg := relay.Config{
 		Store: mem, Pairing: mem, VerificationURL: "https://control.example/approve",
-		Projection: cp, Clock: clock,
+		Projection: cp, Clock: clk,
 	}
 	for _, o := range options {
 		o(&cfg)
@@ -57,7 +58,7 @@ func newWorld(t *testing.T, options ...func(*relay.Config)) *world {
 	}
 	srv := httptest.NewServer(r.HTTPHandler())
 	t.Cleanup(srv.Close)
-	return &world{t: t, ctx: context.Background(), clock: clock, admin: admin, mem: mem, relay: r, url: srv.URL,
+	return &world{t: t, ctx: context.Background(), clock: clk, admin: admin, mem: mem, relay: r, url: srv.URL,
 		delivered: map[*site.Client][]site.Result{}}
 }
 

@@ -284,7 +284,7 @@ func (d *Daemon) pinFor(siteKeyID string) (protocol.PublicIdentity, bool) {
 }
 
 // run asks the backend, bounded by the job's deadline.
-func (d *Daemon) run(ctx context.Context, job protocol.ClaimedStub, payload site.Payload) (site.Outcome, site.RunMetadata) {
+func (d *Daemon) run(ctx context.Context, job protocol.ClaimedStub, payload site.Payload) (protocol.Outcome, site.RunMetadata) {
 	d.emit(Event{Type: EventRunning, JobID: job.ID, Site: job.Site})
 	info := d.backend.Info()
 	started := d.clock.Now()
@@ -311,7 +311,7 @@ func (d *Daemon) run(ctx context.Context, job protocol.ClaimedStub, payload site
 // report seals the outcome to the site the stub names and submits it with
 // its disposition. It runs outside the job's context: a job the site
 // cancelled still reports "canceled".
-func (d *Daemon) report(job protocol.ClaimedStub, outcome site.Outcome, ran site.RunMetadata) {
+func (d *Daemon) report(job protocol.ClaimedStub, outcome protocol.Outcome, ran site.RunMetadata) {
 	pin, ok := d.pinFor(job.Site)
 	if !ok {
 		d.release(job, "revoked")

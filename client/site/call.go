@@ -116,15 +116,3 @@ func (c *Client) do(ctx context.Context, method, endpoint, u string, body []byte
 	}
 	return nil
 }
-
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}

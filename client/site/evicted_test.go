@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/protocol"
@@ -32,11 +33,11 @@ func (refusingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // told once, and the notice is collected.
 func TestASiteThatNeverSealsIsToldItsJobWasEvicted(t *testing.T) {
 	ctx := context.Background()
-	clock := store.NewManualClock(start)
-	st := memory.New(store.Options{Clock: clock})
+	clk := clock.NewManual(start)
+	st := memory.New(store.Options{Clock: clk})
 	siteFixture := relaytest.NewSite(t, "shop")
 	device := relaytest.NewDaemon(t, "runner-a", "alice")
-	r, err := relay.New(relay.Config{Store: st, Clock: clock,
+	r, err := relay.New(relay.Config{Store: st, Clock: clk,
 		Projection: relay.NewStaticProjection(relaytest.NewFixture().
 			Site(siteFixture).Device(device).Consent("alice", "shop").Projection())})
 	if err != nil {
@@ -44,7 +45,7 @@ func TestASiteThatNeverSealsIsToldItsJobWasEvicted(t *testing.T) {
 	}
 	srv := httptest.NewServer(r.HTTPHandler())
 	t.Cleanup(srv.Close)
-	s, err := site.New(site.Config{RelayURL: srv.URL, SiteID: "shop", Keys: siteFixture.Keys, Clock: clock,
+	s, err := site.New(site.Config{RelayURL: srv.URL, SiteID: "shop", Keys: siteFixture.Keys, Clock: clk,
 		HTTPClient: &http.Client{Transport: refusingTransport{}}, MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -58,14 +59,14 @@ func TestASiteThatNeverSealsIsToldItsJobWasEvicted(t *testing.T) {
 		Capabilities: []protocol.Capability{{Kind: site.KindGenerate, Service: "local", BackendID: "ollama",
 			BackendClass: "http", Model: "m", OfferScope: "private"}}}
 	for range store.SealAttemptsBeforeEviction {
-		if resp := r.Handle(ctx, device.Request(t, "claim", clock.Now(), claim)); resp.Status != 200 ||
+		if resp := r.Handle(ctx, device.Request(t, "claim", clk.Now(), claim)); resp.Status != 200 ||
 			!strings.Contains(string(resp.Body), `"id":"j1"`) {
 			t.Fatalf("claim: %d %s", resp.Status, resp.Body)
 		}
 		if rep, err := s.Pump(ctx); err != nil || rep.Deferred == "" || len(rep.Ended) != 0 {
 			t.Fatalf("pump while the seal fails = %+v, %v", rep, err)
 		}
-		clock.Advance(store.AwaitingPayloadMs * time.Millisecond)
+		clk.Advance(store.AwaitingPayloadMs * time.Millisecond)
 		if _, err := r.Sweep(ctx); err != nil {
 			t.Fatal(err)
 		}

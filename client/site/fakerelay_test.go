@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 // fakeRelay is a site-plane relay whose answers the test writes, so the
@@ -134,20 +134,20 @@ type setup struct {
 	site   *site.Client
 	keys   *protocol.Keys
 	device *protocol.Keys
-	clock  *store.ManualClock
+	clock  *clock.Manual
 }
 
 func newSetup(t *testing.T) setup {
 	t.Helper()
 	keys, device := mustKeys(t), mustKeys(t)
-	clock := store.NewManualClock(start)
-	relay, url := newFakeRelay(t, keys.Public(), clock.Now)
-	c, err := site.New(site.Config{RelayURL: url, SiteID: "shop", Keys: keys, Clock: clock,
+	clk := clock.NewManual(start)
+	relay, url := newFakeRelay(t, keys.Public(), clk.Now)
+	c, err := site.New(site.Config{RelayURL: url, SiteID: "shop", Keys: keys, Clock: clk,
 		Sleep: func(context.Context, time.Duration) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return setup{relay: relay, site: c, keys: keys, device: device, clock: clock}
+	return setup{relay: relay, site: c, keys: keys, device: device, clock: clk}
 }
 
 func mustKeys(t *testing.T) *protocol.Keys {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/protocol"
@@ -39,12 +40,12 @@ func (h hookTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // the relay and never delivered.
 func TestResultAcceptedAfterAReclaimRenewedTheLease(t *testing.T) {
 	ctx := context.Background()
-	clock := store.NewManualClock(start)
-	st := memory.New(store.Options{Clock: clock})
+	clk := clock.NewManual(start)
+	st := memory.New(store.Options{Clock: clk})
 	siteFixture := relaytest.NewSite(t, "shop")
 	device := relaytest.NewDaemon(t, "runner-a", "alice")
 	r, err := relay.New(relay.Config{
-		Store: st, Clock: clock,
+		Store: st, Clock: clk,
 		Projection: relay.NewStaticProjection(relaytest.NewFixture().
 			Site(siteFixture).Device(device).Consent("alice", "shop").Projection()),
 	})
@@ -56,7 +57,7 @@ func TestResultAcceptedAfterAReclaimRenewedTheLease(t *testing.T) {
 
 	daemonCall := func(endpoint string, body, out any) {
 		t.Helper()
-		req := device.Request(t, endpoint, clock.Now(), body)
+		req := device.Request(t, endpoint, clk.Now(), body)
 		resp := r.Handle(ctx, req)
 		if resp.Status != 200 {
 			t.Fatalf("%s: %d %s", endpoint, resp.Status, resp.Body)
@@ -83,7 +84,7 @@ func TestResultAcceptedAfterAReclaimRenewedTheLease(t *testing.T) {
 		once.Do(func() {
 			// Between the site's pending read and its payload post: the
 			// awaiting window lapses and the same device claims again.
-			clock.Advance(store.AwaitingPayloadMs*time.Millisecond + time.Second)
+			clk.Advance(store.AwaitingPayloadMs*time.Millisecond + time.Second)
 			again := claim()
 			if len(again) != 1 {
 				t.Errorf("re-claim granted %d jobs, want the job back", len(again))
@@ -92,7 +93,7 @@ func TestResultAcceptedAfterAReclaimRenewedTheLease(t *testing.T) {
 			leases = append(leases, again[0].Lease.ID)
 		})
 	}}
-	s, err := site.New(site.Config{RelayURL: srv.URL, SiteID: "shop", Keys: siteFixture.Keys, Clock: clock,
+	s, err := site.New(site.Config{RelayURL: srv.URL, SiteID: "shop", Keys: siteFixture.Keys, Clock: clk,
 		HTTPClient: &http.Client{Transport: hook}, Sleep: func(context.Context, time.Duration) error { return nil }})
 	if err != nil {
 		t.Fatal(err)

@@ -33,18 +33,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/protocol"
 )
 
 // Clock is the site's time source: request timestamps, deadlines and the
-// at-rest envelope's deadline. store.ManualClock satisfies it.
-type Clock interface {
-	Now() time.Time
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
+// at-rest envelope's deadline. It is the store's clock type, so one test
+// clock drives a site, a daemon and a relay alike: anything with a Now
+// method.
+type Clock = clock.Clock
 
 // Config wires a Client. RelayURL, SiteID and Keys are required.
 type Config struct {
@@ -134,7 +131,7 @@ func New(cfg Config) (*Client, error) {
 		}
 	}
 	if c.clock == nil {
-		c.clock = systemClock{}
+		c.clock = clock.System{}
 	}
 	if c.attempts <= 0 {
 		c.attempts = 3
@@ -143,7 +140,7 @@ func New(cfg Config) (*Client, error) {
 		c.backoff = 250 * time.Millisecond
 	}
 	if c.sleep == nil {
-		c.sleep = sleepCtx
+		c.sleep = clock.Sleep
 	}
 	return c, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
@@ -15,7 +16,7 @@ import (
 type Admin struct {
 	store    *Store
 	pairings store.PairingCodes
-	clock    store.Clock
+	clock    clock.Clock
 	log      *slog.Logger
 }
 
@@ -26,7 +27,7 @@ type AdminConfig struct {
 	// approval by user code is refused.
 	Pairings store.PairingCodes
 	// Clock stamps a rotated key's retirement; the system clock if nil.
-	Clock  store.Clock
+	Clock  clock.Clock
 	Logger *slog.Logger
 }
 
@@ -34,7 +35,7 @@ type AdminConfig struct {
 func NewAdmin(cfg AdminConfig) *Admin {
 	a := &Admin{store: cfg.Store, pairings: cfg.Pairings, clock: cfg.Clock, log: cfg.Logger}
 	if a.clock == nil {
-		a.clock = store.SystemClock{}
+		a.clock = clock.System{}
 	}
 	if a.log == nil {
 		a.log = slog.Default()

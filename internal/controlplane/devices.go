@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
@@ -113,7 +114,7 @@ func (a *Admin) PendingPairings(ctx context.Context) (PendingPairingsResponse, e
 	if err != nil {
 		return PendingPairingsResponse{}, err
 	}
-	out := PendingPairingsResponse{Pairings: []Pairing{}, Now: store.EpochMs(a.clock.Now())}
+	out := PendingPairingsResponse{Pairings: []Pairing{}, Now: clock.EpochMs(a.clock.Now())}
 	if len(list) > MaxListedPairings {
 		list, out.More = list[:MaxListedPairings], true
 	}

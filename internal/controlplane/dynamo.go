@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/store"
 )
 
@@ -371,10 +372,8 @@ func (d *DynamoStorage) writeBatch(ctx context.Context, batch []types.WriteReque
 	pause := 50 * time.Millisecond
 	for attempt := 0; len(batch) > 0; attempt++ {
 		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(pause):
+			if err := clock.Sleep(ctx, pause); err != nil {
+				return err
 			}
 			pause = min(2*pause, 2*time.Second)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/internal/controlplane"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 )
@@ -110,7 +111,7 @@ func TestPendingPairingsListNewestFirstWithoutCodes(t *testing.T) {
 	srv, c := serve(t, r)
 	ctx := t.Context()
 	list, err := c.PendingPairings(ctx)
-	if err != nil || len(list.Pairings) != 0 || list.More || list.Now != store.EpochMs(epoch) {
+	if err != nil || len(list.Pairings) != 0 || list.More || list.Now != clock.EpochMs(epoch) {
 		t.Fatalf("an empty list: %+v %v", list, err)
 	}
 
@@ -136,7 +137,7 @@ func TestPendingPairingsListNewestFirstWithoutCodes(t *testing.T) {
 		t.Fatalf("the list shows\n %+v\nthe lookup by code\n %+v (%v)", list.Pairings[1], byCode, err)
 	}
 	if p := list.Pairings[0]; p.Fingerprint != phone.KeyID() || p.Label != "phone" || p.Platform != "linux" ||
-		p.DaemonVersion != "0.1.1" || p.ExpiresAt != store.EpochMs(epoch)+2000+store.PairingCodeTTLMs || list.Now != store.EpochMs(epoch)+2000 {
+		p.DaemonVersion != "0.1.1" || p.ExpiresAt != clock.EpochMs(epoch)+2000+store.PairingCodeTTLMs || list.Now != clock.EpochMs(epoch)+2000 {
 		t.Fatalf("the newest: %+v at %d", p, list.Now)
 	}
 

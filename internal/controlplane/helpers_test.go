@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/internal/controlplane"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/memory"
@@ -32,20 +33,20 @@ type rig struct {
 	store    *controlplane.Store
 	admin    *controlplane.Admin
 	pairings *memory.Store
-	clock    *store.ManualClock
+	clock    *clock.Manual
 }
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	clock := store.NewManualClock(epoch)
-	pairings := memory.New(store.Options{Clock: clock})
+	clk := clock.NewManual(epoch)
+	pairings := memory.New(store.Options{Clock: clk})
 	s := controlplane.NewStore(controlplane.NewMemoryStorage())
 	return &rig{
 		store:    s,
 		pairings: pairings,
-		clock:    clock,
+		clock:    clk,
 		admin: controlplane.NewAdmin(controlplane.AdminConfig{
-			Store: s, Pairings: pairings, Clock: clock,
+			Store: s, Pairings: pairings, Clock: clk,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		}),
 	}
@@ -59,7 +60,7 @@ func (r *rig) pending(t *testing.T, keys *protocol.Keys, label string) string {
 	res, err := r.pairings.PutPairing(t.Context(), store.PendingPairing{
 		DeviceCode: store.NewDeviceCode(), UserCode: code, Device: keys.Public(),
 		Label: label, Platform: "linux", DaemonVersion: "0.1.1", Capabilities: []protocol.Capability{},
-		ExpiresAt: store.EpochMs(r.clock.Now()) + store.PairingCodeTTLMs,
+		ExpiresAt: clock.EpochMs(r.clock.Now()) + store.PairingCodeTTLMs,
 	})
 	if err != nil || res != store.PutStored {
 		t.Fatalf("put pairing: %v %v", res, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/internal/controlplane"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
@@ -22,7 +23,7 @@ var _ relay.ProjectionSource = (*controlplane.Store)(nil)
 type daemon struct {
 	t       *testing.T
 	relay   *relay.Relay
-	clock   store.Clock
+	clock   clock.Clock
 	keys    *protocol.Keys
 	runner  string
 	caps    []protocol.Capability
@@ -65,17 +66,17 @@ func TestAdminChangesHoldOnTheRelaysVeryNextRequest(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
 			relayStorage, adminStorage := tc.pair(t)
-			clock := store.NewManualClock(time.Now())
-			routing := memory.New(store.Options{Clock: clock})
+			clk := clock.NewManual(time.Now())
+			routing := memory.New(store.Options{Clock: clk})
 			rl, err := relay.New(relay.Config{
 				Store: routing, Pairing: routing, VerificationURL: "https://control.example/approve",
-				Projection: controlplane.NewStore(relayStorage), Clock: clock,
+				Projection: controlplane.NewStore(relayStorage), Clock: clk,
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
 			admin := controlplane.NewAdmin(controlplane.AdminConfig{
-				Store: controlplane.NewStore(adminStorage), Pairings: routing, Clock: clock,
+				Store: controlplane.NewStore(adminStorage), Pairings: routing, Clock: clk,
 				Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			})
 			srv := httptest.NewServer(controlplane.AdminHandler(admin))
@@ -92,7 +93,7 @@ func TestAdminChangesHoldOnTheRelaysVeryNextRequest(t *testing.T) {
 			}
 
 			// Pairing: start, approve by user code through the API, poll.
-			d := &daemon{t: t, relay: rl, clock: clock, keys: newKeys(t), caps: []protocol.Capability{{
+			d := &daemon{t: t, relay: rl, clock: clk, keys: newKeys(t), caps: []protocol.Capability{{
 				Kind: "llm.chat", Service: "ollama", BackendID: "ollama", BackendClass: "http", Model: "m", OfferScope: "private",
 			}}}
 			status, body := d.post("pair", protocol.PairStartRequest{
@@ -125,7 +126,7 @@ func TestAdminChangesHoldOnTheRelaysVeryNextRequest(t *testing.T) {
 			// A queued job for alice at site-a.
 			if _, err := routing.Enqueue(ctx, store.EnqueueInput{ID: "job-1", SiteID: "site-a", Stub: protocol.JobStub{
 				ID: "job-1", Kind: "llm.chat", Owner: "alice", Site: siteKeys.KeyID(), Audience: "private",
-				SizeClass: "small", DeadlineAt: clock.Now().Add(time.Hour).UnixMilli(),
+				SizeClass: "small", DeadlineAt: clk.Now().Add(time.Hour).UnixMilli(),
 			}}); err != nil {
 				t.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
@@ -65,7 +66,7 @@ func (a *Admin) RotateSite(ctx context.Context, siteID string, next protocol.Pub
 	if !protocol.VerifyLink(link, nextID) {
 		return projection.SiteRecord{}, 0, invalid("the succession is not a valid signature by its key over handing over to %s", nextID)
 	}
-	retiringUntil := store.EpochMs(a.clock.Now()) + protocol.RetirementWindowMs
+	retiringUntil := clock.EpochMs(a.clock.Now()) + protocol.RetirementWindowMs
 	var record projection.SiteRecord
 	version, err := a.store.update(ctx, []string{siteKey(siteID), siteKeyKey(nextID)}, func(f *projection.Fixture) error {
 		i := slices.IndexFunc(f.Sites, func(s projection.SiteRecord) bool { return s.SiteID == siteID })

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/store/dynamo"
 )
@@ -41,7 +42,7 @@ func openOnFreshTable(t *testing.T, endpoint string, metrics io.Writer) *Stack {
 }
 
 // The deployed wiring of the store clock: with no injected clock, Open
-// gives the store a dynamo.ServerClock, Calibrate calibrates it against DynamoDB
+// gives the store a ddb.ServerClock, Calibrate calibrates it against DynamoDB
 // (here DynamoDB Local, whose Date is this machine's clock), the sweeper
 // sweeps with it, and a request publishes its offset as EMF.
 func TestOpenBindsTheClockToDynamoDBAndPublishesOffset(t *testing.T) {
@@ -55,13 +56,13 @@ func TestOpenBindsTheClockToDynamoDBAndPublishesOffset(t *testing.T) {
 	// One response settles the clock only when its round trip is under a
 	// second; on a loaded machine DynamoDB Local can take longer, and each
 	// further response narrows the interval, as every call does deployed.
-	for i := 0; i < 20 && st.serverClock.Reading().Uncertainty > dynamo.MaxClockUncertainty; i++ {
+	for i := 0; i < 20 && st.serverClock.Reading().Uncertainty > ddb.MaxClockUncertainty; i++ {
 		if err := st.Store.CalibrateClock(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if r := st.serverClock.Reading(); !r.Calibrated || r.Uncertainty > dynamo.MaxClockUncertainty {
-		t.Fatalf("after Calibrate the store clock is %+v, want calibrated within %v", r, dynamo.MaxClockUncertainty)
+	if r := st.serverClock.Reading(); !r.Calibrated || r.Uncertainty > ddb.MaxClockUncertainty {
+		t.Fatalf("after Calibrate the store clock is %+v, want calibrated within %v", r, ddb.MaxClockUncertainty)
 	}
 	if _, err := st.SweepHandler()(ctx, json.RawMessage(`{"trigger":"schedule"}`)); err != nil {
 		t.Fatalf("sweep with a calibrated clock: %v", err)

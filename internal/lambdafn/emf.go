@@ -5,9 +5,10 @@ import (
 	"io"
 	"sync"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/store"
-	"github.com/byorelay/byorelay/store/dynamo"
 )
 
 // EMF is the relay's metrics hook written as CloudWatch embedded metric
@@ -23,7 +24,7 @@ type EMF struct {
 	out       io.Writer
 	namespace string
 	function  string
-	clock     store.Clock
+	clock     clock.Clock
 }
 
 var _ relay.Metrics = (*EMF)(nil)
@@ -46,10 +47,10 @@ const (
 	MetricSweepBacklog     = "SweepBacklogSeconds"
 	MetricSweepFailedItems = "SweepFailedItems"
 	MetricChurn            = "UnsealedChurn"
-	// The store clock against DynamoDB's (dynamo.ServerClock): the offset
+	// The store clock against DynamoDB's (ddb.ServerClock): the offset
 	// (DynamoDB's minus the host's) and its uncertainty, in milliseconds.
 	// The sweep decides no expiry while the uncertainty is above
-	// dynamo.MaxClockUncertainty; the template alarms on both.
+	// ddb.MaxClockUncertainty; the template alarms on both.
 	MetricClockOffset      = "ClockOffsetMs"
 	MetricClockUncertainty = "ClockUncertaintyMs"
 )
@@ -57,11 +58,11 @@ const (
 // NewEMF writes EMF records to out under namespace, each dimensioned by
 // function (the Lambda's name; "" for one process serving them all) and
 // stamped from clock.
-func NewEMF(out io.Writer, namespace, function string, clock store.Clock) *EMF {
+func NewEMF(out io.Writer, namespace, function string, clk clock.Clock) *EMF {
 	if function == "" {
 		function = "local"
 	}
-	return &EMF{out: out, namespace: namespace, function: function, clock: clock}
+	return &EMF{out: out, namespace: namespace, function: function, clock: clk}
 }
 
 // Claimed implements relay.Metrics.
@@ -115,7 +116,7 @@ func (m *EMF) Churn(c store.UnsealedChurn) {
 // Clock publishes the store clock's offset from DynamoDB's. An
 // uncalibrated clock publishes nothing: it has no offset to report, and the
 // sweep's refusals (SweepFailures) already say so.
-func (m *EMF) Clock(r dynamo.ClockReading) {
+func (m *EMF) Clock(r ddb.ClockReading) {
 	if !r.Calibrated {
 		return
 	}

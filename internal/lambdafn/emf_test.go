@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/store"
-	"github.com/byorelay/byorelay/store/dynamo"
 )
 
 type emfRecord struct {
@@ -70,7 +71,7 @@ func checkEMF(t *testing.T, r emfRecord) {
 func TestEMFWritesOneValidRecordPerEvent(t *testing.T) {
 	at := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
 	var out bytes.Buffer
-	m := NewEMF(&out, "byorelay", "byorelay-claim", store.NewManualClock(at))
+	m := NewEMF(&out, "byorelay", "byorelay-claim", clock.NewManual(at))
 	m.Claimed(2)
 	m.Grant(true, false)
 	m.Grant(false, true)
@@ -79,8 +80,8 @@ func TestEMFWritesOneValidRecordPerEvent(t *testing.T) {
 	m.Swept(3, 1)
 	m.SweepFailed()
 	m.Churn(store.UnsealedChurn{SiteID: "s", Owner: "o", Expiries: 6, WindowMs: 300000})
-	m.Clock(dynamo.ClockReading{})
-	m.Clock(dynamo.ClockReading{Offset: -15*time.Second - 250*time.Millisecond, Uncertainty: 40 * time.Millisecond, Calibrated: true, Resets: 1})
+	m.Clock(ddb.ClockReading{})
+	m.Clock(ddb.ClockReading{Offset: -15*time.Second - 250*time.Millisecond, Uncertainty: 40 * time.Millisecond, Calibrated: true, Resets: 1})
 
 	recs := readEMF(t, &out)
 	if len(recs) != 9 {
@@ -111,8 +112,8 @@ func TestEMFWritesOneValidRecordPerEvent(t *testing.T) {
 	if recs[5].Values[MetricSweepRequeued] != 3.0 || recs[5].Values[MetricSweepRemoved] != 1.0 {
 		t.Errorf("sweep record = %v", recs[5].Values)
 	}
-	if clock := recs[8]; clock.Values[MetricClockOffset] != -15250.0 || clock.Values[MetricClockUncertainty] != 40.0 {
-		t.Errorf("clock record = %v", clock.Values)
+	if rec := recs[8]; rec.Values[MetricClockOffset] != -15250.0 || rec.Values[MetricClockUncertainty] != 40.0 {
+		t.Errorf("clock record = %v", rec.Values)
 	}
 	churn := recs[7]
 	if churn.Values["site"] != "s" || churn.Values["owner"] != "o" {

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
@@ -41,14 +42,14 @@ func TestOpenOffloadsALargeEnvelopeToTheBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := store.NewManualClock(storetest.Start)
-	st, err := Open(ctx, env, Options{Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+	clk := clock.NewManual(storetest.Start)
+	st, err := Open(ctx, env, Options{Clock: clk, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	stub := protocol.JobStub{ID: "big", Kind: "llm.generate", Owner: "alice", Site: "K", Audience: "private", SizeClass: "large",
-		DeadlineAt: store.EpochMs(clock.Now()) + 60_000}
+		DeadlineAt: clock.EpochMs(clk.Now()) + 60_000}
 	if _, err := st.Store.Enqueue(ctx, store.EnqueueInput{ID: "big", SiteID: "site", Stub: stub}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/paramstore"
-	"github.com/byorelay/byorelay/store"
 )
 
 // PreviousSuffix names the parameter holding the secret being retired
@@ -34,7 +34,7 @@ type ParameterGetter interface {
 type SSMOriginSecrets struct {
 	api   ParameterGetter
 	name  string
-	clock store.Clock
+	clock clock.Clock
 	log   *slog.Logger
 
 	mu     sync.Mutex
@@ -47,8 +47,8 @@ type SSMOriginSecrets struct {
 // of a function's init), and until one read succeeds every request is
 // refused, 500 server-error, so a container that cannot read its secret
 // never serves without the lock.
-func NewSSMOriginSecrets(api ParameterGetter, name string, clock store.Clock, log *slog.Logger) *SSMOriginSecrets {
-	return &SSMOriginSecrets{api: api, name: name, clock: clock, log: log}
+func NewSSMOriginSecrets(api ParameterGetter, name string, clk clock.Clock, log *slog.Logger) *SSMOriginSecrets {
+	return &SSMOriginSecrets{api: api, name: name, clock: clk, log: log}
 }
 
 // Secrets is a relay.OriginSecrets. When a re-read fails, the values last

@@ -16,10 +16,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/paramstore"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/localtest"
-	"github.com/byorelay/byorelay/store"
 )
 
 // putParameter writes a String parameter to moto's SSM.
@@ -51,11 +51,11 @@ func TestOriginSecretsFollowARotationInParameterStore(t *testing.T) {
 	cfg := localtest.AWSConfig(localtest.MotoEndpoint(t))
 	api := ssm.NewFromConfig(cfg)
 	name := "/" + localtest.UniqueName("origin-secret")
-	clock := store.NewManualClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	clk := clock.NewManual(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	api2 := &failingSSM{real: paramstore.New(cfg, "")}
 	log := slog.New(slog.DiscardHandler)
 
-	lock := NewSSMOriginSecrets(api2, name, clock, log)
+	lock := NewSSMOriginSecrets(api2, name, clk, log)
 	if got, err := lock.Secrets(ctx); err == nil {
 		t.Fatalf("a lock over a parameter that does not exist answered %q; it must refuse until it has read one", got)
 	}
@@ -79,19 +79,19 @@ func TestOriginSecretsFollowARotationInParameterStore(t *testing.T) {
 	putParameter(t, api, name+PreviousSuffix, "first")
 	putParameter(t, api, name, "second")
 	want("inside the TTL, the values read last", "first")
-	clock.Advance(OriginSecretTTL)
+	clk.Advance(OriginSecretTTL)
 	want("after the TTL, both", "second", "first")
 
 	// The edge now sends the new value; the old one is retired.
 	if _, err := api.DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(name + PreviousSuffix)}); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(OriginSecretTTL)
+	clk.Advance(OriginSecretTTL)
 	want("retired", "second")
 
 	// An outage keeps the last values in force rather than locking out the edge.
 	api2.down = true
-	clock.Advance(OriginSecretTTL)
+	clk.Advance(OriginSecretTTL)
 	want("during an outage", "second")
 }
 

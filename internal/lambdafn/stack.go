@@ -17,7 +17,9 @@ import (
 
 	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/internal/controlplane/grants"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/container"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/platform/objects"
 	"github.com/byorelay/byorelay/internal/platform/paramstore"
 	"github.com/byorelay/byorelay/internal/relay"
@@ -32,9 +34,9 @@ type Options struct {
 	// Lambda sets (container.AWSFromEnv), with AWS_ENDPOINT_URL_<SERVICE> overrides.
 	AWS *aws.Config
 	// Clock is the store's and the relay's clock. Nil is the host clock for
-	// the relay and, for the store, a dynamo.ServerClock over the host
+	// the relay and, for the store, a ddb.ServerClock over the host
 	// clock: every replica's leases and windows read DynamoDB's clock.
-	Clock store.Clock
+	Clock clock.Clock
 	// Logger receives the relay's decision records; nil writes JSON to
 	// stderr, which Lambda ships to CloudWatch Logs.
 	Logger *slog.Logger
@@ -67,7 +69,7 @@ type Stack struct {
 
 	// serverClock is the store's clock unless Options.Clock replaced it;
 	// its offset is published at most once a minute (noteClock).
-	serverClock *dynamo.ServerClock
+	serverClock *ddb.ServerClock
 	clockMu     sync.Mutex
 	clockNoted  time.Time
 	// calibrateMu serialises the calibrating read Calibrate makes while
@@ -82,15 +84,15 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		return nil, err
 	}
 	st := &Stack{}
-	clock, storeClock := opts.Clock, opts.Clock
-	if clock == nil {
-		clock = store.SystemClock{}
+	clk, storeClock := opts.Clock, opts.Clock
+	if clk == nil {
+		clk = clock.System{}
 		// One time source for every replica's expiry decisions: the host
 		// clock corrected by the Date of DynamoDB's own responses
 		// (docs/decisions/0012-one-time-source.md). The relay's clock stays
 		// the host's: signature freshness is about the caller's clock
 		// versus this process's.
-		st.serverClock = dynamo.NewServerClock(nil)
+		st.serverClock = ddb.NewServerClock(nil)
 		storeClock = st.serverClock
 	}
 	log := opts.Logger
@@ -105,7 +107,7 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 		env.MetricsNamespace = "byorelay" // an Env built in code rather than by LoadEnv
 	}
 	st.Env, st.log = env, log
-	st.Metrics = NewEMF(out, env.MetricsNamespace, os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), clock)
+	st.Metrics = NewEMF(out, env.MetricsNamespace, os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), clk)
 
 	if env.ChurnTopicARN != "" {
 		st.churn = NewChurnPublisher(cfg, aws.ToString(endpoint("sns", nil)), env.ChurnTopicARN, log)
@@ -116,14 +118,14 @@ func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
 	if err := st.openStores(cfg, endpoint, storeClock); err != nil {
 		return nil, err
 	}
-	if err := st.openRelay(cfg, endpoint, clock, opts.Grants); err != nil {
+	if err := st.openRelay(cfg, endpoint, clk, opts.Grants); err != nil {
 		return nil, err
 	}
 	st.admin = sync.OnceValue(func() http.Handler {
 		return controlplane.AdminHandler(controlplane.NewAdmin(controlplane.AdminConfig{
 			Store:    st.Control,
 			Pairings: st.Store,
-			Clock:    clock,
+			Clock:    clk,
 			Logger:   log,
 		}))
 	})
@@ -159,7 +161,7 @@ func (st *Stack) openStores(cfg aws.Config, endpoint endpointFunc, storeClock st
 
 // openRelay builds the relay over the stores, or defers it to the first
 // request when its grant key is read from SSM.
-func (st *Stack) openRelay(cfg aws.Config, endpoint endpointFunc, clock store.Clock, author *grants.Author) error {
+func (st *Stack) openRelay(cfg aws.Config, endpoint endpointFunc, clk clock.Clock, author *grants.Author) error {
 	env := st.Env
 	var params *paramstore.Client
 	if env.GrantKeyParameter != "" || env.OriginSecretParameter != "" {
@@ -170,7 +172,7 @@ func (st *Stack) openRelay(cfg aws.Config, endpoint endpointFunc, clock store.Cl
 		Pairing:         st.Store,
 		VerificationURL: env.VerificationURL,
 		Projection:      st.Control,
-		Clock:           clock,
+		Clock:           clk,
 		LeaseMs:         env.LeaseMs,
 		// The store's window (openStores): the relay reports when a
 		// claim's windows close, and the wake-up is set for then.
@@ -183,7 +185,7 @@ func (st *Stack) openRelay(cfg aws.Config, endpoint endpointFunc, clock store.Cl
 		Metrics:           st.Metrics,
 	}
 	if env.OriginSecretParameter != "" {
-		rcfg.OriginSecrets = NewSSMOriginSecrets(params, env.OriginSecretParameter, clock, st.log).Secrets
+		rcfg.OriginSecrets = NewSSMOriginSecrets(params, env.OriginSecretParameter, clk, st.log).Secrets
 	}
 	if author == nil && env.GrantKeyParameter != "" {
 		// Read by the first request, not at init: the round trip to SSM
@@ -193,7 +195,7 @@ func (st *Stack) openRelay(cfg aws.Config, endpoint endpointFunc, clock store.Cl
 		// overlap.
 		st.relay = container.Defer(func(ctx context.Context) (*relay.Relay, error) {
 			go st.Calibrate(context.WithoutCancel(ctx))
-			author, err := grantAuthor(ctx, params, env.GrantKeyParameter, clock)
+			author, err := grantAuthor(ctx, params, env.GrantKeyParameter, clk)
 			if err != nil {
 				return nil, err
 			}
@@ -218,7 +220,7 @@ func (st *Stack) Admin() http.Handler { return st.admin() }
 // parameter that is missing, unreadable or not a SecureString is an error,
 // which the request that asked answers 503 (container.Deferred): a relay
 // never pairs a device or grants a job without its key.
-func grantAuthor(ctx context.Context, params *paramstore.Client, name string, clock store.Clock) (*grants.Author, error) {
+func grantAuthor(ctx context.Context, params *paramstore.Client, name string, clk clock.Clock) (*grants.Author, error) {
 	found, err := params.Get(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("lambdafn: read grant key: %w", err)
@@ -230,7 +232,7 @@ func grantAuthor(ctx context.Context, params *paramstore.Client, name string, cl
 	if err != nil {
 		return nil, fmt.Errorf("lambdafn: %w", err)
 	}
-	return grants.New(seed, grants.Options{Clock: clock})
+	return grants.New(seed, grants.Options{Clock: clk})
 }
 
 // relayWithGrants is the relay that hands devices author's key and signs

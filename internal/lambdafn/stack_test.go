@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/localtest"
@@ -107,9 +108,9 @@ func TestUnsealedClaimsWakeTheSweeperAndReportChurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := store.NewManualClock(time.Now().UTC().Truncate(time.Minute).Add(5 * time.Second))
+	clk := clock.NewManual(time.Now().UTC().Truncate(time.Minute).Add(5 * time.Second))
 	var metrics bytes.Buffer
-	st, err := Open(ctx, env, Options{Clock: clock, MetricsOut: &metrics, Logger: slog.New(slog.DiscardHandler)})
+	st, err := Open(ctx, env, Options{Clock: clk, MetricsOut: &metrics, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,11 +119,11 @@ func TestUnsealedClaimsWakeTheSweeperAndReportChurn(t *testing.T) {
 	claim, _ := st.Handler(Claim)
 	sweep := st.SweepHandler()
 
-	deadline := clock.Now().Add(time.Hour).UnixMilli()
+	deadline := clk.Now().Add(time.Hour).UnixMilli()
 	for _, id := range []string{"job-a", "job-b"} {
 		stub := protocol.JobStub{ID: id, Kind: "llm.generate", Owner: demo.Owner, Site: world.Site.KeyID(),
 			Audience: "private", SizeClass: "small", DeadlineAt: deadline}
-		req := relaytest.SignedSiteRequest(t, world.Site, demo.SiteID, "enqueue", clock.Now(),
+		req := relaytest.SignedSiteRequest(t, world.Site, demo.SiteID, "enqueue", clk.Now(),
 			protocol.EnqueueRequest{ProtocolVersion: protocol.ProtocolVersion, SiteID: demo.SiteID, Stub: stub})
 		resp, err := enqueue(ctx, eventOf(t, req))
 		if err != nil || resp.StatusCode != 200 {
@@ -134,7 +135,7 @@ func TestUnsealedClaimsWakeTheSweeperAndReportChurn(t *testing.T) {
 	// SealAttemptsBeforeEviction rounds of two unsealed grants: requeued,
 	// requeued, evicted. Six expiries inside the churn window.
 	for round := 1; round <= store.SealAttemptsBeforeEviction; round++ {
-		req := relaytest.SignedDaemonRequest(t, world.Daemon, demo.RunnerID, "claim", clock.Now(),
+		req := relaytest.SignedDaemonRequest(t, world.Daemon, demo.RunnerID, "claim", clk.Now(),
 			protocol.ClaimRequest{ProtocolVersion: protocol.ProtocolVersion, RunnerID: demo.RunnerID, Capabilities: caps, Max: 2})
 		resp, err := claim(ctx, eventOf(t, req))
 		if err != nil || resp.StatusCode != 200 || strings.Count(resp.Body, `"lease"`) != 2 {
@@ -143,13 +144,13 @@ func TestUnsealedClaimsWakeTheSweeperAndReportChurn(t *testing.T) {
 		// The awaiting window closes 10 s after the grant, never on a whole
 		// minute here (the clock starts at :05): the wake-up is for the next
 		// whole minute.
-		due := clock.Now().Add(store.AwaitingPayloadMs * time.Millisecond)
+		due := clk.Now().Add(store.AwaitingPayloadMs * time.Millisecond)
 		name := "wake-" + due.Truncate(time.Minute).Add(time.Minute).Format("20060102T1504")
 		if _, err := sched.GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String(name), GroupName: aws.String(group)}); err != nil {
 			t.Fatalf("round %d: no wake-up %s after a claim that granted work: %v", round, name, err)
 		}
 
-		clock.Advance(store.AwaitingPayloadMs*time.Millisecond + time.Second)
+		clk.Advance(store.AwaitingPayloadMs*time.Millisecond + time.Second)
 		rep, err := sweep(ctx, json.RawMessage(`{"trigger":"wakeup"}`))
 		if err != nil {
 			t.Fatal(err)

@@ -14,13 +14,13 @@ import (
 	"github.com/aws/aws-lambda-go/lambdaurl"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/internal/stream/seal"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/demo"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 // urlEventOf is the function URL event for a signed test request, shaped as
@@ -66,9 +66,9 @@ func TestAttachStreamsFramesThroughLambdaurlAsAppended(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := store.NewManualClock(time.Now().UTC())
+	clk := clock.NewManual(time.Now().UTC())
 	aws := localtest.AWSConfig(ddb)
-	st, err := Open(ctx, env, Options{AWS: &aws, Clock: clock, MetricsOut: discard{}, Logger: slog.New(slog.DiscardHandler)})
+	st, err := Open(ctx, env, Options{AWS: &aws, Clock: clk, MetricsOut: discard{}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,21 +90,21 @@ func TestAttachStreamsFramesThroughLambdaurlAsAppended(t *testing.T) {
 
 	site := &relaytest.Site{Keys: world.Site, SiteID: demo.SiteID}
 	daemon := &relaytest.Daemon{Keys: world.Daemon, RunnerID: demo.RunnerID, Owner: demo.Owner}
-	deadline := clock.Now().Add(time.Hour).UnixMilli()
+	deadline := clk.Now().Add(time.Hour).UnixMilli()
 	stub := protocol.JobStub{ID: "live-1", Kind: "llm.generate", Owner: demo.Owner, Site: site.KeyID(),
 		Audience: "private", SizeClass: "unbounded", Streaming: true, DeadlineAt: deadline}
-	call(Enqueue, site.Request(t, "enqueue", clock.Now(), protocol.EnqueueRequest{ProtocolVersion: "2", SiteID: demo.SiteID, Stub: stub}))
+	call(Enqueue, site.Request(t, "enqueue", clk.Now(), protocol.EnqueueRequest{ProtocolVersion: "2", SiteID: demo.SiteID, Stub: stub}))
 	caps := []protocol.Capability{{Kind: "llm.generate", Service: "local", BackendID: "ollama", BackendClass: "http", Model: "m", OfferScope: "private"}}
-	claimReq := daemon.Request(t, "claim", clock.Now(), protocol.ClaimRequest{ProtocolVersion: "2", RunnerID: demo.RunnerID, Capabilities: caps, Max: 1})
+	claimReq := daemon.Request(t, "claim", clk.Now(), protocol.ClaimRequest{ProtocolVersion: "2", RunnerID: demo.RunnerID, Capabilities: caps, Max: 1})
 	claimReq.Header.Set(seal.StreamsHeader, seal.StreamsVersion1)
 	var claimed protocol.ClaimResponse
 	if err := json.Unmarshal([]byte(call(Claim, claimReq)), &claimed); err != nil || len(claimed.Jobs) != 1 {
 		t.Fatalf("claimed %+v, %v", claimed, err)
 	}
 	lease := claimed.Jobs[0].Lease.ID
-	call(Payload, site.Request(t, "payload", clock.Now(), protocol.PayloadRequest{ProtocolVersion: "2", SiteID: demo.SiteID, JobID: "live-1",
+	call(Payload, site.Request(t, "payload", clk.Now(), protocol.PayloadRequest{ProtocolVersion: "2", SiteID: demo.SiteID, JobID: "live-1",
 		Envelope: site.Seal(t, "live-1", "prompt", daemon.Public(), deadline)}))
-	call(Fetch, daemon.Request(t, "fetch", clock.Now(), protocol.FetchRequest{ProtocolVersion: "2", RunnerID: demo.RunnerID, JobID: "live-1", LeaseID: lease}))
+	call(Fetch, daemon.Request(t, "fetch", clk.Now(), protocol.FetchRequest{ProtocolVersion: "2", RunnerID: demo.RunnerID, JobID: "live-1", LeaseID: lease}))
 
 	sctx := seal.Context{JobID: "live-1", LeaseID: lease, DeviceKeyID: daemon.Keys.KeyID(), SiteKeyID: site.KeyID()}
 	dk, err := seal.DeviceKey(daemon.Keys, site.Public(), sctx)
@@ -122,12 +122,12 @@ func TestAttachStreamsFramesThroughLambdaurlAsAppended(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req := daemon.Request(t, "append", clock.Now(), seal.AppendFrameRequest{ProtocolVersion: "2", JobID: "live-1", LeaseID: lease, Frame: f})
+		req := daemon.Request(t, "append", clk.Now(), seal.AppendFrameRequest{ProtocolVersion: "2", JobID: "live-1", LeaseID: lease, Frame: f})
 		req.Path = seal.StreamAppendPath
 		call(StreamAppend, req)
 	}
 
-	attach := site.Request(t, "attach", clock.Now(), seal.AttachRequest{ProtocolVersion: "2", SiteID: demo.SiteID, JobID: "live-1"})
+	attach := site.Request(t, "attach", clk.Now(), seal.AttachRequest{ProtocolVersion: "2", SiteID: demo.SiteID, JobID: "live-1"})
 	attach.Path = seal.StreamAttachPath
 	resp, err := lambdaurl.Wrap(st.AttachHandler())(ctx, urlEventOf(attach, "text/event-stream"))
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 
-	"github.com/byorelay/byorelay/store"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 )
 
 // Waker sets one-time EventBridge Scheduler wake-ups for the sweeper.
@@ -37,7 +37,7 @@ type Waker struct {
 	group   string
 	target  string
 	role    string
-	clock   store.Clock
+	clock   clock.Clock
 	mu      sync.Mutex
 	created map[string]time.Time // names this container set, until they fire
 }
@@ -47,7 +47,7 @@ type Waker struct {
 // clock as time source. endpoint overrides Scheduler's regional endpoint
 // (a local stand-in); "" takes cfg.BaseEndpoint, and without that the
 // region's.
-func NewWaker(cfg aws.Config, endpoint, group, targetARN, roleARN string, clock store.Clock) *Waker {
+func NewWaker(cfg aws.Config, endpoint, group, targetARN, roleARN string, clk clock.Clock) *Waker {
 	api := sync.OnceValue(func() *scheduler.Client {
 		return scheduler.NewFromConfig(cfg, func(o *scheduler.Options) {
 			if endpoint != "" {
@@ -55,7 +55,7 @@ func NewWaker(cfg aws.Config, endpoint, group, targetARN, roleARN string, clock 
 			}
 		})
 	})
-	return &Waker{api: api, group: group, target: targetARN, role: roleARN, clock: clock, created: map[string]time.Time{}}
+	return &Waker{api: api, group: group, target: targetARN, role: roleARN, clock: clk, created: map[string]time.Time{}}
 }
 
 // WakeupInput is the sweeper's event payload when a wake-up fires.

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/demo"
@@ -60,8 +61,8 @@ func TestClaimWakesTheSweeperAtTheAwaitingDeadline(t *testing.T) {
 				t.Fatal(err)
 			}
 			// :05 past a minute: neither window ends on a whole minute.
-			clock := store.NewManualClock(time.Now().UTC().Truncate(time.Minute).Add(5 * time.Second))
-			st, err := Open(ctx, env, Options{Clock: clock, MetricsOut: io.Discard, Logger: slog.New(slog.DiscardHandler)})
+			clk := clock.NewManual(time.Now().UTC().Truncate(time.Minute).Add(5 * time.Second))
+			st, err := Open(ctx, env, Options{Clock: clk, MetricsOut: io.Discard, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,7 +70,7 @@ func TestClaimWakesTheSweeperAtTheAwaitingDeadline(t *testing.T) {
 			claim, _ := st.Handler(Claim)
 			caps := []protocol.Capability{{Kind: "llm.generate", Service: "local", BackendID: "ollama", BackendClass: "http", Model: "m", OfferScope: "private"}}
 			claimOnce := func() string {
-				req := relaytest.SignedDaemonRequest(t, world.Daemon, demo.RunnerID, "claim", clock.Now(),
+				req := relaytest.SignedDaemonRequest(t, world.Daemon, demo.RunnerID, "claim", clk.Now(),
 					protocol.ClaimRequest{ProtocolVersion: protocol.ProtocolVersion, RunnerID: demo.RunnerID, Capabilities: caps, Max: 1})
 				resp, err := claim(ctx, eventOf(t, req))
 				if err != nil || resp.StatusCode != 200 {
@@ -97,8 +98,8 @@ func TestClaimWakesTheSweeperAtTheAwaitingDeadline(t *testing.T) {
 			}
 
 			stub := protocol.JobStub{ID: "job-a", Kind: "llm.generate", Owner: demo.Owner, Site: world.Site.KeyID(),
-				Audience: "private", SizeClass: "small", DeadlineAt: clock.Now().Add(time.Hour).UnixMilli()}
-			req := relaytest.SignedSiteRequest(t, world.Site, demo.SiteID, "enqueue", clock.Now(),
+				Audience: "private", SizeClass: "small", DeadlineAt: clk.Now().Add(time.Hour).UnixMilli()}
+			req := relaytest.SignedSiteRequest(t, world.Site, demo.SiteID, "enqueue", clk.Now(),
 				protocol.EnqueueRequest{ProtocolVersion: protocol.ProtocolVersion, SiteID: demo.SiteID, Stub: stub})
 			if resp, err := enqueue(ctx, eventOf(t, req)); err != nil || resp.StatusCode != 200 {
 				t.Fatalf("enqueue: %d %s %v", resp.StatusCode, resp.Body, err)
@@ -106,7 +107,7 @@ func TestClaimWakesTheSweeperAtTheAwaitingDeadline(t *testing.T) {
 			if body := claimOnce(); strings.Count(body, `"lease"`) != 1 {
 				t.Fatalf("claim granted %s", body)
 			}
-			bucket := clock.Now().Add(tc.window).Truncate(time.Minute).Add(time.Minute)
+			bucket := clk.Now().Add(tc.window).Truncate(time.Minute).Add(time.Minute)
 			want := "wake-" + bucket.Format("20060102T1504")
 			if got := schedules(); len(got) != 1 || got[0] != want {
 				t.Fatalf("schedules %v, want %s (the minute after the awaiting deadline)", got, want)
@@ -135,11 +136,11 @@ func TestWakerSetsOneSelfDeletingScheduleAtTheDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 11, 29, 9, 0, 50, 0, time.UTC)
-	clock := store.NewManualClock(now)
+	clk := clock.NewManual(now)
 	target := "arn:aws:lambda:us-east-1:123456789012:function:sweeper"
 	role := "arn:aws:iam::123456789012:role/wakeup"
 	cfg := localtest.AWSConfig(localtest.MotoEndpoint(t))
-	w := NewWaker(cfg, "", group, target, role, clock)
+	w := NewWaker(cfg, "", group, target, role, clk)
 
 	// A deadline 10 s out lands in the next whole minute.
 	if err := w.Wake(ctx, now.Add(10*time.Second)); err != nil {
@@ -162,13 +163,13 @@ func TestWakerSetsOneSelfDeletingScheduleAtTheDeadline(t *testing.T) {
 
 	// Another replica (its own Waker, no memory of the first) asking for
 	// the same minute finds it set: no error, still one schedule.
-	other := NewWaker(cfg, "", group, target, role, clock)
+	other := NewWaker(cfg, "", group, target, role, clk)
 	if err := other.Wake(ctx, now.Add(5*time.Second)); err != nil {
 		t.Fatalf("second replica: %v", err)
 	}
 	// A deadline already past is woken for at the next minute, never in
 	// the past.
-	clock.Set(now.Add(2 * time.Minute))
+	clk.Set(now.Add(2 * time.Minute))
 	if err := w.Wake(ctx, now); err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestWakerReportsARefusedSchedule(t *testing.T) {
 	cfg := localtest.AWSConfig(localtest.MotoEndpoint(t))
 	now := time.Date(2026, 11, 29, 9, 0, 50, 0, time.UTC)
 	w := NewWaker(cfg, "", "no-such-group-"+strings.ReplaceAll(t.Name(), "/", "-"), "arn:aws:lambda:us-east-1:123456789012:function:sweeper",
-		"arn:aws:iam::123456789012:role/wakeup", store.NewManualClock(now))
+		"arn:aws:iam::123456789012:role/wakeup", clock.NewManual(now))
 	err := w.Wake(context.Background(), now.Add(10*time.Second))
 	if err == nil || !strings.Contains(err.Error(), "wake-20261129T0901") {
 		t.Fatalf("err = %v, want the refused wake-up named", err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/internal/stream/seal"
@@ -35,7 +36,7 @@ var fuzzPaths = []string{
 // make fuzz runs it for longer; make test runs the seeds and a few
 // seconds.
 func FuzzHandle(f *testing.F) {
-	clock := store.NewManualClock(start)
+	clk := clock.NewManual(start)
 	site := relaytest.NewSite(f, "site-a")
 	daemon := relaytest.NewDaemon(f, "runner-1", "alice")
 	proj := relay.NewStaticProjection(relaytest.NewFixture().Site(site).Device(daemon).Consent("alice", "site-a").Projection())
@@ -44,13 +45,13 @@ func FuzzHandle(f *testing.F) {
 	// reproduces from its input alone and a million inputs do not make
 	// the store (and every later input) slower.
 	fresh := func(t *testing.T) *relay.Relay {
-		mem := memory.New(store.Options{Clock: clock})
+		mem := memory.New(store.Options{Clock: clk})
 		if _, err := mem.Enqueue(context.Background(), store.EnqueueInput{ID: "job-1", SiteID: "site-a", Stub: site.Stub("job-1", "alice", deadline)}); err != nil {
 			t.Fatal(err)
 		}
 		r, err := relay.New(relay.Config{
 			Store: mem, Pairing: mem, VerificationURL: "https://control.example/pair",
-			Projection: proj, Clock: clock, Debug: true,
+			Projection: proj, Clock: clk, Debug: true,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -93,7 +94,7 @@ func FuzzHandle(f *testing.F) {
 			req.Method = http.MethodGet
 		}
 		endpoint := p[strings.LastIndex(p, "/")+1:]
-		now := clock.Now().UnixMilli()
+		now := clk.Now().UnixMilli()
 		signed := req.Body
 		if req.Method != http.MethodPost {
 			signed = nil

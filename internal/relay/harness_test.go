@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
@@ -74,7 +75,7 @@ func eachStore(t *testing.T, test func(t *testing.T, f storeFactory)) {
 type world struct {
 	t      *testing.T
 	ctx    context.Context
-	clock  *store.ManualClock
+	clock  *clock.Manual
 	store  backend
 	proj   *relay.StaticProjection
 	relay  *relay.Relay
@@ -87,7 +88,7 @@ type world struct {
 // newWorld builds a world; configure edits the relay's Config before New.
 func newWorld(t *testing.T, f storeFactory, configure ...func(*relay.Config)) *world {
 	t.Helper()
-	w := &world{t: t, ctx: context.Background(), clock: store.NewManualClock(start), logs: &bytes.Buffer{}}
+	w := &world{t: t, ctx: context.Background(), clock: clock.NewManual(start), logs: &bytes.Buffer{}}
 	w.store = f.new(t, store.Options{Clock: w.clock})
 	w.site = relaytest.NewSite(t, "site-a")
 	w.daemon = relaytest.NewDaemon(t, "runner-1", "alice")
@@ -268,7 +269,7 @@ func get(method, path, query string, body []byte) relay.Request {
 
 var _ = projection.Fixture{}
 
-func storeOptions() store.Options { return store.Options{Clock: store.NewManualClock(start)} }
+func storeOptions() store.Options { return store.Options{Clock: clock.NewManual(start)} }
 
 // rebuild makes a new relay over the same store, clock and projection.
 func (w *world) rebuild(configure func(*relay.Config)) {

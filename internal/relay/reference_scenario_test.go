@@ -7,17 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 // refWorld is the scenario's cast, shared by both sides.
 type refWorld struct {
 	t        *testing.T
-	clock    *store.ManualClock
+	clock    *clock.Manual
 	site     *relaytest.Site
 	other    *relaytest.Site
 	alice    *relaytest.Daemon
@@ -28,7 +28,7 @@ type refWorld struct {
 func newRefWorld(t *testing.T) *refWorld {
 	return &refWorld{
 		t:        t,
-		clock:    store.NewManualClock(start),
+		clock:    clock.NewManual(start),
 		site:     relaytest.NewSite(t, "site-a"),
 		other:    relaytest.NewSite(t, "site-b"),
 		alice:    relaytest.NewDaemon(t, "runner-alice", "alice"),

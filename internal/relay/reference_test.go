@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/localtest"
@@ -199,7 +200,7 @@ func nodeSide(t *testing.T) *refSide {
 func goSide(t *testing.T, f storeFactory) *refSide {
 	var r *relay.Relay
 	var s backend
-	var clock *store.ManualClock
+	var clk *clock.Manual
 	var proj *relay.StaticProjection
 	ctx := context.Background()
 	parse := func(raw json.RawMessage) *projection.Projection {
@@ -216,12 +217,12 @@ func goSide(t *testing.T, f storeFactory) *refSide {
 	return newRefSide("go/"+f.name, func(op refOp) refAnswer {
 		switch op.Op {
 		case "init":
-			clock = store.NewManualClock(time.UnixMilli(op.Now))
-			s = f.new(t, store.Options{Clock: clock})
+			clk = clock.NewManual(time.UnixMilli(op.Now))
+			s = f.new(t, store.Options{Clock: clk})
 			proj = relay.NewStaticProjection(parse(op.Fixture))
 			c := op.Config
 			cfg := relay.Config{
-				Store: s, Pairing: s, Projection: proj, Clock: clock, LeaseMs: c.LeaseMs,
+				Store: s, Pairing: s, Projection: proj, Clock: clk, LeaseMs: c.LeaseMs,
 				VerificationURL: c.VerificationURL, Debug: c.Debug, UpdateOffer: c.UpdateOffer,
 				DaemonFloor: c.DaemonFloor, ControlPlanePublic: c.ControlPlanePublic,
 				Logger: slog.New(slog.DiscardHandler),
@@ -237,7 +238,7 @@ func goSide(t *testing.T, f storeFactory) *refSide {
 				t.Fatal(err)
 			}
 		case "advance":
-			clock.Advance(time.Duration(op.Ms) * time.Millisecond)
+			clk.Advance(time.Duration(op.Ms) * time.Millisecond)
 		case "project":
 			proj.Set(parse(op.Fixture))
 		case "dropPresence":
@@ -290,28 +291,28 @@ func refSatisfiable(_ context.Context, q relay.SatisfiableQuery) (relay.Verdict,
 // runDifferential drives this relay over each store and the reference
 // through steps and compares each answer. clock is the driver's: it signs
 // requests, and every side's clock moves with it.
-func runDifferential(t *testing.T, cfg refConfig, fixture projection.Fixture, clock *store.ManualClock, steps []refStep) {
+func runDifferential(t *testing.T, cfg refConfig, fixture projection.Fixture, clk *clock.Manual, steps []refStep) {
 	t.Helper()
-	begin := clock.Now()
+	begin := clk.Now()
 	for _, f := range factories {
 		t.Run(f.name, func(t *testing.T) {
-			clock.Set(begin)
-			runDifferentialOn(t, goSide(t, f), cfg, fixture, clock, steps)
+			clk.Set(begin)
+			runDifferentialOn(t, goSide(t, f), cfg, fixture, clk, steps)
 		})
 	}
 }
 
-func runDifferentialOn(t *testing.T, ours *refSide, cfg refConfig, fixture projection.Fixture, clock *store.ManualClock, steps []refStep) {
+func runDifferentialOn(t *testing.T, ours *refSide, cfg refConfig, fixture projection.Fixture, clk *clock.Manual, steps []refStep) {
 	t.Helper()
 	sides := []*refSide{ours, nodeSide(t)}
 	raw := fixtureJSON(t, fixture)
 	for _, s := range sides {
-		s.do(refOp{Op: "init", Fixture: raw, Config: &cfg, Now: clock.Now().UnixMilli()})
+		s.do(refOp{Op: "init", Fixture: raw, Config: &cfg, Now: clk.Now().UnixMilli()})
 	}
 	for i, step := range steps {
 		switch {
 		case step.advance != 0:
-			clock.Advance(time.Duration(step.advance) * time.Millisecond)
+			clk.Advance(time.Duration(step.advance) * time.Millisecond)
 			for _, s := range sides {
 				s.do(refOp{Op: "advance", Ms: step.advance})
 			}

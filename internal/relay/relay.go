@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
@@ -187,8 +188,8 @@ type Config struct {
 	// Clock is the relay's local clock: signature freshness, serverTime,
 	// the retirement window and the retry-after not-before. Deliberately not
 	// the store's clock (freshness is about the caller's clock versus this
-	// process's). Nil means store.SystemClock.
-	Clock store.Clock
+	// process's). Nil means clock.System.
+	Clock clock.Clock
 	// LeaseMs is the lease length; 0 means store.DefaultLeaseMs.
 	LeaseMs int64
 	// AwaitingPayloadMs is the store's awaiting-payload window, the value
@@ -231,7 +232,7 @@ type Config struct {
 type Relay struct {
 	cfg      Config
 	store    store.RoutingStore
-	clock    store.Clock
+	clock    clock.Clock
 	leaseMs  int64
 	basePath string
 	log      *slog.Logger
@@ -270,7 +271,7 @@ func New(cfg Config) (*Relay, error) {
 		metrics:  cfg.Metrics,
 	}
 	if r.clock == nil {
-		r.clock = store.SystemClock{}
+		r.clock = clock.System{}
 	}
 	if r.leaseMs == 0 {
 		r.leaseMs = store.DefaultLeaseMs

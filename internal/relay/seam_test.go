@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 // The seam between a site and the relay at a job's deadline, with the Go
@@ -31,7 +31,7 @@ type seam struct {
 
 // aheadClock is another host's clock: the relay's plus ahead.
 type aheadClock struct {
-	relay *store.ManualClock
+	relay *clock.Manual
 	ahead time.Duration
 }
 

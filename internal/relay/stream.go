@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/stream"
 	"github.com/byorelay/byorelay/internal/stream/seal"
 	"github.com/byorelay/byorelay/protocol"
@@ -235,21 +236,9 @@ func (r *Relay) follow(ctx context.Context, req seal.AttachRequest, emit func(se
 		} else {
 			pause = min(pause*2, o.PollEvery)
 		}
-		if err := sleep(ctx, pause); err != nil {
+		if err := clock.Sleep(ctx, pause); err != nil {
 			return err
 		}
-	}
-}
-
-// sleep waits for d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 

@@ -11,13 +11,13 @@ import (
 	"time"
 
 	site "github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 func TestMain(m *testing.M) { localtest.Main(m) }
@@ -45,9 +45,9 @@ func BenchmarkDirectLaneLifecycleCapacity(b *testing.B) {
 		b.Fatal(err)
 	}
 	meter := &ddb.Meter{}
-	clock := store.NewManualClock(time.UnixMilli(1_800_000_000_000))
+	clk := clock.NewManual(time.UnixMilli(1_800_000_000_000))
 	st, err := Open(ctx, Env{TableName: table, VerificationURL: "https://site.test/pair"},
-		Options{DB: db, Keys: siteKeys, Clock: clock, Meter: meter, Logger: slog.New(slog.DiscardHandler)})
+		Options{DB: db, Keys: siteKeys, Clock: clk, Meter: meter, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -59,14 +59,14 @@ func BenchmarkDirectLaneLifecycleCapacity(b *testing.B) {
 	device, _ := protocol.GenerateKeys()
 	code := sitestore.NewUserCode()
 	if err := st.Store.CreatePairing(ctx, sitestore.Pairing{DeviceCodeHash: "h", UserCode: code, State: sitestore.PairingPending,
-		Device: device.Public(), ExpiresAt: clock.Now().UnixMilli() + 60_000, CreatedAt: clock.Now().UnixMilli()}); err != nil {
+		Device: device.Public(), ExpiresAt: clk.Now().UnixMilli() + 60_000, CreatedAt: clk.Now().UnixMilli()}); err != nil {
 		b.Fatal(err)
 	}
 	runner, err := srv.ApprovePairing(ctx, code, "alice")
 	if err != nil {
 		b.Fatal(err)
 	}
-	now := func() int64 { return clock.Now().UnixMilli() }
+	now := func() int64 { return clk.Now().UnixMilli() }
 	daemon := func(endpoint, body string) []byte {
 		h := http.Header{}
 		protocol.SignRequest(device, endpoint, runner.ID, now(), []byte(body)).SetHeaders(h, protocol.HeaderRunner)
@@ -136,7 +136,7 @@ func BenchmarkDirectLaneLifecycleCapacity(b *testing.B) {
 			}
 		})
 		measure("read", func() { app("result", fmt.Sprintf(`{"jobId":%q,"owner":"alice"}`, id)) })
-		clock.Advance(time.Millisecond)
+		clk.Advance(time.Millisecond)
 	}
 	b.StopTimer()
 	var total ddb.Capacity

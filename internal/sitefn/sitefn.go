@@ -21,13 +21,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/container"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/platform/paramstore"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 // Kind is how a function is invoked.
@@ -135,7 +135,7 @@ type Options struct {
 	// Keys are the site's keys; nil reads them from SiteKeysParameter.
 	Keys *protocol.Keys
 	// Clock is the store's one clock; nil is the host's.
-	Clock  store.Clock
+	Clock  clock.Clock
 	Logger *slog.Logger
 	// Meter counts DynamoDB capacity (the benchmark).
 	Meter *ddb.Meter

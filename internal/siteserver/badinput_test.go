@@ -11,11 +11,11 @@ import (
 	"time"
 
 	site "github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/internal/sitestore/memory"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 var ctx = context.Background()
@@ -24,7 +24,7 @@ var ctx = context.Background()
 // one (carol's), and alice's job held by alice's runner.
 type world struct {
 	t       *testing.T
-	clock   *store.ManualClock
+	clock   *clock.Manual
 	store   sitestore.Store
 	srv     *siteserver.Server
 	site    *protocol.Keys
@@ -46,14 +46,14 @@ type device struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	return newWorldOn(t, func(clock *store.ManualClock) sitestore.Store { return memory.New(memory.Options{Clock: clock}) })
+	return newWorldOn(t, func(clk *clock.Manual) sitestore.Store { return memory.New(memory.Options{Clock: clk}) })
 }
 
 // newWorldOn is newWorld over the store newStore builds on the world's clock.
-func newWorldOn(t *testing.T, newStore func(clock *store.ManualClock) sitestore.Store) *world {
+func newWorldOn(t *testing.T, newStore func(clk *clock.Manual) sitestore.Store) *world {
 	t.Helper()
-	clock := store.NewManualClock(time.UnixMilli(1_800_000_000_000))
-	st := newStore(clock)
+	clk := clock.NewManual(time.UnixMilli(1_800_000_000_000))
+	st := newStore(clk)
 	siteKeys, err := protocol.GenerateKeys()
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func newWorldOn(t *testing.T, newStore func(clock *store.ManualClock) sitestore.
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{t: t, clock: clock, store: st, srv: srv, site: siteKeys}
+	w := &world{t: t, clock: clk, store: st, srv: srv, site: siteKeys}
 	w.alice = w.pair("alice")
 	w.bob = w.pair("bob")
 	w.carol = w.pair("carol")

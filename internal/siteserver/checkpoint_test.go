@@ -14,13 +14,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/byorelay/byorelay/client/daemon"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 // sseEvent is one Server-Sent Event: its name ("" for a data event) and
@@ -56,11 +56,11 @@ func TestALateReaderGetsTheCheckpointThenTheResult(t *testing.T) {
 	db := localtest.DynamoClient(t)
 	table := localtest.UniqueName("site")
 	meter := &ddb.Meter{}
-	w := newCloudWorldWith(t, func(clock *store.ManualClock) sitestore.Store {
+	w := newCloudWorldWith(t, func(clk *clock.Manual) sitestore.Store {
 		if err := sitedynamo.CreateTable(context.Background(), db, table); err != nil {
 			t.Fatal(err)
 		}
-		st, err := sitedynamo.New(sitedynamo.Config{DB: db, Table: table, Clock: clock, Meter: meter})
+		st, err := sitedynamo.New(sitedynamo.Config{DB: db, Table: table, Clock: clk, Meter: meter})
 		if err != nil {
 			t.Fatal(err)
 		}

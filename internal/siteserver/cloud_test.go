@@ -14,6 +14,7 @@ import (
 
 	"github.com/byorelay/byorelay/client/daemon"
 	site "github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/internal/siteserver"
@@ -33,7 +34,7 @@ var cloudStart = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 type cloudWorld struct {
 	t      *testing.T
 	ctx    context.Context
-	clock  *store.ManualClock
+	clock  *clock.Manual
 	relay  *relay.Relay
 	url    string
 	keys   *protocol.Keys
@@ -45,25 +46,25 @@ type cloudWorld struct {
 
 func newCloudWorld(t *testing.T) *cloudWorld {
 	t.Helper()
-	return newCloudWorldOn(t, func(clock *store.ManualClock) sitestore.Store {
-		return sitememory.New(sitememory.Options{Clock: clock})
+	return newCloudWorldOn(t, func(clk *clock.Manual) sitestore.Store {
+		return sitememory.New(sitememory.Options{Clock: clk})
 	})
 }
 
 // newCloudWorldOn is the world with the site store newStore makes on the
 // world's one clock.
-func newCloudWorldOn(t *testing.T, newStore func(*store.ManualClock) sitestore.Store) *cloudWorld {
+func newCloudWorldOn(t *testing.T, newStore func(*clock.Manual) sitestore.Store) *cloudWorld {
 	t.Helper()
 	return newCloudWorldWith(t, newStore, daemon.Streaming{})
 }
 
 // newCloudWorldWith is the world whose daemon streams as streams says.
-func newCloudWorldWith(t *testing.T, newStore func(*store.ManualClock) sitestore.Store, streams daemon.Streaming) *cloudWorld {
+func newCloudWorldWith(t *testing.T, newStore func(*clock.Manual) sitestore.Store, streams daemon.Streaming) *cloudWorld {
 	t.Helper()
-	clock := store.NewManualClock(cloudStart)
+	clk := clock.NewManual(cloudStart)
 	shop := relaytest.NewSite(t, "shop")
 	device := relaytest.NewDaemon(t, "runner-a", "alice")
-	r, err := relay.New(relay.Config{Store: memory.New(store.Options{Clock: clock}), Clock: clock,
+	r, err := relay.New(relay.Config{Store: memory.New(store.Options{Clock: clk}), Clock: clk,
 		Projection: relay.NewStaticProjection(relaytest.NewFixture().
 			Site(shop).Device(device).Consent("alice", "shop").Projection())})
 	if err != nil {
@@ -71,7 +72,7 @@ func newCloudWorldWith(t *testing.T, newStore func(*store.ManualClock) sitestore
 	}
 	srv := httptest.NewServer(r.HTTPHandler())
 	t.Cleanup(srv.Close)
-	d, err := daemon.New(daemon.Config{RelayURL: srv.URL, Keys: device.Keys, Clock: clock,
+	d, err := daemon.New(daemon.Config{RelayURL: srv.URL, Keys: device.Keys, Clock: clk,
 		Pairing: daemon.Pairing{RunnerID: device.RunnerID, Owner: device.Owner},
 		Backend: daemon.EchoBackend{}, Streams: streams,
 		Sleep: func(ctx context.Context, _ time.Duration) error {
@@ -85,8 +86,8 @@ func newCloudWorldWith(t *testing.T, newStore func(*store.ManualClock) sitestore
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &cloudWorld{t: t, ctx: context.Background(), clock: clock, relay: r, url: srv.URL, keys: shop.Keys,
-		store: newStore(clock), daemon: d, device: device}
+	return &cloudWorld{t: t, ctx: context.Background(), clock: clk, relay: r, url: srv.URL, keys: shop.Keys,
+		store: newStore(clk), daemon: d, device: device}
 }
 
 // start starts a site process on the world's store; transport, if set,

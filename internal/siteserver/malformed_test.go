@@ -6,21 +6,21 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/internal/sitestore/memory"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 // eachDirectWorld runs f on the direct lane's world over each site store:
 // the memory store and DynamoDB Local.
 func eachDirectWorld(t *testing.T, f func(t *testing.T, w *world)) {
 	t.Run("memory", func(t *testing.T) {
-		f(t, newWorldOn(t, func(clock *store.ManualClock) sitestore.Store { return memory.New(memory.Options{Clock: clock}) }))
+		f(t, newWorldOn(t, func(clk *clock.Manual) sitestore.Store { return memory.New(memory.Options{Clock: clk}) }))
 	})
 	t.Run("dynamo", func(t *testing.T) {
-		f(t, newWorldOn(t, func(clock *store.ManualClock) sitestore.Store { return dynamoSiteStore(t, clock) }))
+		f(t, newWorldOn(t, func(clk *clock.Manual) sitestore.Store { return dynamoSiteStore(t, clk) }))
 	})
 }
 

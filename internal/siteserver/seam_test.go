@@ -8,26 +8,26 @@ import (
 	"time"
 
 	site "github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 func TestMain(m *testing.M) { localtest.Main(m) }
 
 // dynamoSiteStore is a site store on a fresh DynamoDB Local table, on
 // clock.
-func dynamoSiteStore(t *testing.T, clock *store.ManualClock) sitestore.Store {
+func dynamoSiteStore(t *testing.T, clk *clock.Manual) sitestore.Store {
 	t.Helper()
 	db := localtest.DynamoClient(t)
 	table := localtest.UniqueName("site")
 	if err := sitedynamo.CreateTable(context.Background(), db, table); err != nil {
 		t.Fatal(err)
 	}
-	st, err := sitedynamo.New(sitedynamo.Config{DB: db, Table: table, Clock: clock})
+	st, err := sitedynamo.New(sitedynamo.Config{DB: db, Table: table, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func eachSiteStore(t *testing.T, f func(t *testing.T, w *cloudWorld)) {
 		f(t, newCloudWorld(t))
 	})
 	t.Run("dynamo", func(t *testing.T) {
-		f(t, newCloudWorldOn(t, func(clock *store.ManualClock) sitestore.Store { return dynamoSiteStore(t, clock) }))
+		f(t, newCloudWorldOn(t, func(clk *clock.Manual) sitestore.Store { return dynamoSiteStore(t, clk) }))
 	})
 }
 

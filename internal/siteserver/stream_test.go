@@ -11,11 +11,11 @@ import (
 
 	"github.com/byorelay/byorelay/client/daemon"
 	site "github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	sitememory "github.com/byorelay/byorelay/internal/sitestore/memory"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 // streamAll reads a job's whole live stream through s.
@@ -35,8 +35,8 @@ func streamAll(t *testing.T, w *cloudWorld, s *siteserver.Server, id string) (st
 // keyed to the grant the seal wrote to the store, not to the memory of the
 // process that sealed it.
 func TestAnyProcessOnTheStoreReadsAJobsStream(t *testing.T) {
-	w := newCloudWorldWith(t, func(clock *store.ManualClock) sitestore.Store {
-		return sitememory.New(sitememory.Options{Clock: clock})
+	w := newCloudWorldWith(t, func(clk *clock.Manual) sitestore.Store {
+		return sitememory.New(sitememory.Options{Clock: clk})
 	}, daemon.Streaming{Enabled: true})
 	sealer := w.start(nil)
 	reader := w.start(nil)
@@ -92,8 +92,8 @@ func sseText(t *testing.T, body string) (string, string, string) {
 // exactly the text after it, through a process that did not seal the job;
 // a tab with no offset gets the whole text so far.
 func TestTheBrowserLegResumesAtTheOffsetItHolds(t *testing.T) {
-	w := newCloudWorldWith(t, func(clock *store.ManualClock) sitestore.Store {
-		return sitememory.New(sitememory.Options{Clock: clock})
+	w := newCloudWorldWith(t, func(clk *clock.Manual) sitestore.Store {
+		return sitememory.New(sitememory.Options{Clock: clk})
 	}, daemon.Streaming{Enabled: true})
 	sealer := w.start(nil)
 	payload, _ := json.Marshal(map[string]string{"prompt": "one two three four"})

@@ -4,7 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/byorelay/byorelay/store"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 )
 
 // OffsetClock is a clock plus an offset that only moves forward: the store
@@ -14,14 +14,14 @@ import (
 // nothing can change it: Advance is reachable only from the test-only
 // admin listener.
 type OffsetClock struct {
-	Base   store.Clock
+	Base   clock.Clock
 	offset atomic.Int64 // ms
 }
 
 // NewOffsetClock wraps base (nil means the host clock).
-func NewOffsetClock(base store.Clock) *OffsetClock {
+func NewOffsetClock(base clock.Clock) *OffsetClock {
 	if base == nil {
-		base = store.SystemClock{}
+		base = clock.System{}
 	}
 	return &OffsetClock{Base: base}
 }

@@ -10,8 +10,8 @@ import (
 
 	"github.com/byorelay/byorelay/client/daemon"
 	"github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store/dynamo"
 )
 
 // jobsPerSite makes 200 jobs across two sites, plus the one a device dies
@@ -234,7 +234,7 @@ func TestManyJobsAcrossSitesAndDevicesFinishOnceEach(t *testing.T) {
 		// would hold only if the claim, the payload and the start of the
 		// run took less than the margin, which a loaded machine's slow
 		// round trips do not promise.
-		minimum := leaseMs*time.Millisecond - 2*dynamo.MaxClockUncertainty
+		minimum := leaseMs*time.Millisecond - 2*ddb.MaxClockUncertainty
 		if took := results.at("shop-a/doomed").Sub(beforeClaim); took < minimum {
 			t.Errorf("the doomed job came back %v after alice-1 started, before its lease (%v from the claim) could lapse", took, minimum)
 		}

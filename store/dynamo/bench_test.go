@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
@@ -33,9 +34,9 @@ func BenchmarkClaimCapacity(b *testing.B) {
 		b.Run(fmt.Sprintf("queued=%d", depth), func(b *testing.B) {
 			ctx := context.Background()
 			meter := &ddb.Meter{}
-			clock := store.NewManualClock(storetest.Start)
+			clk := clock.NewManual(storetest.Start)
 			table := newTable(b)
-			s, err := New(Config{DB: localtest.DynamoClient(b), Table: table, Options: store.Options{Clock: clock}, Meter: meter})
+			s, err := New(Config{DB: localtest.DynamoClient(b), Table: table, Options: store.Options{Clock: clk}, Meter: meter})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
@@ -49,7 +50,7 @@ type cipherEnv struct {
 	s3     *s3.Client
 	bucket string
 	objs   *flakyObjects
-	clock  *store.ManualClock
+	clock  *clock.Manual
 	// secrets are the ciphertexts the test sealed, as text and as bytes.
 	secrets [][]byte
 }
@@ -60,7 +61,7 @@ func newCipherEnv(t *testing.T) *cipherEnv {
 	e := &cipherEnv{
 		t: t, ctx: context.Background(), db: localtest.DynamoClient(t), table: newTable(t),
 		s3: client, bucket: bucket, objs: &flakyObjects{Objects: objs},
-		clock: store.NewManualClock(storetest.Start),
+		clock: clock.NewManual(storetest.Start),
 	}
 	s, err := New(Config{DB: e.db, Table: e.table, Objects: e.objs, Options: store.Options{Clock: e.clock}, InlineEnvelopeBytes: 1024})
 	if err != nil {
@@ -70,7 +71,7 @@ func newCipherEnv(t *testing.T) *cipherEnv {
 	return e
 }
 
-func (e *cipherEnv) now() int64 { return store.EpochMs(e.clock.Now()) }
+func (e *cipherEnv) now() int64 { return clock.EpochMs(e.clock.Now()) }
 
 // envelope is a sealed envelope of about size bytes of random ciphertext,
 // remembered as a secret that must not outlive its job.

@@ -3,104 +3,15 @@ package dynamo
 import (
 	"context"
 	"errors"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
-	"github.com/byorelay/byorelay/store/storetest"
 )
-
-// respond feeds c one response from a server whose clock reads host+offset,
-// sent at the host's current instant and received rtt later.
-func respond(c *ServerClock, host *store.ManualClock, offset, rtt time.Duration) {
-	sent := host.Now()
-	received := host.Advance(rtt)
-	// The server stamps Date somewhere inside the round trip, truncated to
-	// the second as HTTP dates are.
-	stamped := sent.Add(rtt / 2).Add(offset)
-	c.observe(sent, received, stamped.UTC().Format(http.TimeFormat))
-}
-
-func TestServerClockIsTheUncertainHostUntilAResponse(t *testing.T) {
-	host := store.NewManualClock(storetest.Start)
-	c := NewServerClock(host)
-	if !c.Now().Equal(host.Now()) {
-		t.Fatalf("uncalibrated Now %v, host %v", c.Now(), host.Now())
-	}
-	if r := c.Reading(); r.Calibrated || c.settled() {
-		t.Fatalf("a clock that has seen no response is calibrated: %+v", r)
-	}
-	c.observe(host.Now(), host.Now(), "not a date")
-	if c.settled() {
-		t.Fatal("a response without a usable Date calibrated the clock")
-	}
-}
-
-func TestOneResponseBoundsTheTrueOffsetWithinASecond(t *testing.T) {
-	host := store.NewManualClock(storetest.Start.Add(300 * time.Millisecond))
-	c := NewServerClock(host)
-	const offset = -15*time.Second - 250*time.Millisecond // the host runs 15.25 s fast
-	respond(c, host, offset, 80*time.Millisecond)
-	r := c.Reading()
-	if !r.Calibrated || r.Uncertainty > MaxClockUncertainty || !c.settled() {
-		t.Fatalf("one 80 ms response: %+v, want calibrated within %v", r, MaxClockUncertainty)
-	}
-	if d := (r.Offset - offset).Abs(); d > r.Uncertainty {
-		t.Fatalf("true offset %v is %v from the estimate %v, outside the uncertainty %v", offset, d, r.Offset, r.Uncertainty)
-	}
-}
-
-func TestPhasedResponsesNarrowTheOffsetToTheRoundTrip(t *testing.T) {
-	host := store.NewManualClock(storetest.Start)
-	c := NewServerClock(host)
-	const offset = 15*time.Second + 370*time.Millisecond
-	for range 40 {
-		respond(c, host, offset, 20*time.Millisecond)
-		host.Advance(137 * time.Millisecond) // calls land at every phase of the second
-	}
-	r := c.Reading()
-	if r.Uncertainty > 50*time.Millisecond {
-		t.Fatalf("40 responses with 20 ms round trips left the offset uncertain by %v", r.Uncertainty)
-	}
-	if d := (r.Offset - offset).Abs(); d > r.Uncertainty {
-		t.Fatalf("true offset %v, estimate %v ± %v", offset, r.Offset, r.Uncertainty)
-	}
-	if got, want := c.Now(), host.Now().Add(offset); got.Sub(want).Abs() > r.Uncertainty {
-		t.Fatalf("Now %v, DynamoDB's clock %v", got, want)
-	}
-}
-
-func TestAHostClockStepIsRelearnedFromTheNextResponse(t *testing.T) {
-	host := store.NewManualClock(storetest.Start)
-	c := NewServerClock(host)
-	for range 10 {
-		respond(c, host, 2*time.Second, 20*time.Millisecond)
-		host.Advance(290 * time.Millisecond)
-	}
-	host.Advance(10 * time.Second) // the host's clock is stepped 10 s forward
-	respond(c, host, 2*time.Second-10*time.Second, 20*time.Millisecond)
-	r := c.Reading()
-	if r.Resets != 1 {
-		t.Fatalf("a 10 s step went unnoticed: %+v", r)
-	}
-	if d := (r.Offset - -8*time.Second).Abs(); d > r.Uncertainty || !c.settled() {
-		t.Fatalf("after the step the offset is %v ± %v, want -8s", r.Offset, r.Uncertainty)
-	}
-}
-
-func TestUncertaintyGrowsWithTimeSinceTheLastResponse(t *testing.T) {
-	host := store.NewManualClock(storetest.Start)
-	c := NewServerClock(host)
-	respond(c, host, 0, 10*time.Millisecond)
-	before := c.Reading().Uncertainty
-	host.Advance(time.Hour)
-	if got, want := c.Reading().Uncertainty-before, drift(time.Hour); got != want {
-		t.Fatalf("an hour without a response added %v of uncertainty, want %v", got, want)
-	}
-}
 
 // skewedHost is a host clock off by skew. It drops the monotonic reading,
 // so every duration the clock measures is the skewed wall clock's.
@@ -138,19 +49,19 @@ func TestReplicasWithSkewedClocksDecideExpiriesAlike(t *testing.T) {
 	// reach the window's end; still far short of the 15 s skew, so the
 	// naive replica shows it.
 	const window = 6 * time.Second
-	open := func(clock store.Clock) *Store {
-		s := replica(t, table, store.Options{Clock: clock, AwaitingPayloadMs: window.Milliseconds()}, nil)
+	open := func(clk clock.Clock) *Store {
+		s := replica(t, table, store.Options{Clock: clk, AwaitingPayloadMs: window.Milliseconds()}, nil)
 		// As lambdafn.Open does, and again while the clock is unsettled: one
 		// response settles it only when its round trip is under a second,
 		// which a loaded machine's DynamoDB Local does not always give.
-		for i := 0; i == 0 || (i < 20 && s.server != nil && !s.server.settled()); i++ {
+		for i := 0; i == 0 || (i < 20 && s.server != nil && !s.server.Settled()); i++ {
 			if err := s.CalibrateClock(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
 		return s
 	}
-	fast, fair := open(NewServerClock(skewedHost{15 * time.Second})), open(NewServerClock(nil))
+	fast, fair := open(ddb.NewServerClock(skewedHost{15 * time.Second})), open(ddb.NewServerClock(nil))
 	naive := open(skewedHost{15 * time.Second})
 	replicas := map[string]*Store{"15 s fast": fast, "fair": fair}
 
@@ -195,16 +106,16 @@ func TestReplicasWithSkewedClocksDecideExpiriesAlike(t *testing.T) {
 		if now := s.now(); now >= until {
 			t.Errorf("halfway through the window the %s replica reads %d, past its end %d", name, now, until)
 		}
-		if r := s.server.Reading(); !r.Calibrated || r.Uncertainty > MaxClockUncertainty {
+		if r := s.server.Reading(); !r.Calibrated || r.Uncertainty > ddb.MaxClockUncertainty {
 			t.Errorf("the %s replica's clock: %+v", name, r)
 		}
 	}
-	if d := time.Duration(fast.now()-fair.now()) * time.Millisecond; d.Abs() > 2*MaxClockUncertainty {
+	if d := time.Duration(fast.now()-fair.now()) * time.Millisecond; d.Abs() > 2*ddb.MaxClockUncertainty {
 		t.Errorf("the replicas' store clocks differ by %v", d)
 	}
 	t.Logf("15 s fast host: %+v; fair host: %+v", fast.server.Reading(), fair.server.Reading())
 
-	time.Sleep(time.Until(time.UnixMilli(until).Add(MaxClockUncertainty + 200*time.Millisecond)))
+	time.Sleep(time.Until(time.UnixMilli(until).Add(ddb.MaxClockUncertainty + 200*time.Millisecond)))
 	for name, s := range replicas {
 		if now := s.now(); now < until {
 			t.Errorf("after the window the %s replica reads %d, before its end %d", name, now, until)
@@ -233,7 +144,7 @@ func TestASweepDecidesNoExpiryWhileTheClockIsUncertain(t *testing.T) {
 	ctx := context.Background()
 	table := newTable(t)
 	fair := replica(t, table, store.Options{AwaitingPayloadMs: 1}, nil)
-	slow := replica(t, table, store.Options{Clock: NewServerClock(&stridingHost{now: time.Now().Add(time.Hour), stride: 3 * time.Second}), AwaitingPayloadMs: 1}, nil)
+	slow := replica(t, table, store.Options{Clock: ddb.NewServerClock(&stridingHost{now: time.Now().Add(time.Hour), stride: 3 * time.Second}), AwaitingPayloadMs: 1}, nil)
 	stub := protocol.JobStub{ID: "job-uncertain", Kind: "llm.generate", Owner: "alice", Site: "BYOLLM-C", Audience: "team", SizeClass: "small", DeadlineAt: 4_102_444_800_000}
 	if _, err := fair.Enqueue(ctx, store.EnqueueInput{ID: stub.ID, SiteID: cSite, Stub: stub}); err != nil {
 		t.Fatal(err)
@@ -252,7 +163,7 @@ func TestASweepDecidesNoExpiryWhileTheClockIsUncertain(t *testing.T) {
 	if res, err := slow.SweepInline(ctx); err != nil || len(res.Requeued)+len(res.Removed) != 0 {
 		t.Fatalf("in-line sweep with 3 s round trips: %+v, %v; want nothing moved", res, err)
 	}
-	if r := slow.server.Reading(); !r.Calibrated || r.Uncertainty <= MaxClockUncertainty {
+	if r := slow.server.Reading(); !r.Calibrated || r.Uncertainty <= ddb.MaxClockUncertainty {
 		t.Fatalf("the slow replica's clock: %+v", r)
 	}
 	// Still claimed: the replica whose clock is settled finds it due.

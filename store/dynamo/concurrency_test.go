@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
@@ -53,7 +54,7 @@ type knownGrant struct {
 type workload struct {
 	runners []runnerSpec
 	jobs    []jobSpec
-	clock   *store.ManualClock
+	clock   *clock.Manual
 
 	tick atomic.Int64
 	// executed counts every store call the workers made, recorded or not
@@ -69,15 +70,15 @@ type workload struct {
 	granted int
 }
 
-func newWorkload(clock *store.ManualClock, jobs int) *workload {
-	w := &workload{clock: clock, accepted: map[int][]string{}, maybe: map[int][]string{}}
+func newWorkload(clk *clock.Manual, jobs int) *workload {
+	w := &workload{clock: clk, accepted: map[int][]string{}, maybe: map[int][]string{}}
 	w.runners = []runnerSpec{
 		{"r0", "alice", map[string]bool{"alice": true, "bob": true}},
 		{"r1", "alice", map[string]bool{"alice": true}},
 		{"r2", "bob", map[string]bool{"bob": true}},
 		{"r3", "bob", map[string]bool{"bob": true, "alice": true}},
 	}
-	start := store.EpochMs(clock.Now())
+	start := clock.EpochMs(clk.Now())
 	for i := range jobs {
 		owner := []string{"alice", "bob"}[i%2]
 		deadline := int64(4_102_444_800_000)
@@ -140,7 +141,7 @@ func (w *workload) randomGrant(rng *rand.Rand) (knownGrant, bool) {
 	return w.grants[max(0, n-1-rng.IntN(min(n, 12)))], true
 }
 
-func (w *workload) now() int64 { return store.EpochMs(w.clock.Now()) }
+func (w *workload) now() int64 { return clock.EpochMs(w.clock.Now()) }
 
 // worker runs one replica's operations.
 type worker struct {
@@ -481,9 +482,9 @@ func race(t *testing.T, cfg raceConfig, seed uint64) raceStats {
 		cfg.rounds /= 2
 	}
 	ctx := context.Background()
-	clock := store.NewManualClock(storetest.Start)
+	clk := clock.NewManual(storetest.Start)
 	table := newTable(t)
-	w := newWorkload(clock, cfg.jobs)
+	w := newWorkload(clk, cfg.jobs)
 	var workers []*worker
 	var injectors []*faulty
 	for i := range cfg.replicas {
@@ -499,11 +500,11 @@ func race(t *testing.T, cfg raceConfig, seed uint64) raceStats {
 			}
 		}
 		workers = append(workers, &worker{
-			t: t, id: i, s: replica(t, table, store.Options{Clock: clock}, wrap), w: w, faults: wrap != nil,
+			t: t, id: i, s: replica(t, table, store.Options{Clock: clk}, wrap), w: w, faults: wrap != nil,
 			rng: rand.New(rand.NewPCG(uint64(i), seed)), ctx: ctx,
 		})
 	}
-	watcher := replica(t, table, store.Options{Clock: clock}, nil)
+	watcher := replica(t, table, store.Options{Clock: clk}, nil)
 
 	parallel := func(f func(k *worker)) {
 		var wg sync.WaitGroup
@@ -534,7 +535,7 @@ func race(t *testing.T, cfg raceConfig, seed uint64) raceStats {
 		}
 		// The clock moves only while nothing is in flight, so every
 		// operation of a phase sees one instant.
-		clock.Advance(time.Duration([]int{0, 4, 11, 31}[round%4]) * time.Second)
+		clk.Advance(time.Duration([]int{0, 4, 11, 31}[round%4]) * time.Second)
 
 		// Sweep phase: sweeps race each other and holder calls.
 		parallel(func(k *worker) {

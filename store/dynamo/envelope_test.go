@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/objects"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
@@ -53,12 +54,12 @@ func bucketKeys(t *testing.T, client *s3.Client, bucket string) []string {
 func TestEnvelopesUpToTheLimitRoundTripThroughS3(t *testing.T) {
 	ctx := context.Background()
 	objs, client, bucket := newBucket(t)
-	clock := store.NewManualClock(storetest.Start)
-	s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), Objects: objs, Options: store.Options{Clock: clock}})
+	clk := clock.NewManual(storetest.Start)
+	s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), Objects: objs, Options: store.Options{Clock: clk}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := store.EpochMs(clock.Now()) + 60_000
+	deadline := clock.EpochMs(clk.Now()) + 60_000
 	enqueue := func(id string) {
 		st := protocol.JobStub{ID: id, Kind: "llm.generate", Owner: "alice", Site: "K", Audience: "private", SizeClass: "large", DeadlineAt: deadline}
 		if _, err := s.Enqueue(ctx, store.EnqueueInput{ID: id, SiteID: "site", Stub: st}); err != nil {
@@ -117,7 +118,7 @@ func TestEnvelopesUpToTheLimitRoundTripThroughS3(t *testing.T) {
 	// removed. The finished one expires, its objects kept for the grace a
 	// collect may still list its result in, and deleted by the sweep after
 	// it.
-	clock.Advance(61 * time.Second)
+	clk.Advance(61 * time.Second)
 	swept, err := s.Sweep(ctx)
 	if err != nil || len(swept.Removed) != 1 || swept.Removed[0].ID != g2.ID {
 		t.Fatalf("sweep: %+v %v", swept, err)
@@ -128,7 +129,7 @@ func TestEnvelopesUpToTheLimitRoundTripThroughS3(t *testing.T) {
 	if _, ok, err := s.Job(ctx, "site", "big"); err != nil || ok {
 		t.Fatalf("the finished job outlived its deadline: %v %v", ok, err)
 	}
-	clock.Advance(time.Duration(store.ResultGraceMs) * time.Millisecond)
+	clk.Advance(time.Duration(store.ResultGraceMs) * time.Millisecond)
 	if swept, err := s.Sweep(ctx); err != nil || len(swept.Removed) != 0 {
 		t.Fatalf("sweep after the grace: %+v %v", swept, err)
 	}
@@ -139,11 +140,11 @@ func TestEnvelopesUpToTheLimitRoundTripThroughS3(t *testing.T) {
 
 // sealedOffBox is a store whose job "a", claimed by r1 under lease, holds a
 // payload too large to inline: the bucket holds its one object.
-func sealedOffBox(t *testing.T, clock store.Clock) (s *Store, lease string, client *s3.Client, bucket string) {
+func sealedOffBox(t *testing.T, clk clock.Clock) (s *Store, lease string, client *s3.Client, bucket string) {
 	t.Helper()
 	ctx := context.Background()
 	objs, client, bucket := newBucket(t)
-	s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), Objects: objs, Options: store.Options{Clock: clock}, InlineEnvelopeBytes: 1024})
+	s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), Objects: objs, Options: store.Options{Clock: clk}, InlineEnvelopeBytes: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,10 +169,10 @@ func sealedOffBox(t *testing.T, clock store.Clock) (s *Store, lease string, clie
 // is useless to the next, so a requeue deletes its object.
 func TestARequeueDropsTheSealedPayloadObject(t *testing.T) {
 	ctx := context.Background()
-	clock := store.NewManualClock(storetest.Start)
-	s, _, client, bucket := sealedOffBox(t, clock)
+	clk := clock.NewManual(storetest.Start)
+	s, _, client, bucket := sealedOffBox(t, clk)
 	// Too late: the lease ran out and the sweep requeues it.
-	clock.Advance(61 * time.Second)
+	clk.Advance(61 * time.Second)
 	if res, err := s.Sweep(ctx); err != nil || len(res.Requeued) != 1 {
 		t.Fatalf("sweep: %+v %v", res, err)
 	}
@@ -187,7 +188,7 @@ func TestARequeueDropsTheSealedPayloadObject(t *testing.T) {
 // refusal that would send the daemon away.
 func TestAMissingEnvelopeObjectIsAnError(t *testing.T) {
 	ctx := context.Background()
-	s, lease, client, bucket := sealedOffBox(t, store.NewManualClock(storetest.Start))
+	s, lease, client, bucket := sealedOffBox(t, clock.NewManual(storetest.Start))
 	keys := bucketKeys(t, client, bucket)
 	if _, err := client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &bucket, Key: &keys[0]}); err != nil {
 		t.Fatal(err)

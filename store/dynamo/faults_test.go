@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
@@ -204,14 +205,14 @@ type faultEnv struct {
 }
 
 func newFaultEnv(t *testing.T) *faultEnv {
-	clock := store.NewManualClock(storetest.Start)
+	clk := clock.NewManual(storetest.Start)
 	table := newTable(t)
 	e := &faultEnv{t: t, ctx: context.Background()}
-	e.s = replica(t, table, store.Options{Clock: clock}, func(a ddb.API) ddb.API {
+	e.s = replica(t, table, store.Options{Clock: clk}, func(a ddb.API) ddb.API {
 		e.f = newFaulty(a, 0, 1)
 		return e.f
 	})
-	e.clean = replica(t, table, store.Options{Clock: clock}, nil)
+	e.clean = replica(t, table, store.Options{Clock: clk}, nil)
 	return e
 }
 
@@ -558,12 +559,12 @@ func (f *freezer) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...f
 // more than UnsealedPerPair live unsealed grants, the site is never offered
 // it, and the sweep puts the job back: nothing is lost.
 func TestFaultsClaimFrozenBetweenItsWritesKeepsTheCap(t *testing.T) {
-	clock := store.NewManualClock(storetest.Start)
+	clk := clock.NewManual(storetest.Start)
 	table := newTable(t)
 	ctx := context.Background()
 	f := &freezer{frozen: make(chan struct{}), release: make(chan struct{})}
-	frozen := replica(t, table, store.Options{Clock: clock}, func(a ddb.API) ddb.API { f.API = a; return f })
-	clean := replica(t, table, store.Options{Clock: clock}, nil)
+	frozen := replica(t, table, store.Options{Clock: clk}, func(a ddb.API) ddb.API { f.API = a; return f })
+	clean := replica(t, table, store.Options{Clock: clk}, nil)
 	enqueue := func(id, kind string) {
 		t.Helper()
 		st := protocol.JobStub{ID: id, Kind: kind, Owner: "alice", Site: "K", Audience: "private", SizeClass: "small", DeadlineAt: 4_102_444_800_000}
@@ -610,7 +611,7 @@ func TestFaultsClaimFrozenBetweenItsWritesKeepsTheCap(t *testing.T) {
 	}
 
 	// Within the member's window (and its slack) the check leaves it.
-	clock.Advance(store.AwaitingPayloadMs * time.Millisecond)
+	clk.Advance(store.AwaitingPayloadMs * time.Millisecond)
 	if _, err := clean.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -618,7 +619,7 @@ func TestFaultsClaimFrozenBetweenItsWritesKeepsTheCap(t *testing.T) {
 		t.Fatalf("the check removed a member inside its window: set %v", held)
 	}
 	// Past it, the check finds the job not awaiting under that lease.
-	clock.Advance((store.AwaitingPayloadMs + 1) * time.Millisecond)
+	clk.Advance((store.AwaitingPayloadMs + 1) * time.Millisecond)
 	if _, err := clean.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -635,7 +636,7 @@ func TestFaultsClaimFrozenBetweenItsWritesKeepsTheCap(t *testing.T) {
 	if a.err != nil {
 		t.Fatalf("frozen claim: %v", a.err)
 	}
-	now := store.EpochMs(clock.Now())
+	now := clock.EpochMs(clk.Now())
 	all, err := clean.Jobs(ctx)
 	if err != nil {
 		t.Fatal(err)

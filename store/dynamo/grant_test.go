@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/storetest"
@@ -18,12 +19,12 @@ func TestHolderCallsAnswerTheSameOnEveryReplica(t *testing.T) {
 		name := map[bool]string{false: "the-claiming-replica", true: "another-replica"}[cold]
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			clock := store.NewManualClock(storetest.Start)
+			clk := clock.NewManual(storetest.Start)
 			table := newTable(t)
-			claimer := replica(t, table, store.Options{Clock: clock}, nil)
+			claimer := replica(t, table, store.Options{Clock: clk}, nil)
 			s := claimer
 			if cold {
-				s = replica(t, table, store.Options{Clock: clock}, nil)
+				s = replica(t, table, store.Options{Clock: clk}, nil)
 			}
 			st := protocol.JobStub{ID: "a", Kind: "llm.generate", Owner: "alice", Site: "K", Audience: "private", SizeClass: "small", DeadlineAt: 4_102_444_800_000}
 			if _, err := claimer.Enqueue(ctx, store.EnqueueInput{ID: "a", SiteID: "site", Stub: st}); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
@@ -29,8 +30,8 @@ import (
 func BenchmarkLifecycleCapacity(b *testing.B) {
 	ctx := context.Background()
 	meter := &ddb.Meter{}
-	clock := store.NewManualClock(storetest.Start)
-	s, err := New(Config{DB: localtest.DynamoClient(b), Table: newTable(b), Options: store.Options{Clock: clock}, Meter: meter})
+	clk := clock.NewManual(storetest.Start)
+	s, err := New(Config{DB: localtest.DynamoClient(b), Table: newTable(b), Options: store.Options{Clock: clk}, Meter: meter})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func BenchmarkLifecycleCapacity(b *testing.B) {
 		// for a site that collects its results.
 		site, id := fmt.Sprintf("site-%06d", i), fmt.Sprintf("job-%06d", i)
 		claim.Routes = []store.Route{{SiteID: site, Owner: "alice"}}
-		deadline := clock.Now().UnixMilli() + life
+		deadline := clk.Now().UnixMilli() + life
 		// A small job: a few hundred bytes of ciphertext each way.
 		payload := protocol.SealedEnvelope{Ciphertext: strings.Repeat("p", 400), RecipientKeyID: "device", SenderKeyID: "site", Direction: "payload", DeadlineAt: deadline}
 		result := protocol.SealedEnvelope{Ciphertext: strings.Repeat("r", 400), RecipientKeyID: "site", SenderKeyID: "device", Direction: "result", DeadlineAt: deadline}
@@ -122,7 +123,7 @@ func BenchmarkLifecycleCapacity(b *testing.B) {
 		})
 		// The end of a finished job is its deadline plus the grace a
 		// collect may still list its result for.
-		clock.Advance((life + store.ResultGraceMs) * time.Millisecond)
+		clk.Advance((life + store.ResultGraceMs) * time.Millisecond)
 		measure("end", func() error {
 			_, err := s.Sweep(ctx)
 			return err

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/store"
 )
@@ -47,10 +48,20 @@ var ErrContention = store.ErrContention
 // bucket is configured (Config.Objects).
 var ErrNoBucket = errors.New("dynamo: envelope too large to inline and no S3 bucket configured")
 
+// API is the subset of the DynamoDB client the store calls; a
+// *dynamodb.Client satisfies it. It is the platform's interface, named here
+// so that code outside this module can name what Config.DB takes (a wrapper
+// that injects faults, say).
+type API = ddb.API
+
+// Meter counts the capacity of every call a store makes (Config.Meter). It
+// is the platform's, named here for importers.
+type Meter = ddb.Meter
+
 // Config is what New needs.
 type Config struct {
 	// DB is a DynamoDB client (or a wrapper around one).
-	DB ddb.API
+	DB API
 	// Table is the routing table, created from template.yaml.
 	Table string
 	// Objects holds envelopes larger than InlineEnvelopeBytes, in an S3
@@ -75,7 +86,7 @@ type Config struct {
 	DueShards int
 	// Meter, when set, asks DynamoDB for the capacity every call consumes
 	// and adds it up.
-	Meter *ddb.Meter
+	Meter *Meter
 }
 
 // Store is the DynamoDB routing store and pairing-code store. It keeps no
@@ -85,10 +96,10 @@ type Store struct {
 	db      ddb.API
 	table   string
 	objects Objects
-	clock   store.Clock
-	// server is clock when that is a ServerClock: the sweep asks it whether
+	clock   clock.Clock
+	// server is clock when that is a ddb.ServerClock: the sweep asks it whether
 	// expiries may be decided.
-	server  *ServerClock
+	server  *ddb.ServerClock
 	onChurn func(store.UnsealedChurn)
 
 	pairingCapacity int
@@ -139,7 +150,7 @@ func New(cfg Config) (*Store, error) {
 		shards:          cfg.DueShards,
 	}
 	if s.clock == nil {
-		s.clock = store.SystemClock{}
+		s.clock = clock.System{}
 	}
 	if s.pairingCapacity == 0 {
 		s.pairingCapacity = store.MaxOutstandingPairings
@@ -151,11 +162,11 @@ func New(cfg Config) (*Store, error) {
 		s.shards = DefaultDueShards
 	}
 	s.inlineShard.Store(rand.Uint64N(uint64(s.shards)))
-	if sc, ok := s.clock.(*ServerClock); ok {
+	if sc, ok := s.clock.(*ddb.ServerClock); ok {
 		// Every response the store sees calibrates its clock, so the clock
 		// and the client cannot be wired apart.
 		s.server = sc
-		s.db = &clocked{api: s.db, c: sc}
+		s.db = sc.Wrap(s.db)
 	}
 	if cfg.Meter != nil {
 		s.db = cfg.Meter.Wrap(s.db)
@@ -166,7 +177,7 @@ func New(cfg Config) (*Store, error) {
 // Now is the store clock in epoch ms.
 func (s *Store) Now(ctx context.Context) (int64, error) { return s.now(), nil }
 
-func (s *Store) now() int64 { return store.EpochMs(s.clock.Now()) }
+func (s *Store) now() int64 { return clock.EpochMs(s.clock.Now()) }
 
 // nextSeq is an enqueue-order key: the store clock, then this instance's
 // counter. Two replicas enqueueing in one millisecond interleave arbitrarily,

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/stream/seal"
 	"github.com/byorelay/byorelay/localtest"
@@ -36,8 +37,8 @@ func BenchmarkStreamCapacity(b *testing.B) {
 	for _, frameChars := range []int{50, 150, 500} {
 		b.Run(fmt.Sprintf("frame=%d", frameChars), func(b *testing.B) {
 			meter := &ddb.Meter{}
-			clock := store.NewManualClock(storetest.Start)
-			s, err := New(Config{DB: localtest.DynamoClient(b), Table: newTable(b), Options: store.Options{Clock: clock}, Meter: meter})
+			clk := clock.NewManual(storetest.Start)
+			s, err := New(Config{DB: localtest.DynamoClient(b), Table: newTable(b), Options: store.Options{Clock: clk}, Meter: meter})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -89,8 +89,8 @@ func (s *Store) sweep(ctx context.Context) (store.SweepResult, error) {
 // which the request's own targeted sweeps (Claim's, SweepLapsed) take from
 // the same budget.
 //
-// With a ServerClock it first makes sure the clock is within
-// MaxClockUncertainty of DynamoDB's; if not, it decides no expiry: an
+// With a ddb.ServerClock it first makes sure the clock is within
+// ddb.MaxClockUncertainty of DynamoDB's; if not, it decides no expiry: an
 // in-line sweep moves nothing, so the request it runs in still answers
 // (the scheduled sweep fails with ErrClockUncertain, counted and alarmed).
 //

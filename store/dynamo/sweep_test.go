@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
@@ -69,7 +70,7 @@ func TestSweepInlineReadsOneShard(t *testing.T) {
 	const shards = 8
 	db := &dueQueries{API: localtest.DynamoClient(t), shards: map[string]int{}}
 	s, err := New(Config{DB: db, Table: newTable(t), DueShards: shards,
-		Options: store.Options{Clock: store.NewManualClock(storetest.Start)}})
+		Options: store.Options{Clock: clock.NewManual(storetest.Start)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,9 +125,9 @@ func loadDue(t testing.TB, db *dynamodb.Client, s *Store, n int, deadline int64)
 // oldest due entry was.
 func TestSweepSkipsFailedItem(t *testing.T) {
 	ctx := context.Background()
-	clock := store.NewManualClock(storetest.Start)
+	clk := clock.NewManual(storetest.Start)
 	db := &dueQueries{API: localtest.DynamoClient(t), shards: map[string]int{}, fail: map[string]bool{}}
-	s, err := New(Config{DB: db, Table: newTable(t), Options: store.Options{Clock: clock}})
+	s, err := New(Config{DB: db, Table: newTable(t), Options: store.Options{Clock: clk}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,8 +172,8 @@ func TestSweepLoad(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	clock := store.NewManualClock(storetest.Start)
-	s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), Options: store.Options{Clock: clock}})
+	clk := clock.NewManual(storetest.Start)
+	s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), Options: store.Options{Clock: clk}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,15 +237,15 @@ func TestSweepLoad(t *testing.T) {
 // new count's shards, so the new count's sweeps still find it.
 func TestSweepFindsEntriesOfASmallerShardCount(t *testing.T) {
 	ctx := context.Background()
-	clock := store.NewManualClock(storetest.Start)
+	clk := clock.NewManual(storetest.Start)
 	table := newTable(t)
-	old, err := New(Config{DB: localtest.DynamoClient(t), Table: table, DueShards: 2, Options: store.Options{Clock: clock}})
+	old, err := New(Config{DB: localtest.DynamoClient(t), Table: table, DueShards: 2, Options: store.Options{Clock: clk}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const n = 50
 	loadDue(t, localtest.DynamoClient(t), old, n, storetest.Start.UnixMilli()-1_000)
-	grown, err := New(Config{DB: localtest.DynamoClient(t), Table: table, DueShards: 8, Options: store.Options{Clock: clock}})
+	grown, err := New(Config{DB: localtest.DynamoClient(t), Table: table, DueShards: 8, Options: store.Options{Clock: clk}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,8 +263,8 @@ func TestSweepFindsEntriesOfASmallerShardCount(t *testing.T) {
 // while the job still runs writes the real due time then.
 func TestSealMovesDueEntry(t *testing.T) {
 	ctx := context.Background()
-	clock := store.NewManualClock(storetest.Start)
-	s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), Options: store.Options{Clock: clock}})
+	clk := clock.NewManual(storetest.Start)
+	s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), Options: store.Options{Clock: clk}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +282,7 @@ func TestSealMovesDueEntry(t *testing.T) {
 	sealAfter := func(id string, streaming bool, wait int64) (int64, int64) {
 		t.Helper()
 		st := protocol.JobStub{ID: id, Kind: "llm.generate", Owner: "alice", Site: "K", Audience: "private", SizeClass: "small",
-			Streaming: streaming, DeadlineAt: clock.Now().UnixMilli() + 3_600_000}
+			Streaming: streaming, DeadlineAt: clk.Now().UnixMilli() + 3_600_000}
 		if _, err := s.Enqueue(ctx, store.EnqueueInput{ID: id, SiteID: "site", Stub: st}); err != nil {
 			t.Fatal(err)
 		}
@@ -291,11 +292,11 @@ func TestSealMovesDueEntry(t *testing.T) {
 		if err != nil || len(g) != 1 || g[0].ID != id {
 			t.Fatalf("claim %s: %v %v", id, g, err)
 		}
-		window := clock.Now().UnixMilli() + store.AwaitingPayloadMs
+		window := clk.Now().UnixMilli() + store.AwaitingPayloadMs
 		if got := due(id); got != window {
 			t.Fatalf("%s claimed: due %d, want the window's end %d", id, got, window)
 		}
-		clock.Advance(time.Duration(wait) * time.Millisecond)
+		clk.Advance(time.Duration(wait) * time.Millisecond)
 		if res, err := s.Seal(ctx, store.SealInput{SiteID: "site", JobID: id, Envelope: env}); err != nil || res.Refused != "" {
 			t.Fatalf("seal %s: %+v %v", id, res, err)
 		}
@@ -317,7 +318,7 @@ func TestSealMovesDueEntry(t *testing.T) {
 
 	// The entry left early is rewritten by the sweep that reaches it while
 	// the job still runs, to its lease expiry: nothing is requeued.
-	clock.Advance(store.AwaitingPayloadMs * time.Millisecond)
+	clk.Advance(store.AwaitingPayloadMs * time.Millisecond)
 	res, err := s.Sweep(ctx)
 	if err != nil || len(res.Requeued)+len(res.Removed) != 0 {
 		t.Fatalf("sweep: %+v %v", res, err)

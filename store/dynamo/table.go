@@ -46,11 +46,16 @@ func tableInput(name string) *dynamodb.CreateTableInput {
 	}
 }
 
+// TableCreator is what CreateTable needs from a DynamoDB client; a
+// *dynamodb.Client satisfies it. It is the platform's, named here for
+// importers.
+type TableCreator = ddb.TableCreator
+
 // CreateTable creates the routing table (tableInput) and turns on TTL. It
 // is for tests and local runs; a deployment gets the table from
 // CloudFormation. TTL only collects garbage (every read checks deadlines
 // itself), so a local service that refuses the TTL call is not an error.
-func CreateTable(ctx context.Context, api ddb.TableCreator, name string) error {
+func CreateTable(ctx context.Context, api TableCreator, name string) error {
 	if _, err := api.CreateTable(ctx, tableInput(name)); err != nil {
 		return fmt.Errorf("create table %s: %w", name, err)
 	}

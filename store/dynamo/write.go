@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/store"
 )
 
@@ -211,12 +212,7 @@ func jobCondition(ver int64) (string, map[string]string, map[string]types.Attrib
 // backoff waits a little before retrying after throttling or a lost answer.
 // Real time, not the store clock: it paces requests and decides nothing.
 func backoff(ctx context.Context, attempt int) {
-	t := time.NewTimer(time.Duration(attempt*attempt) * 2 * time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	_ = clock.Sleep(ctx, time.Duration(attempt*attempt)*2*time.Millisecond)
 }
 
 func newWID() string { return store.NewLeaseID() }

@@ -10,12 +10,13 @@ import (
 	"context"
 	"sync"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/store"
 )
 
 // Store is the in-memory routing store and pairing-code store.
 type Store struct {
-	clock           store.Clock
+	clock           clock.Clock
 	onChurn         func(store.UnsealedChurn)
 	pairingCapacity int
 	inlineLimit     int
@@ -84,16 +85,16 @@ var (
 
 // New returns an empty store.
 func New(opts store.Options) *Store {
-	clock := opts.Clock
-	if clock == nil {
-		clock = store.SystemClock{}
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.System{}
 	}
 	capacity := opts.PairingCapacity
 	if capacity == 0 {
 		capacity = store.MaxOutstandingPairings
 	}
 	return &Store{
-		clock:           clock,
+		clock:           clk,
 		onChurn:         opts.OnChurn,
 		pairingCapacity: capacity,
 		inlineLimit:     opts.InlineLimit(),
@@ -112,4 +113,4 @@ func (s *Store) Now(ctx context.Context) (int64, error) {
 	return s.now(), nil
 }
 
-func (s *Store) now() int64 { return store.EpochMs(s.clock.Now()) }
+func (s *Store) now() int64 { return clock.EpochMs(s.clock.Now()) }

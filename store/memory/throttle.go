@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/store"
 )
 
@@ -13,7 +14,7 @@ func (s *Store) TakeToken(_ context.Context, bucket string, burst, refillMs int6
 	if s.buckets == nil {
 		s.buckets = map[string]store.Bucket{}
 	}
-	b, ok := s.buckets[bucket].Take(store.EpochMs(s.clock.Now()), burst, refillMs)
+	b, ok := s.buckets[bucket].Take(clock.EpochMs(s.clock.Now()), burst, refillMs)
 	s.buckets[bucket] = b
 	return ok, nil
 }

@@ -1,14 +1,15 @@
 package storetest
 
 import (
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/store"
 )
 
 var clockCases = []testCase{
 	{"tells the time by its injected clock", func(e *env) {
-		e.same("now", e.nowMs(), store.EpochMs(Start))
+		e.same("now", e.nowMs(), clock.EpochMs(Start))
 		e.advance(1_234)
-		e.same("now, moved", e.nowMs(), store.EpochMs(Start)+1_234)
+		e.same("now, moved", e.nowMs(), clock.EpochMs(Start)+1_234)
 	}},
 
 	{"stamps deadlines from its own clock", func(e *env) {

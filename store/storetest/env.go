@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 )
@@ -26,7 +27,7 @@ type env struct {
 	*testing.T
 	h     Harness
 	ctx   context.Context
-	clock *store.ManualClock
+	clock *clock.Manual
 	s     Store
 	churn *churnLog
 }
@@ -50,7 +51,7 @@ func (c *churnLog) all() []store.UnsealedChurn {
 
 func newEnv(t *testing.T, h Harness) *env {
 	e := &env{T: t, h: h, ctx: context.Background(), churn: &churnLog{}}
-	e.clock = store.NewManualClock(Start)
+	e.clock = clock.NewManual(Start)
 	e.s = h.New(t, store.Options{Clock: e.clock, OnChurn: e.churn.add})
 	return e
 }

@@ -6,7 +6,7 @@
 // 0.1.1) and every behaviour of its RoutingStore, and adds the
 // timed rules the reference could only test with a movable clock: sweep,
 // sticky re-offer, eviction, churn reporting and pairing-code expiry. Time
-// moves by the injected store.ManualClock, never by sleeping.
+// moves by the injected clock.Manual, never by sleeping.
 //
 // What it cannot prove: CLAIM_ATOMIC under concurrency. One case claims from
 // several goroutines at once, which a read-decide-write store fails often but
@@ -33,7 +33,7 @@ type Store interface {
 type Harness struct {
 	// New returns a fresh, empty store, isolated from every other store the
 	// suite builds, configured with opts. opts.Clock is always a
-	// *store.ManualClock the suite moves; opts.OnChurn and
+	// *clock.Manual the suite moves; opts.OnChurn and
 	// opts.PairingCapacity are set by the cases that need them. Register any
 	// teardown with t.Cleanup.
 	New func(t *testing.T, opts store.Options) Store

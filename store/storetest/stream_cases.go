@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 )
@@ -206,7 +207,7 @@ var streamCases = []testCase{
 	}},
 
 	{"frames live no longer than their job", func(e *env) {
-		e.enqueue(site, protocol.JobStub{ID: "a", Kind: "llm.generate", Owner: "alice", Site: siteKeyID, Audience: "private", SizeClass: "small", DeadlineAt: store.EpochMs(Start) + 30_000})
+		e.enqueue(site, protocol.JobStub{ID: "a", Kind: "llm.generate", Owner: "alice", Site: siteKeyID, Audience: "private", SizeClass: "small", DeadlineAt: clock.EpochMs(Start) + 30_000})
 		g := e.claimOne(claimArgs(), "a")
 		e.seal("a")
 		e.appendFrame(g, "runner_1", frame(0, 0, 5))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/internal/controlplane/admincli"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
@@ -28,23 +29,23 @@ type stack struct {
 	url      string
 	store    *controlplane.Store
 	pairings *memory.Store
-	clock    *store.ManualClock
+	clock    *clock.Manual
 }
 
 // newStack serves the admin API over memory storage on loopback, as the
 // local stack does.
 func newStack(t *testing.T) *stack {
 	t.Helper()
-	clock := store.NewManualClock(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
-	pairings := memory.New(store.Options{Clock: clock})
+	clk := clock.NewManual(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
+	pairings := memory.New(store.Options{Clock: clk})
 	s := controlplane.NewStore(controlplane.NewMemoryStorage())
 	admin := controlplane.NewAdmin(controlplane.AdminConfig{
-		Store: s, Pairings: pairings, Clock: clock,
+		Store: s, Pairings: pairings, Clock: clk,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	srv := httptest.NewServer(controlplane.AdminHandler(admin))
 	t.Cleanup(srv.Close)
-	return &stack{url: srv.URL, store: s, pairings: pairings, clock: clock}
+	return &stack{url: srv.URL, store: s, pairings: pairings, clock: clk}
 }
 
 // run runs the CLI against the stack and returns exit code and output.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/internal/controlplane"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/memory"
@@ -31,10 +32,10 @@ type pairingStack struct {
 func newPairingStack(t *testing.T) *pairingStack {
 	t.Helper()
 	start := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
-	clock := store.NewManualClock(start)
-	pairings := memory.New(store.Options{Clock: clock})
+	clk := clock.NewManual(start)
+	pairings := memory.New(store.Options{Clock: clk})
 	admin := controlplane.NewAdmin(controlplane.AdminConfig{
-		Store: controlplane.NewStore(controlplane.NewMemoryStorage()), Pairings: pairings, Clock: clock,
+		Store: controlplane.NewStore(controlplane.NewMemoryStorage()), Pairings: pairings, Clock: clk,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	srv := httptest.NewServer(controlplane.AdminHandler(admin))
@@ -48,19 +49,19 @@ func newPairingStack(t *testing.T) *pairingStack {
 		}
 		if _, err := pairings.PutPairing(t.Context(), store.PendingPairing{
 			DeviceCode: store.NewDeviceCode(), UserCode: code, Device: k.Public(), Capabilities: caps,
-			Label: label, Platform: platform, DaemonVersion: version, ExpiresAt: clock.Now().Add(expiresIn).UnixMilli(),
+			Label: label, Platform: platform, DaemonVersion: version, ExpiresAt: clk.Now().Add(expiresIn).UnixMilli(),
 		}); err != nil {
 			t.Fatal(err)
 		}
 		return k.KeyID()
 	}
 	s.ciKey = put(s.ci, "ci-runner", "linux", "", nil, 3*time.Minute+40*time.Second)
-	clock.Advance(time.Second)
+	clk.Advance(time.Second)
 	s.laptopKey = put(s.laptop, "laptop", "darwin", "0.1.1", []protocol.Capability{
 		{Kind: "chat", Service: "ollama", BackendID: "b1", BackendClass: "local", Model: "llama3", OfferScope: "owner"},
 		{Kind: "embed", Service: "ollama", BackendID: "b1", BackendClass: "local", OfferScope: "owner"},
 	}, 9*time.Minute+59*time.Second)
-	held := clock.Now()
+	held := clk.Now()
 	old := now
 	now = func() time.Time { return held }
 	t.Cleanup(func() { now = old })
@@ -134,9 +135,9 @@ func TestPairingPrintsOneFieldALine(t *testing.T) {
 }
 
 func TestPairingsWithNothingPendingSaysSo(t *testing.T) {
-	clock := store.NewManualClock(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
+	clk := clock.NewManual(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
 	admin := controlplane.NewAdmin(controlplane.AdminConfig{
-		Store: controlplane.NewStore(controlplane.NewMemoryStorage()), Pairings: memory.New(store.Options{Clock: clock}), Clock: clock,
+		Store: controlplane.NewStore(controlplane.NewMemoryStorage()), Pairings: memory.New(store.Options{Clock: clk}), Clock: clk,
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	srv := httptest.NewServer(controlplane.AdminHandler(admin))

@@ -5,9 +5,9 @@ import (
 	"crypto/rand"
 	"fmt"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 // ReservedPurpose is the purpose of a stub that names none. The daemon
@@ -27,7 +27,7 @@ const (
 // Author signs grants with a control-plane key. Safe for concurrent use.
 type Author struct {
 	key   *protocol.Keys
-	clock store.Clock
+	clock clock.Clock
 	newID func() (string, error)
 }
 
@@ -35,7 +35,7 @@ type Author struct {
 type Options struct {
 	// Clock stamps issuedAt; nil is the host clock. The daemon refuses a
 	// grant more than 30 s ahead of its own clock or 120 s behind it.
-	Clock store.Clock
+	Clock clock.Clock
 	// NewGrantID mints grant ids; nil is "grant_" and a random UUID, the
 	// reference's format. For tests that assert what was signed.
 	NewGrantID func() (string, error)
@@ -49,7 +49,7 @@ func New(seed []byte, opts Options) (*Author, error) {
 	}
 	a := &Author{key: key, clock: opts.Clock, newID: opts.NewGrantID}
 	if a.clock == nil {
-		a.clock = store.SystemClock{}
+		a.clock = clock.System{}
 	}
 	if a.newID == nil {
 		a.newID = newGrantID

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/internal/controlplane/grants"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 const (
@@ -56,7 +56,7 @@ var _ relay.GrantAuthor = (*grants.Author)(nil).Grant
 
 func TestGrantFieldsAreSignedAsTheReferenceAndVerify(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_000)
-	a := newAuthor(t, grants.Options{Clock: store.NewManualClock(now)})
+	a := newAuthor(t, grants.Options{Clock: clock.NewManual(now)})
 	d, err := a.Grant(context.Background(), request())
 	if err != nil {
 		t.Fatal(err)

@@ -10,10 +10,10 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/internal/sitestore/sitestoretest"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 // The sequential model the replica race is checked against: one job's
@@ -105,9 +105,9 @@ func raceModel() porcupine.Model {
 // -count=10 for the acceptance bar.
 func TestReplicaClaimRaceIsLinearizable(t *testing.T) {
 	table := newTable(t)
-	clock := store.NewManualClock(sitestoretest.Start)
+	clk := clock.NewManual(sitestoretest.Start)
 	const replicas, jobs, opsEach = 4, 6, 40
-	seed := replica(t, table, clock, nil)
+	seed := replica(t, table, clk, nil)
 	jobIndex := map[string]int{}
 	for j := range jobs {
 		id := fmt.Sprintf("job%d", j)
@@ -125,7 +125,7 @@ func TestReplicaClaimRaceIsLinearizable(t *testing.T) {
 	since := func() int64 { return int64(time.Since(start)) }
 	var wg sync.WaitGroup
 	for r := range replicas {
-		st := replica(t, table, clock, nil)
+		st := replica(t, table, clk, nil)
 		rng := rand.New(rand.NewPCG(uint64(r), 7))
 		runner := fmt.Sprintf("runner-%d", r)
 		wg.Add(1)

@@ -4,11 +4,11 @@ import (
 	"context"
 	"testing"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/internal/sitestore/sitestoretest"
 	"github.com/byorelay/byorelay/localtest"
-	"github.com/byorelay/byorelay/store"
 )
 
 func TestMain(m *testing.M) { localtest.Main(m) }
@@ -25,13 +25,13 @@ func newTable(t testing.TB) string {
 
 // replica is one more store over table with its own client: another Lambda
 // instance.
-func replica(t testing.TB, table string, clock store.Clock, wrap func(ddb.API) ddb.API) *Store {
+func replica(t testing.TB, table string, clk clock.Clock, wrap func(ddb.API) ddb.API) *Store {
 	t.Helper()
 	var db ddb.API = localtest.DynamoClient(t)
 	if wrap != nil {
 		db = wrap(db)
 	}
-	s, err := New(Config{DB: db, Table: table, Clock: clock})
+	s, err := New(Config{DB: db, Table: table, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,8 +40,8 @@ func replica(t testing.TB, table string, clock store.Clock, wrap func(ddb.API) d
 
 func TestDynamoStoreOnDynamoDBLocalPassesTheSuite(t *testing.T) {
 	sitestoretest.Run(t, sitestoretest.Harness{
-		New: func(t *testing.T, clock *store.ManualClock) sitestore.Store {
-			return replica(t, newTable(t), clock, nil)
+		New: func(t *testing.T, clk *clock.Manual) sitestore.Store {
+			return replica(t, newTable(t), clk, nil)
 		},
 	})
 }

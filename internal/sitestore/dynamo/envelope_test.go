@@ -8,11 +8,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/internal/sitestore/sitestoretest"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 // TestAnEndedJobsEnvelopeItemIsGoneFromTheTable reads the table directly
@@ -22,9 +22,9 @@ import (
 // job committed.
 func TestAnEndedJobsEnvelopeItemIsGoneFromTheTable(t *testing.T) {
 	ctx := context.Background()
-	clock := store.NewManualClock(sitestoretest.Start)
+	clk := clock.NewManual(sitestoretest.Start)
 	table := newTable(t)
-	s := replica(t, table, clock, nil)
+	s := replica(t, table, clk, nil)
 	db := localtest.DynamoClient(t)
 	envItemThere := func(id string) bool {
 		t.Helper()
@@ -37,7 +37,7 @@ func TestAnEndedJobsEnvelopeItemIsGoneFromTheTable(t *testing.T) {
 	create := func(id string, ttlMs int64) {
 		t.Helper()
 		env := protocol.SealedEnvelope{Ciphertext: "secret-" + id, RecipientKeyID: "site", SenderKeyID: "site",
-			Direction: protocol.DirectionPayload, DeadlineAt: clock.Now().UnixMilli() + protocol.EnvelopeMaxAgeMs}
+			Direction: protocol.DirectionPayload, DeadlineAt: clk.Now().UnixMilli() + protocol.EnvelopeMaxAgeMs}
 		if _, err := s.Create(ctx, sitestore.CreateInput{ID: id, Kind: protocol.KindGenerate, Envelope: env, SizeClass: "small",
 			Owner: "alice", TTLMs: ttlMs}); err != nil {
 			t.Fatal(err)
@@ -70,7 +70,7 @@ func TestAnEndedJobsEnvelopeItemIsGoneFromTheTable(t *testing.T) {
 	}
 
 	create("expired", 1000)
-	clock.Advance(time.Second)
+	clk.Advance(time.Second)
 	if _, err := s.ExpireDue(ctx); err != nil {
 		t.Fatal(err)
 	}

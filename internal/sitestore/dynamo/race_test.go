@@ -12,11 +12,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/internal/sitestore/sitestoretest"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 var generate = []protocol.Capability{{Kind: protocol.KindGenerate, Service: "primary", BackendID: "ollama",
@@ -57,8 +57,8 @@ func completeOK(s *Store, j sitestore.Job, runner string) error {
 // it and exactly one gets it. Run with -count=10 for the acceptance bar.
 func TestDependencyUnblockRaceAcrossReplicas(t *testing.T) {
 	table := newTable(t)
-	clock := store.NewManualClock(sitestoretest.Start)
-	r1, r2, r3 := replica(t, table, clock, nil), replica(t, table, clock, nil), replica(t, table, clock, nil)
+	clk := clock.NewManual(sitestoretest.Start)
+	r1, r2, r3 := replica(t, table, clk, nil), replica(t, table, clk, nil), replica(t, table, clk, nil)
 	const rounds = 25
 	for round := range rounds {
 		a, b, c := fmt.Sprintf("a%d", round), fmt.Sprintf("b%d", round), fmt.Sprintf("c%d", round)
@@ -148,9 +148,9 @@ func (d dependentsLost) Query(ctx context.Context, in *dynamodb.QueryInput, opts
 // happens, and the dependent is still unblocked, by the sweep.
 func TestSweepFinishesACompleterThatDiedMidway(t *testing.T) {
 	table := newTable(t)
-	clock := store.NewManualClock(sitestoretest.Start)
-	healthy := replica(t, table, clock, nil)
-	dying := replica(t, table, clock, func(api ddb.API) ddb.API { return dependentsLost{api} })
+	clk := clock.NewManual(sitestoretest.Start)
+	healthy := replica(t, table, clk, nil)
+	dying := replica(t, table, clk, func(api ddb.API) ddb.API { return dependentsLost{api} })
 	createJob(t, healthy, "a")
 	createJob(t, healthy, "c", "a")
 	ja := claimOnly(t, healthy, "runner-1")

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/protocol"
@@ -123,7 +124,7 @@ type Config struct {
 	DB    ddb.API
 	Table string
 	// Clock is the one clock; nil is the host clock.
-	Clock store.Clock
+	Clock clock.Clock
 	// DefaultTTLMs is a job's TTL when its creator names none.
 	DefaultTTLMs int64
 	// InlineSweepLimit overrides DefaultInlineSweepLimit.
@@ -159,7 +160,7 @@ type Config struct {
 type Store struct {
 	db          ddb.API
 	table       string
-	clock       store.Clock
+	clock       clock.Clock
 	defaultTTL  int64
 	inlineLimit int
 	watchers    sitestore.Watchers
@@ -195,7 +196,7 @@ func New(cfg Config) (*Store, error) {
 		sweepWorkers: cmp.Or(cfg.SweepWorkers, DefaultSweepWorkers), runnerRefresh: cmp.Or(cfg.RunnerRefreshMs, DefaultRunnerRefreshMs)}
 	s.inlineNext.Store(rand.Uint32())
 	if s.clock == nil {
-		s.clock = store.SystemClock{}
+		s.clock = clock.System{}
 	}
 	if s.defaultTTL == 0 {
 		s.defaultTTL = sitestore.DefaultTTLMs
@@ -462,9 +463,5 @@ func backoff(ctx context.Context, attempt int) {
 	if attempt == 0 {
 		return
 	}
-	d := time.Duration(1<<min(attempt, 6)) * time.Millisecond
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
+	_ = clock.Sleep(ctx, time.Duration(1<<min(attempt, 6))*time.Millisecond)
 }

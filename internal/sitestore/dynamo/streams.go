@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+
+	"github.com/byorelay/byorelay/internal/platform/clock"
 )
 
 // StreamPollEvery is how often the stream reader asks each shard for new
@@ -125,7 +127,7 @@ func (r *streamReader) run(ctx context.Context, api StreamsAPI, done chan struct
 	defer close(done)
 	for ctx.Err() == nil {
 		_ = r.follow(ctx, api)
-		if sleepCtx(ctx, StreamPollEvery) != nil {
+		if clock.Sleep(ctx, StreamPollEvery) != nil {
 			return
 		}
 	}
@@ -221,7 +223,7 @@ func (r *streamReader) follow(ctx context.Context, api StreamsAPI) error {
 			}
 			iters[id] = out.NextShardIterator
 		}
-		if err := sleepCtx(ctx, StreamPollEvery); err != nil {
+		if err := clock.Sleep(ctx, StreamPollEvery); err != nil {
 			return err
 		}
 	}
@@ -232,14 +234,3 @@ type streamError string
 func (e streamError) Error() string { return string(e) }
 
 const errNoStream = streamError("sitestore/dynamo: the site table has no stream")
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/internal/sitestore/sitestoretest"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 // streamReplica is a store with its own clients, its Subscribe reading the
@@ -135,9 +135,9 @@ func TestARestartedStreamReaderRereadsWhatItMissed(t *testing.T) {
 // The contract suite, with Subscribe reading the table's stream as well.
 func TestDynamoStoreWithTableStreamsPassesTheSuite(t *testing.T) {
 	sitestoretest.Run(t, sitestoretest.Harness{
-		New: func(t *testing.T, clock *store.ManualClock) sitestore.Store {
+		New: func(t *testing.T, clk *clock.Manual) sitestore.Store {
 			cfg := localtest.AWSConfig(localtest.DynamoEndpoint(t))
-			s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), Clock: clock, AWS: &cfg})
+			s, err := New(Config{DB: localtest.DynamoClient(t), Table: newTable(t), Clock: clk, AWS: &cfg})
 			if err != nil {
 				t.Fatal(err)
 			}

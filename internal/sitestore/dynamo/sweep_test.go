@@ -16,11 +16,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 // counting counts, per due partition, the due index Queries, and the
@@ -88,8 +88,8 @@ func TestAnInlineSweepReadsOneShard(t *testing.T) {
 func TestOldEntriesAreFoundWhenTheShardCountChanges(t *testing.T) {
 	ctx := context.Background()
 	table := newTable(t)
-	clock := store.NewManualClock(time.UnixMilli(1_000_000))
-	old, err := New(Config{DB: localtest.DynamoClient(t), Table: table, Clock: clock, DueShards: 32})
+	clk := clock.NewManual(time.UnixMilli(1_000_000))
+	old, err := New(Config{DB: localtest.DynamoClient(t), Table: table, Clock: clk, DueShards: 32})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,8 +103,8 @@ func TestOldEntriesAreFoundWhenTheShardCountChanges(t *testing.T) {
 		UpdateExpression: aws.String("SET dpk = :d"), ExpressionAttributeValues: map[string]types.AttributeValue{":d": str(dueKey)}}); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(100 * time.Millisecond)
-	fresh, err := New(Config{DB: localtest.DynamoClient(t), Table: table, Clock: clock, DueShards: 4, PreviousDueShards: 32})
+	clk.Advance(100 * time.Millisecond)
+	fresh, err := New(Config{DB: localtest.DynamoClient(t), Table: table, Clock: clk, DueShards: 4, PreviousDueShards: 32})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,13 +121,13 @@ func TestOldEntriesAreFoundWhenTheShardCountChanges(t *testing.T) {
 func TestUnchangedHeartbeatsRarelyWriteTheRunnersIndex(t *testing.T) {
 	ctx := context.Background()
 	c := newCounting(t)
-	clock := store.NewManualClock(time.UnixMilli(1_000_000))
-	s, err := New(Config{DB: c, Table: newTable(t), Clock: clock})
+	clk := clock.NewManual(time.UnixMilli(1_000_000))
+	s, err := New(Config{DB: c, Table: newTable(t), Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := sitestore.Pairing{DeviceCodeHash: "h", UserCode: "ABCD-EFGH", State: sitestore.PairingPending, DaemonVersion: "0.1.1",
-		ExpiresAt: clock.Now().UnixMilli() + 600_000, CreatedAt: clock.Now().UnixMilli()}
+		ExpiresAt: clk.Now().UnixMilli() + 600_000, CreatedAt: clk.Now().UnixMilli()}
 	if err := s.CreatePairing(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -136,12 +136,12 @@ func TestUnchangedHeartbeatsRarelyWriteTheRunnersIndex(t *testing.T) {
 	}
 	const beats, every = 60, 10_000
 	for range beats {
-		clock.Advance(every * time.Millisecond)
+		clk.Advance(every * time.Millisecond)
 		r, found, err := s.TouchRunner(ctx, sitestore.TouchInput{RunnerID: "r", DaemonVersion: "0.1.1"})
 		if err != nil || !found {
 			t.Fatal(found, err)
 		}
-		if lag := clock.Now().UnixMilli() - r.LastHeartbeatAt; lag > DefaultRunnerRefreshMs {
+		if lag := clk.Now().UnixMilli() - r.LastHeartbeatAt; lag > DefaultRunnerRefreshMs {
 			t.Fatalf("stored heartbeat %d ms behind, over the %d ms bound", lag, DefaultRunnerRefreshMs)
 		}
 	}
@@ -169,9 +169,9 @@ func TestSweeperClearsALoadInBoundedMemory(t *testing.T) {
 	}
 	ctx := context.Background()
 	table := newTable(t)
-	clock := store.NewManualClock(time.UnixMilli(1_000_000))
+	clk := clock.NewManual(time.UnixMilli(1_000_000))
 	db := localtest.DynamoClient(t)
-	s, err := New(Config{DB: db, Table: table, Clock: clock})
+	s, err := New(Config{DB: db, Table: table, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestSweeperClearsALoadInBoundedMemory(t *testing.T) {
 	if err, _ := loadErr.Load().(error); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(10 * time.Second)
+	clk.Advance(10 * time.Second)
 
 	runtime.GC()
 	var before runtime.MemStats

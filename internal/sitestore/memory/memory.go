@@ -11,15 +11,15 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 // Options configure a Store.
 type Options struct {
 	// Clock is the one clock; nil means the host clock.
-	Clock store.Clock
+	Clock clock.Clock
 	// DefaultTTLMs is the TTL of a job created without one; 0 means
 	// sitestore.DefaultTTLMs.
 	DefaultTTLMs int64
@@ -27,7 +27,7 @@ type Options struct {
 
 // Store is the memory site store. Safe for concurrent use.
 type Store struct {
-	clock      store.Clock
+	clock      clock.Clock
 	defaultTTL int64
 
 	mu       sync.Mutex
@@ -50,7 +50,7 @@ var (
 func New(o Options) *Store {
 	s := &Store{clock: o.Clock, defaultTTL: o.DefaultTTLMs}
 	if s.clock == nil {
-		s.clock = store.SystemClock{}
+		s.clock = clock.System{}
 	}
 	if s.defaultTTL == 0 {
 		s.defaultTTL = sitestore.DefaultTTLMs

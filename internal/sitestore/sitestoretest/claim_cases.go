@@ -93,7 +93,7 @@ var claimCases = []testCase{
 			if _, _, err := e.s.Cancel(e.ctx, id); err != nil {
 				e.Fatal(err)
 			}
-			e.clock.Advance(time.Millisecond)
+			e.clk.Advance(time.Millisecond)
 		}
 	}},
 	{"the first capability for the kind is the one judged", func(e *env) {

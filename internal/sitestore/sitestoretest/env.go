@@ -5,28 +5,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 // env is one case's world: a fresh, empty store and the clock it reads.
 type env struct {
 	*testing.T
-	ctx   context.Context
-	clock *store.ManualClock
-	s     sitestore.Store
+	ctx context.Context
+	clk *clock.Manual
+	s   sitestore.Store
 }
 
 func newEnv(t *testing.T, h Harness) *env {
-	e := &env{T: t, ctx: context.Background(), clock: store.NewManualClock(Start)}
-	e.s = h.New(t, e.clock)
+	e := &env{T: t, ctx: context.Background(), clk: clock.NewManual(Start)}
+	e.s = h.New(t, e.clk)
 	return e
 }
 
-func (e *env) now() int64 { return e.clock.Now().UnixMilli() }
+func (e *env) now() int64 { return e.clk.Now().UnixMilli() }
 
-func (e *env) advance(ms int64) { e.clock.Advance(time.Duration(ms) * time.Millisecond) }
+func (e *env) advance(ms int64) { e.clk.Advance(time.Duration(ms) * time.Millisecond) }
 
 // envelope is a stand-in ciphertext: the store never opens what it holds.
 func envelope(id string) protocol.SealedEnvelope {

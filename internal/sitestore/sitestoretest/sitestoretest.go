@@ -2,7 +2,7 @@
 // implementation must pass, the way store/storetest serves the relay's
 // stores: a behaviour is asserted here once and holds for the memory store
 // and the DynamoDB store alike. Time moves by the injected
-// store.ManualClock, never by sleeping.
+// clock.Manual, never by sleeping.
 //
 // What it cannot prove: that a store applies a rule atomically across
 // replicas. The concurrency cases race goroutines on one store, which a
@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/sitestore"
-	"github.com/byorelay/byorelay/store"
 )
 
 // Harness builds stores for the suite.
@@ -23,7 +23,7 @@ type Harness struct {
 	// New returns a fresh, empty store, isolated from every other store the
 	// suite builds, that tells the time by clock, which the suite moves.
 	// Register any teardown with t.Cleanup.
-	New func(t *testing.T, clock *store.ManualClock) sitestore.Store
+	New func(t *testing.T, clk *clock.Manual) sitestore.Store
 }
 
 // Start is where every case's clock begins: a fixed instant, so the numbers
