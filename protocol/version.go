@@ -53,7 +53,7 @@ func versionDecision(declared any, ok bool) *WireError {
 		}
 	}
 	advice := "This daemon is newer than the server; the server needs upgrading."
-	if jsLess(s, MinProtocolVersion) {
+	if JSLess(s, MinProtocolVersion) {
 		advice = "Upgrade the daemon: `" + UpgradeCommand + "`."
 	}
 	return versionRefusal("this server speaks protocol " + strings.Join(SupportedProtocolVersions, ", ") +
@@ -93,9 +93,11 @@ func declaredIn(root node, err error, query url.Values) (any, bool) {
 	return nil, false
 }
 
-// jsLess is JS's `a < b` on strings: UTF-16 code unit order, which differs
-// from Go's byte order for characters above U+FFFF.
-func jsLess(a, b string) bool {
+// JSLess is JS's `a < b` on strings: UTF-16 code unit order, which differs
+// from Go's byte order for characters above U+FFFF. Where the protocol
+// compares or sorts strings (the version floor, the fixture's site order) it
+// is this order, or a Go peer and a JS peer disagree on non-BMP ids.
+func JSLess(a, b string) bool {
 	x, y := utf16.Encode([]rune(a)), utf16.Encode([]rune(b))
 	for i := 0; i < len(x) && i < len(y); i++ {
 		if x[i] != y[i] {

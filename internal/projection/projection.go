@@ -2,7 +2,6 @@ package projection
 
 import (
 	"slices"
-	"unicode/utf16"
 
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
@@ -148,9 +147,9 @@ func (p *Projection) SitesFor(owner string) []SiteRecord {
 	}
 	slices.SortStableFunc(out, func(a, b SiteRecord) int {
 		switch {
-		case jsLess(a.SiteID, b.SiteID):
+		case protocol.JSLess(a.SiteID, b.SiteID):
 			return -1
-		case jsLess(b.SiteID, a.SiteID):
+		case protocol.JSLess(b.SiteID, a.SiteID):
 			return 1
 		}
 		return 0
@@ -254,14 +253,3 @@ func (p *Projection) MayRunFor(deviceOwner, jobOwner string) bool {
 	return false
 }
 
-// jsLess is JS's `a < b` on strings: UTF-16 code unit order, which differs
-// from Go's byte order above U+FFFF.
-func jsLess(a, b string) bool {
-	x, y := utf16.Encode([]rune(a)), utf16.Encode([]rune(b))
-	for i := 0; i < len(x) && i < len(y); i++ {
-		if x[i] != y[i] {
-			return x[i] < y[i]
-		}
-	}
-	return len(x) < len(y)
-}
