@@ -252,4 +252,3 @@ func (p *Projection) MayRunFor(deviceOwner, jobOwner string) bool {
 	}
 	return false
 }
-
