@@ -37,11 +37,11 @@ test: deps lint validate unit race fuzz
 
 ## unit: every package's tests, on one DynamoDB Local and one moto server
 unit:
-	$(WITH_SERVICES) $(GO) test -count=1 ./...
+	$(WITH_SERVICES) $(GO) test -count=1 -timeout=30m ./...
 
 ## race: the tests of the packages where goroutines share state, under the race detector
 race:
-	$(WITH_SERVICES) $(GO) test -count=1 -race ./localtest/ ./store/... ./internal/sitestore/memory/ ./internal/siteserver/
+	$(WITH_SERVICES) $(GO) test -count=1 -timeout=30m -race ./localtest/ ./store/... ./internal/sitestore/memory/ ./internal/siteserver/
 
 ## sweep-load: the scheduled sweep clears 100,000 due entries on DynamoDB Local; logs items/s per worker and asserts its heap bound (docs/performance.md). `make unit` runs the same test with 5,000
 sweep-load: deps
