@@ -125,13 +125,14 @@ type RoutingStore interface {
 	// A granted job becomes awaiting-payload with ClaimedBy = {RunnerID,
 	// Owner, Device, a fresh UUID lease id, now+LeaseMs} and AwaitingUntil =
 	// now+Options.AwaitingMs(), and counts against its pair for the rest of the
-	// batch. It is returned as the stub plus Lease{ID, RunnerID, ExpiresAt};
-	// Grant is left nil (authoring grants is the relay's job).
+	// batch. It is returned as Claimed: the stub plus Lease{ID, RunnerID,
+	// ExpiresAt}, Grant left nil (authoring grants is the relay's job), and
+	// the AwaitingUntil stamped on the job, exactly.
 	// An unsealed grant whose window ran out but which no sweep has reached
 	// yet still counts against its pair: the cap errs towards handing out
 	// fewer device identities to a site that does not seal, never more,
 	// and the next sweep frees the slot.
-	Claim(ctx context.Context, in ClaimInput) ([]protocol.ClaimedStub, error)
+	Claim(ctx context.Context, in ClaimInput) ([]Claimed, error)
 
 	// TakePayload hands the sealed payload to the holder and marks the job
 	// running, as one operation (two replicas must not both hand out the same
@@ -332,6 +333,18 @@ type ClaimInput struct {
 	// a device that does not stream must never run a job whose site is
 	// waiting on its tokens.
 	Streams bool
+}
+
+// Claimed is one job a claim granted: the stub and lease the device is
+// answered with, and the end of the awaiting-payload window the store
+// stamped on the job (Job.AwaitingUntil, store clock). The window is the
+// store's alone (Options.AwaitingPayloadMs): a caller that needs to know
+// when it closes (the relay, to wake a sweep for that moment) reads it
+// here, because one recomputed from the lease and a window configured
+// twice would disagree with the sweep the moment the two values differ.
+type Claimed struct {
+	protocol.ClaimedStub
+	AwaitingUntil int64
 }
 
 // HolderInput names one grant held by a runner. Holder-scoped calls carry no

@@ -328,10 +328,8 @@ func (ls *localStack) memoryBackend(ctx context.Context, opts serveOptions, auth
 		Projection:      control,
 		VerificationURL: ls.verificationURL(),
 		LeaseMs:         opts.lease.Milliseconds(),
-		// The store's window, so a claim's answer reports when it closes.
-		AwaitingPayloadMs: opts.awaiting.Milliseconds(),
-		Debug:             opts.debug,
-		Logger:            log,
+		Debug:           opts.debug,
+		Logger:          log,
 	}
 	if author != nil {
 		cfg.ControlPlanePublic = author.Public()

@@ -174,15 +174,12 @@ func (st *Stack) openRelay(cfg aws.Config, endpoint endpointFunc, clk clock.Cloc
 		Projection:      st.Control,
 		Clock:           clk,
 		LeaseMs:         env.LeaseMs,
-		// The store's window (openStores): the relay reports when a
-		// claim's windows close, and the wake-up is set for then.
-		AwaitingPayloadMs: env.AwaitingPayloadMs,
-		BasePath:          env.BasePath,
-		Debug:             env.Debug,
-		UpdateOffer:       env.UpdateOffer,
-		DaemonFloor:       env.DaemonFloor,
-		Logger:            st.log,
-		Metrics:           st.Metrics,
+		BasePath:        env.BasePath,
+		Debug:           env.Debug,
+		UpdateOffer:     env.UpdateOffer,
+		DaemonFloor:     env.DaemonFloor,
+		Logger:          st.log,
+		Metrics:         st.Metrics,
 	}
 	if env.OriginSecretParameter != "" {
 		rcfg.OriginSecrets = NewSSMOriginSecrets(params, env.OriginSecretParameter, clk, st.log).Secrets

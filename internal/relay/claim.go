@@ -63,24 +63,28 @@ func (r *Relay) claim(c *call, d daemonRequest) (reply, error) {
 		}
 	}
 	r.decide(c, "claimed", slog.Int("jobs", len(jobs)), slog.Int("routes", len(routes)))
-	rep := ok(protocol.ClaimResponse{Jobs: jobs, LeaseMs: r.leaseMs})
-	rep.awaitingUntil = r.awaitingUntil(jobs)
+	stubs := make([]protocol.ClaimedStub, 0, len(jobs))
+	for _, job := range jobs {
+		stubs = append(stubs, job.ClaimedStub)
+	}
+	rep := ok(protocol.ClaimResponse{Jobs: stubs, LeaseMs: r.leaseMs})
+	rep.awaitingUntil = firstAwaitingUntil(jobs)
 	return rep, nil
 }
 
-// awaitingUntil is when the first awaiting-payload window of the grants a
-// claim answers with closes, 0 when it answers none. Claim stamps a
-// grant's lease ExpiresAt = now+LeaseMs and its AwaitingUntil =
-// now+AwaitingMs from one reading of the store clock
-// (store.RoutingStore.Claim), so the lease gives the window back in the
-// store's time, whatever this process's clock reads. A job released
-// because its grant was declined is not in jobs: no site seals it.
-func (r *Relay) awaitingUntil(jobs []protocol.ClaimedStub) int64 {
+// firstAwaitingUntil is when the first awaiting-payload window of the
+// grants a claim answers with closes, 0 when it answers none: the
+// AwaitingUntil the store stamped on each job and handed back with it, in
+// the store's time. Never recomputed here from the lease and a window of
+// the relay's own: the store alone knows its window, and a wake-up set
+// from a second copy of it would fire before or after the sweep that ends
+// the grant. A job released because its grant was declined is not in
+// jobs: no site seals it.
+func firstAwaitingUntil(jobs []store.Claimed) int64 {
 	var first int64
 	for i, job := range jobs {
-		due := job.Lease.ExpiresAt - r.leaseMs + r.awaitingMs
-		if i == 0 || due < first {
-			first = due
+		if i == 0 || job.AwaitingUntil < first {
+			first = job.AwaitingUntil
 		}
 	}
 	return first
@@ -96,8 +100,8 @@ func (r *Relay) awaitingUntil(jobs []protocol.ClaimedStub) int64 {
 // refused (never offered to this device again); a transient one goes back
 // with a not-before, because a plain release would be re-claimed at once,
 // declined again, and spin.
-func (r *Relay) authorGrants(c *call, d daemonRequest, who caller, caps []protocol.Capability, granted []protocol.ClaimedStub) ([]protocol.ClaimedStub, error) {
-	withGrants := []protocol.ClaimedStub{}
+func (r *Relay) authorGrants(c *call, d daemonRequest, who caller, caps []protocol.Capability, granted []store.Claimed) ([]store.Claimed, error) {
+	withGrants := []store.Claimed{}
 	var refused, returned []protocol.GrantRef
 	for _, job := range granted {
 		ref := protocol.GrantRef{JobID: job.ID, LeaseID: job.Lease.ID}
@@ -110,7 +114,7 @@ func (r *Relay) authorGrants(c *call, d daemonRequest, who caller, caps []protoc
 		} else {
 			var err error
 			decision, err = r.cfg.AuthorGrant(c.ctx, GrantRequest{
-				Job:          job,
+				Job:          job.ClaimedStub,
 				SiteID:       siteID,
 				SiteKey:      job.Site,
 				Purpose:      job.Purpose,

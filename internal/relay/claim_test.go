@@ -283,7 +283,7 @@ func TestClaimAwaitingUntil(t *testing.T) {
 			w := newWorld(t, f)
 			s := f.new(t, store.Options{Clock: w.clock, AwaitingPayloadMs: 3_000})
 			w.store = s
-			w.rebuild(func(c *relay.Config) { c.Store, c.Pairing, c.AwaitingPayloadMs = s, s, 3_000 })
+			w.rebuild(func(c *relay.Config) { c.Store, c.Pairing = s, s })
 			w.enqueue(w.site, "job-1", "alice")
 			resp := w.daemonCall(w.daemon, "claim", claimBody(w.daemon, 1))
 			job, _, _ := w.store.Job(w.ctx, "site-a", "job-1")

@@ -17,7 +17,7 @@ import (
 // produces this contention, and the relay's answer to it is what is tested.
 type contendedStore struct{ backend }
 
-func (contendedStore) Claim(context.Context, store.ClaimInput) ([]protocol.ClaimedStub, error) {
+func (contendedStore) Claim(context.Context, store.ClaimInput) ([]store.Claimed, error) {
 	return nil, store.ErrContention
 }
 

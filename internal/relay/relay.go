@@ -50,8 +50,8 @@ type Response struct {
 	Header http.Header
 	Body   []byte
 	// AwaitingUntil is, for a claim that granted work, when the first
-	// awaiting-payload window it opened closes (epoch ms, store clock); 0
-	// for every other answer. A site that has not sealed by then loses the
+	// awaiting-payload window it opened closes (epoch ms, store clock), as
+	// the store stamped it (store.Claimed); 0 for every other answer. A site that has not sealed by then loses the
 	// grant, and nothing in-line may notice: a front end that can wake a
 	// sweep for that moment reads it here, not from Body.
 	AwaitingUntil int64
@@ -192,12 +192,6 @@ type Config struct {
 	Clock clock.Clock
 	// LeaseMs is the lease length; 0 means store.DefaultLeaseMs.
 	LeaseMs int64
-	// AwaitingPayloadMs is the store's awaiting-payload window, the value
-	// given to its store.Options.AwaitingPayloadMs; 0 means
-	// store.AwaitingPayloadMs. It decides nothing here: the relay reads it
-	// only to report when a claim's windows close (Response.AwaitingUntil),
-	// which is early or late by the difference if the two disagree.
-	AwaitingPayloadMs int64
 	// BasePath is where the daemon plane is mounted; "" means "/byollm".
 	// Trailing slashes are stripped.
 	BasePath string
@@ -239,8 +233,6 @@ type Relay struct {
 	metrics  Metrics
 	// rows keeps results rows encoded between polls (result_rows.go).
 	rows resultRows
-	// awaitingMs is Config.AwaitingPayloadMs with its default applied.
-	awaitingMs int64
 }
 
 // ErrGrantsWithoutAuthor is New's refusal of a relay that would tell devices
@@ -276,7 +268,6 @@ func New(cfg Config) (*Relay, error) {
 	if r.leaseMs == 0 {
 		r.leaseMs = store.DefaultLeaseMs
 	}
-	r.awaitingMs = store.Options{AwaitingPayloadMs: cfg.AwaitingPayloadMs}.AwaitingMs()
 	if cfg.BasePath == "" {
 		r.basePath = "/byollm"
 	}

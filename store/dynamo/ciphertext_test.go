@@ -84,7 +84,7 @@ func (e *cipherEnv) envelope(direction string, size int) protocol.SealedEnvelope
 }
 
 // claimed enqueues id with the deadline given and claims it for r1.
-func (e *cipherEnv) claimed(id string, deadline int64) protocol.ClaimedStub {
+func (e *cipherEnv) claimed(id string, deadline int64) store.Claimed {
 	e.t.Helper()
 	st := protocol.JobStub{ID: id, Kind: "llm.generate", Owner: "alice", Site: "K", Audience: "private", SizeClass: "small", DeadlineAt: deadline}
 	if _, err := e.s.Enqueue(e.ctx, store.EnqueueInput{ID: id, SiteID: "site", Stub: st}); err != nil {
@@ -97,7 +97,7 @@ func (e *cipherEnv) claimed(id string, deadline int64) protocol.ClaimedStub {
 	return g[0]
 }
 
-func (e *cipherEnv) seal(g protocol.ClaimedStub, size int) {
+func (e *cipherEnv) seal(g store.Claimed, size int) {
 	e.t.Helper()
 	res, err := e.s.Seal(e.ctx, store.SealInput{SiteID: "site", JobID: g.ID, Envelope: e.envelope("payload", size)})
 	if err != nil || res.State != store.StateReady {
@@ -109,7 +109,7 @@ func (e *cipherEnv) seal(g protocol.ClaimedStub, size int) {
 	}
 }
 
-func (e *cipherEnv) complete(g protocol.ClaimedStub, size int, d store.Disposition) {
+func (e *cipherEnv) complete(g store.Claimed, size int, d store.Disposition) {
 	e.t.Helper()
 	res, err := e.s.Complete(e.ctx, store.CompleteInput{JobID: g.ID, RunnerID: "r1", LeaseID: g.Lease.ID, Envelope: e.envelope("result", size), Disposition: d})
 	if err != nil || !res.Accepted {
@@ -117,7 +117,7 @@ func (e *cipherEnv) complete(g protocol.ClaimedStub, size int, d store.Dispositi
 	}
 }
 
-func (e *cipherEnv) cancel(g protocol.ClaimedStub) {
+func (e *cipherEnv) cancel(g store.Claimed) {
 	e.t.Helper()
 	if ok, err := e.s.Cancel(e.ctx, "site", g.ID); err != nil || !ok {
 		e.t.Fatalf("cancel %s: %v %v", g.ID, ok, err)
@@ -125,7 +125,7 @@ func (e *cipherEnv) cancel(g protocol.ClaimedStub) {
 }
 
 // stream appends three frames of sealed text to g's live stream.
-func (e *cipherEnv) stream(g protocol.ClaimedStub) {
+func (e *cipherEnv) stream(g store.Claimed) {
 	e.t.Helper()
 	for n := int64(0); n < 3; n++ {
 		ct := e.envelope("result", 200).Ciphertext
@@ -254,35 +254,35 @@ func TestNoCiphertextOutlivesItsJob(t *testing.T) {
 		name string
 		// run takes the claimed job to its end; finished says whether it
 		// ends done (listed for the grace) rather than removed.
-		run      func(e *cipherEnv, g protocol.ClaimedStub, size int)
+		run      func(e *cipherEnv, g store.Claimed, size int)
 		finished bool
 	}
 	paths := []path{
-		{"completed", func(e *cipherEnv, g protocol.ClaimedStub, size int) {
+		{"completed", func(e *cipherEnv, g store.Claimed, size int) {
 			e.seal(g, size)
 			e.complete(g, size, store.DispositionOK)
 		}, true},
-		{"completed unsealed", func(e *cipherEnv, g protocol.ClaimedStub, size int) {
+		{"completed unsealed", func(e *cipherEnv, g store.Claimed, size int) {
 			e.complete(g, size, store.DispositionError)
 		}, true},
-		{"cancelled, reported canceled", func(e *cipherEnv, g protocol.ClaimedStub, size int) {
+		{"cancelled, reported canceled", func(e *cipherEnv, g store.Claimed, size int) {
 			e.seal(g, size)
 			e.cancel(g)
 			e.complete(g, size, store.DispositionCanceled)
 		}, true},
-		{"cancelled, never reported", func(e *cipherEnv, g protocol.ClaimedStub, size int) {
+		{"cancelled, never reported", func(e *cipherEnv, g store.Claimed, size int) {
 			e.seal(g, size)
 			e.cancel(g)
 		}, false},
-		{"expired while running", func(e *cipherEnv, g protocol.ClaimedStub, size int) {
+		{"expired while running", func(e *cipherEnv, g store.Claimed, size int) {
 			e.seal(g, size)
 		}, false},
-		{"streamed and completed", func(e *cipherEnv, g protocol.ClaimedStub, size int) {
+		{"streamed and completed", func(e *cipherEnv, g store.Claimed, size int) {
 			e.seal(g, size)
 			e.stream(g)
 			e.complete(g, size, store.DispositionOK)
 		}, true},
-		{"streamed and expired while running", func(e *cipherEnv, g protocol.ClaimedStub, size int) {
+		{"streamed and expired while running", func(e *cipherEnv, g store.Claimed, size int) {
 			e.seal(g, size)
 			e.stream(g)
 		}, false},

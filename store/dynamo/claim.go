@@ -32,7 +32,7 @@ const claimSlack = 6
 // set (conditioned on the cap), then the job (conditioned on the version it
 // was read at; if that loses, the member is taken out again). Cost depends
 // on the route set, never on how deep the queue is.
-func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.ClaimedStub, error) {
+func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]store.Claimed, error) {
 	_, handled, err := s.sweepInline(ctx)
 	if err != nil {
 		return nil, err
@@ -42,7 +42,7 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 	budget := s.inlineLimit - handled
 	now := s.now()
 	if in.Max <= 0 {
-		return []protocol.ClaimedStub{}, nil
+		return []store.Claimed{}, nil
 	}
 	routes := map[store.Route]bool{}
 	for _, r := range in.Routes {
@@ -146,8 +146,8 @@ func holderDeviceOf(id protocol.PublicIdentity) (holderDevice, error) {
 // grantCandidates walks the candidates in enqueue order and grants each
 // that passes, up to in.Max, skipping the pairs whose unsealed set is
 // full.
-func (s *Store) grantCandidates(ctx context.Context, candidates []*jobItem, in store.ClaimInput, routes map[store.Route]bool, kinds map[string]bool, device holderDevice, budget int, now int64) ([]protocol.ClaimedStub, error) {
-	granted := []protocol.ClaimedStub{}
+func (s *Store) grantCandidates(ctx context.Context, candidates []*jobItem, in store.ClaimInput, routes map[store.Route]bool, kinds map[string]bool, device holderDevice, budget int, now int64) ([]store.Claimed, error) {
+	granted := []store.Claimed{}
 	full := map[store.Route]bool{}
 	for _, c := range candidates {
 		if len(granted) >= in.Max {
@@ -175,13 +175,13 @@ func (s *Store) grantCandidates(ctx context.Context, candidates []*jobItem, in s
 			}
 			c = fresh
 		}
-		stub, lease, result, err := s.claimOne(ctx, c, in, routes, kinds, device, now)
+		claimed, result, err := s.claimOne(ctx, c, in, routes, kinds, device, now)
 		if err != nil {
 			return grantedOr(granted, err)
 		}
 		switch result {
 		case committed:
-			granted = append(granted, protocol.Claimed(stub, lease, nil))
+			granted = append(granted, claimed)
 		case extraFailed:
 			// The pair's unsealed set is full: left queued, not refused.
 			full[pair] = true
@@ -201,7 +201,7 @@ func (s *Store) resweep(ctx context.Context, pk string) (*jobItem, bool, error) 
 
 // grantedOr returns the grants already made, not orphaned, when there are
 // any: the error is about a candidate that was not granted.
-func grantedOr(granted []protocol.ClaimedStub, err error) ([]protocol.ClaimedStub, error) {
+func grantedOr(granted []store.Claimed, err error) ([]store.Claimed, error) {
 	if len(granted) > 0 {
 		return granted, nil
 	}
@@ -213,28 +213,28 @@ func grantedOr(granted []protocol.ClaimedStub, err error) ([]protocol.ClaimedStu
 // conditioned on the version judged, and when that fails the job is read
 // again, strongly consistently, and judged afresh, so a job that is still
 // claimable is not skipped because something else touched it.
-func (s *Store) claimOne(ctx context.Context, c *jobItem, in store.ClaimInput, routes map[store.Route]bool, kinds map[string]bool, device holderDevice, now int64) (protocol.JobStub, protocol.Lease, outcome, error) {
+func (s *Store) claimOne(ctx context.Context, c *jobItem, in store.ClaimInput, routes map[store.Route]bool, kinds map[string]bool, device holderDevice, now int64) (store.Claimed, outcome, error) {
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if attempt > 0 {
 			fresh, ok, err := s.readJob(ctx, c.PK)
 			if err != nil {
-				return protocol.JobStub{}, protocol.Lease{}, 0, err
+				return store.Claimed{}, 0, err
 			}
 			if !ok {
-				return protocol.JobStub{}, protocol.Lease{}, lostRace, nil
+				return store.Claimed{}, lostRace, nil
 			}
 			c = fresh
 		}
 		stub, ok := s.claimable(c, in, routes, kinds, now)
 		if !ok {
-			return protocol.JobStub{}, protocol.Lease{}, lostRace, nil
+			return store.Claimed{}, lostRace, nil
 		}
-		lease, result, err := s.grant(ctx, c, in, device, now)
+		claimed, result, err := s.grant(ctx, c, stub, in, device, now)
 		if err != nil || result != lostRace {
-			return stub, lease, result, err
+			return claimed, result, err
 		}
 	}
-	return protocol.JobStub{}, protocol.Lease{}, lostRace, nil
+	return store.Claimed{}, lostRace, nil
 }
 
 // claimable is the contract's guards, in its order, on one job.
@@ -300,13 +300,13 @@ func (s *Store) claimable(c *jobItem, in store.ClaimInput, routes map[store.Rout
 // frozen between the two writes, lands a grant whose window is already
 // past: nothing counts it as live (Awaiting leaves it out, the sweep ends
 // it), and every live grant is in its pair's set.
-func (s *Store) grant(ctx context.Context, c *jobItem, in store.ClaimInput, device holderDevice, now int64) (protocol.Lease, outcome, error) {
+func (s *Store) grant(ctx context.Context, c *jobItem, stub protocol.JobStub, in store.ClaimInput, device holderDevice, now int64) (store.Claimed, outcome, error) {
 	leaseID, err := s.newLease(ctx, c.Site)
 	if err != nil {
-		return protocol.Lease{}, 0, err
+		return store.Claimed{}, 0, err
 	}
 	if err := s.putHint(ctx, in.RunnerID, c); err != nil {
-		return protocol.Lease{}, 0, err
+		return store.Claimed{}, 0, err
 	}
 	next := *c
 	next.State = string(store.StateAwaitingPayload)
@@ -319,11 +319,11 @@ func (s *Store) grant(ctx context.Context, c *jobItem, in store.ClaimInput, devi
 	// the sweep has freed it, unless the job vanished without a sweep.
 	took, err := s.takeSlot(ctx, c, slotMember(leaseID, c.JobID, next.AwaitingUntil), next.AwaitingUntil+s.awaitingMs)
 	if err != nil {
-		return protocol.Lease{}, 0, err
+		return store.Claimed{}, 0, err
 	}
 	if !took {
 		// The pair's set is full: the job stays queued, not refused.
-		return protocol.Lease{}, extraFailed, nil
+		return store.Claimed{}, extraFailed, nil
 	}
 	// The lease id is new, so a job that carries it carries this grant,
 	// whatever was written over it since (a seal, a fetch).
@@ -335,9 +335,12 @@ func (s *Store) grant(ctx context.Context, c *jobItem, in store.ClaimInput, devi
 		s.freeSlot(ctx, &next)
 	}
 	if err != nil || out != committed {
-		return protocol.Lease{}, out, err
+		return store.Claimed{}, out, err
 	}
-	return protocol.Lease{ID: leaseID, RunnerID: in.RunnerID, ExpiresAt: next.LeaseExp}, committed, nil
+	return store.Claimed{
+		ClaimedStub:   protocol.Claimed(stub, protocol.Lease{ID: leaseID, RunnerID: in.RunnerID, ExpiresAt: next.LeaseExp}, nil),
+		AwaitingUntil: next.AwaitingUntil,
+	}, committed, nil
 }
 
 // holderDevice is the claiming device's identity as the job stores it:

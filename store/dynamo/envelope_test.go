@@ -68,7 +68,7 @@ func TestEnvelopesUpToTheLimitRoundTripThroughS3(t *testing.T) {
 	}
 	enqueue("big")
 	enqueue("small")
-	claim := func() protocol.ClaimedStub {
+	claim := func() store.Claimed {
 		g, err := s.Claim(ctx, faultClaim("r1"))
 		if err != nil || len(g) != 1 {
 			t.Fatalf("claim: %v %v", g, err)

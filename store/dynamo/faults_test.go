@@ -585,7 +585,7 @@ func TestFaultsClaimFrozenBetweenItsWritesKeepsTheCap(t *testing.T) {
 	}
 
 	type answer struct {
-		granted []protocol.ClaimedStub
+		granted []store.Claimed
 		err     error
 	}
 	late := make(chan answer, 1)

@@ -68,7 +68,7 @@ func BenchmarkLifecycleCapacity(b *testing.B) {
 		// A small job: a few hundred bytes of ciphertext each way.
 		payload := protocol.SealedEnvelope{Ciphertext: strings.Repeat("p", 400), RecipientKeyID: "device", SenderKeyID: "site", Direction: "payload", DeadlineAt: deadline}
 		result := protocol.SealedEnvelope{Ciphertext: strings.Repeat("r", 400), RecipientKeyID: "site", SenderKeyID: "device", Direction: "result", DeadlineAt: deadline}
-		var grant protocol.ClaimedStub
+		var grant store.Claimed
 		measure("enqueue", func() error {
 			_, err := s.Enqueue(ctx, store.EnqueueInput{ID: id, SiteID: site, Stub: protocol.JobStub{
 				ID: id, Kind: "llm.generate", Owner: "alice", Site: "K", Audience: "private", SizeClass: "small", DeadlineAt: deadline,

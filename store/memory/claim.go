@@ -11,7 +11,7 @@ import (
 // Claim grants work to a device: the filter and the write are one call,
 // because a scan the caller follows with per-job writes lets two replicas
 // grant the same job. Each job is judged by claimable.
-func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.ClaimedStub, error) {
+func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]store.Claimed, error) {
 	s.mu.Lock()
 	now := s.now()
 	_, reports := s.sweepJobs(now, s.inlineLimit)
@@ -21,7 +21,7 @@ func (s *Store) Claim(ctx context.Context, in store.ClaimInput) ([]protocol.Clai
 	return granted, nil
 }
 
-func (s *Store) claim(now int64, in store.ClaimInput) []protocol.ClaimedStub {
+func (s *Store) claim(now int64, in store.ClaimInput) []store.Claimed {
 	routes := map[store.Route]bool{}
 	for _, r := range in.Routes {
 		routes[r] = true
@@ -43,7 +43,7 @@ func (s *Store) claim(now int64, in store.ClaimInput) []protocol.ClaimedStub {
 		}
 	}
 
-	granted := []protocol.ClaimedStub{}
+	granted := []store.Claimed{}
 	for _, job := range s.order {
 		if len(granted) >= in.Max {
 			break
@@ -118,7 +118,7 @@ func claimable(job *store.Job, in store.ClaimInput, routes map[store.Route]bool,
 }
 
 // grant hands the job to the claiming device, awaiting the site's payload.
-func (s *Store) grant(job *store.Job, in store.ClaimInput, now int64) protocol.ClaimedStub {
+func (s *Store) grant(job *store.Job, in store.ClaimInput, now int64) store.Claimed {
 	leaseID := store.NewLeaseID()
 	job.State = store.StateAwaitingPayload
 	job.ClaimedBy = &store.Holder{
@@ -131,9 +131,12 @@ func (s *Store) grant(job *store.Job, in store.ClaimInput, now int64) protocol.C
 	// Not the lease: this bounds how long we wait for the site.
 	job.AwaitingUntil = now + s.awaitingMs
 	s.byLease[leaseID] = job
-	return protocol.Claimed(job.Stub, protocol.Lease{
-		ID:        leaseID,
-		RunnerID:  in.RunnerID,
-		ExpiresAt: job.ClaimedBy.LeaseExpiresAt,
-	}, nil)
+	return store.Claimed{
+		ClaimedStub: protocol.Claimed(job.Stub, protocol.Lease{
+			ID:        leaseID,
+			RunnerID:  in.RunnerID,
+			ExpiresAt: job.ClaimedBy.LeaseExpiresAt,
+		}, nil),
+		AwaitingUntil: job.AwaitingUntil,
+	}
 }

@@ -168,6 +168,31 @@ var claimCases = []testCase{
 		e.same("after the window, without a sweep", ids(e.claim(asRunner("runner_2"))), []string{"c"})
 	}},
 	{"does not hand out a stub it cannot parse", claimSkipsUnparseable},
+	{"hands back the awaiting deadline it stamped", claimHandsBackAwaiting},
+}
+
+// claimHandsBackAwaiting: a claim's answer carries each grant's
+// AwaitingUntil exactly as stamped on the job, at the default window and
+// at a configured one, for every grant of a batch, because the relay wakes
+// the sweeper for the earliest of them and must agree with the sweep
+// without knowing the window.
+func claimHandsBackAwaiting(e *env) {
+	for _, window := range []int64{0, 2_500} {
+		opts := storeOptions(e)
+		opts.AwaitingPayloadMs = window
+		e.rebuild(opts)
+		e.enqueue(site, stub("a", "alice"))
+		e.enqueue(site, stub("b", "alice"))
+		e.advance(7)
+		now := e.nowMs()
+		granted := e.claim(claimArgs())
+		e.same("granted", ids(granted), []string{"a", "b"})
+		for _, g := range granted {
+			stamped := e.mustJob(site, g.ID).AwaitingUntil
+			e.same("returned awaiting until of "+g.ID, g.AwaitingUntil, stamped)
+			e.same("stamped awaiting until of "+g.ID, stamped, now+opts.AwaitingMs())
+		}
+	}
 }
 
 func claimGrantShape(e *env) {
@@ -180,9 +205,12 @@ func claimGrantShape(e *env) {
 	if !uuidV4.MatchString(granted.Lease.ID) {
 		e.Fatalf("lease id %q is not a lowercase v4 UUID", granted.Lease.ID)
 	}
-	e.same("claimed stub", granted, protocol.Claimed(stub("a", "alice"), protocol.Lease{
-		ID: granted.Lease.ID, RunnerID: "runner_1", ExpiresAt: now + 45_000,
-	}, nil))
+	e.same("claimed", granted, store.Claimed{
+		ClaimedStub: protocol.Claimed(stub("a", "alice"), protocol.Lease{
+			ID: granted.Lease.ID, RunnerID: "runner_1", ExpiresAt: now + 45_000,
+		}, nil),
+		AwaitingUntil: now + store.AwaitingPayloadMs,
+	})
 
 	job := e.mustJob(site, "a")
 	e.same("state", job.State, store.StateAwaitingPayload)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 )
 
@@ -26,7 +25,7 @@ var concurrencyCases = []testCase{
 		}
 
 		const claimers = 6
-		results := make([][]protocol.ClaimedStub, claimers)
+		results := make([][]store.Claimed, claimers)
 		errs := make([]error, claimers)
 		var wg sync.WaitGroup
 		for i := range claimers {

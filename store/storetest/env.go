@@ -151,7 +151,7 @@ func (e *env) enqueue(siteID string, s protocol.JobStub) store.Job {
 	return job
 }
 
-func (e *env) claim(in store.ClaimInput) []protocol.ClaimedStub {
+func (e *env) claim(in store.ClaimInput) []store.Claimed {
 	e.Helper()
 	granted, err := e.s.Claim(e.ctx, in)
 	e.check(err)
@@ -159,7 +159,7 @@ func (e *env) claim(in store.ClaimInput) []protocol.ClaimedStub {
 }
 
 // claimOne claims with in and requires exactly one grant, of jobID.
-func (e *env) claimOne(in store.ClaimInput, jobID string) protocol.ClaimedStub {
+func (e *env) claimOne(in store.ClaimInput, jobID string) store.Claimed {
 	e.Helper()
 	granted := e.claim(in)
 	if got := ids(granted); !reflect.DeepEqual(got, []string{jobID}) {
@@ -238,11 +238,11 @@ func (e *env) sweep() store.SweepResult {
 	return res
 }
 
-func grant(c protocol.ClaimedStub) protocol.GrantRef {
+func grant(c store.Claimed) protocol.GrantRef {
 	return protocol.GrantRef{JobID: c.ID, LeaseID: c.Lease.ID}
 }
 
-func ids(granted []protocol.ClaimedStub) []string {
+func ids(granted []store.Claimed) []string {
 	out := []string{}
 	for _, g := range granted {
 		out = append(out, g.ID)

@@ -147,7 +147,7 @@ func (e *env) jobIDs() []string {
 	return jobIDs(jobs)
 }
 
-func (e *env) renew(runnerID string, granted protocol.ClaimedStub) store.RenewResult {
+func (e *env) renew(runnerID string, granted store.Claimed) store.RenewResult {
 	e.Helper()
 	res, err := e.s.RenewLeases(e.ctx, store.RenewInput{RunnerID: runnerID, Leases: []protocol.GrantRef{grant(granted)}, LeaseMs: 60_000})
 	e.check(err)

@@ -36,7 +36,7 @@ func frame(n, from, seq int64) store.StreamFrame {
 	return store.StreamFrame{N: n, From: from, Seq: seq, Kind: kind, CT: "ct-" + string(rune('a'+n))}
 }
 
-func (e *env) appendFrame(g protocol.ClaimedStub, runnerID string, f store.StreamFrame) store.AppendFrameResult {
+func (e *env) appendFrame(g store.Claimed, runnerID string, f store.StreamFrame) store.AppendFrameResult {
 	e.Helper()
 	r, err := e.log().AppendFrame(e.ctx, store.AppendFrameInput{JobID: g.ID, RunnerID: runnerID, LeaseID: g.Lease.ID, Frame: f})
 	e.check(err)
@@ -51,7 +51,7 @@ func (e *env) frames(jobID, leaseID string, from int64, max int) store.StreamPag
 }
 
 // running is job id claimed by runner_1, sealed and fetched.
-func (e *env) running(id string) protocol.ClaimedStub {
+func (e *env) running(id string) store.Claimed {
 	e.Helper()
 	e.enqueue(site, stub(id, "alice"))
 	g := e.claimOne(claimArgs(), id)
@@ -112,7 +112,7 @@ var streamCases = []testCase{
 	}},
 
 	{"records an end said interrupted on the header, as a first frame and after chunks", func(e *env) {
-		interrupted := func(g protocol.ClaimedStub, f store.StreamFrame) store.AppendFrameResult {
+		interrupted := func(g store.Claimed, f store.StreamFrame) store.AppendFrameResult {
 			e.Helper()
 			r, err := e.log().AppendFrame(e.ctx, store.AppendFrameInput{JobID: g.ID, RunnerID: "runner_1", LeaseID: g.Lease.ID, Frame: f, Interrupted: true})
 			e.check(err)
