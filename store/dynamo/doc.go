@@ -96,6 +96,9 @@
 // for a job ready under a lease nobody was told of, the seal too-late for
 // a payload the device holds, the completion "duplicate" for the result it
 // recorded (dropping its object), the release no for a job it let go.
+// A fetch (TakePayload) leaves none: told it lost a race, it reads the job
+// again, and a job running under its lease answers the envelope, so
+// deciding again gives the answer its own write would have.
 // Transactions also carry the wid as their ClientRequestToken. A sweep
 // removes an unfinished job by writing its tombstone, not by deleting it,
 // so a removal too is known to be this replica's own and is reported once.

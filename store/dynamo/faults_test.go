@@ -465,6 +465,61 @@ func TestFaultsWritesKeepTheirAnswerAcrossOverwrites(t *testing.T) {
 	})
 }
 
+// TestFaultsTakeKeepsItsAnswerAcrossARenewal: a fetch's write commits
+// (ready to running), its acknowledgement is lost, and a heartbeat renews
+// the lease before the read-back, writing over the fetch's wid. The fetch
+// leaves no mark, so its read-back cannot recognise its write; it is told
+// it lost a race, reads the job again, finds it running under its own
+// lease and answers the envelope, without writing again. Answered
+// otherwise, the device would give up a job the store has running for it.
+func TestFaultsTakeKeepsItsAnswerAcrossARenewal(t *testing.T) {
+	e := newFaultEnv(t)
+	e.enqueue("a")
+	g, err := e.clean.Claim(e.ctx, faultClaim("r1"))
+	if err != nil || len(g) != 1 {
+		t.Fatalf("claim: %v %v", g, err)
+	}
+	lease := g[0].Lease.ID
+	if res, err := e.clean.Seal(e.ctx, store.SealInput{SiteID: "site", JobID: "a", Envelope: protocol.SealedEnvelope{Ciphertext: "p"}}); err != nil || res.State != store.StateReady {
+		t.Fatalf("seal: %+v %v", res, err)
+	}
+	version := func() (int64, string) {
+		t.Helper()
+		j, ok, err := e.clean.readJob(e.ctx, jobPK("site", "a"))
+		if err != nil || !ok {
+			t.Fatalf("read a: ok=%v err=%v", ok, err)
+		}
+		return j.Ver, j.WID
+	}
+	sealed, _ := version()
+	var renewedWID string
+	e.f.next("PutItem J", lostAck)
+	e.f.afterLostAck = func() {
+		e.f.afterLostAck = nil
+		res, err := e.clean.RenewLeases(e.ctx, store.RenewInput{RunnerID: "r1", Leases: []protocol.GrantRef{{JobID: "a", LeaseID: lease}}, LeaseMs: 60_000})
+		if err != nil || len(res.Renewed) != 1 {
+			t.Errorf("renewal in the lost acknowledgement's window: %+v %v", res, err)
+		}
+		_, renewedWID = version()
+	}
+	res, err := e.s.TakePayload(e.ctx, store.HolderInput{JobID: "a", RunnerID: "r1", LeaseID: lease})
+	if err != nil || res.Refused != "" || res.Envelope == nil || res.Envelope.Ciphertext != "p" {
+		t.Fatalf("take: %+v %v, want the envelope", res, err)
+	}
+	if e.f.counts[lostAck] != 1 || renewedWID == "" {
+		t.Fatalf("%d acknowledgements lost, renewal wid %q: the window was not exercised", e.f.counts[lostAck], renewedWID)
+	}
+	j, _ := e.held("a")
+	if j.State != store.StateRunning || j.ClaimedBy == nil || j.ClaimedBy.LeaseID != lease || j.Payload == nil {
+		t.Fatalf("stored %s under %+v, payload %v; want running under %s", j.State, j.ClaimedBy, j.Payload, lease)
+	}
+	// One write by the fetch and one by the renewal, and the renewal's is
+	// the last: the fetch did not write running a second time.
+	if ver, wid := version(); ver != sealed+2 || wid != renewedWID {
+		t.Fatalf("version %d (wid %s), want %d (the renewal's %s)", ver, wid, sealed+2, renewedWID)
+	}
+}
+
 // TestFaultsHolderCallsAnswerCorrectly drives a grant through seal, fetch,
 // complete and release with each fault on the write that decides it.
 func TestFaultsHolderCallsAnswerCorrectly(t *testing.T) {

@@ -93,6 +93,16 @@ func holderRefusal(j *jobItem, runnerID string) store.Refusal {
 // TakePayload hands the payload to the holder and marks the job running, in
 // one conditional write: running must be set by whoever was told the
 // envelope.
+//
+// Its write leaves no mark (jobWrite.mine), unlike a seal's, a
+// completion's or a release's: deciding again on its own write gives the
+// answer the write would have. When an ambiguous error's read-back finds
+// the wid written over (a renewal, a cancel), commit answers lostRace and
+// the loop reads the job again: running under this lease, it answers the
+// envelope with no second write; moved on (requeued by a sweep, granted
+// again), the grant is over and the refusal is the true answer, landed or
+// not. A mark would only be needed if that re-decision could refuse a
+// fetch whose write landed, which a repeat while running cannot.
 func (s *Store) TakePayload(ctx context.Context, in store.HolderInput) (store.PayloadResult, error) {
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		j, err := s.grantFor(ctx, in.JobID, in.RunnerID, in.LeaseID)
