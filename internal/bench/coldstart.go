@@ -314,7 +314,12 @@ func coldStartEnv(ctx context.Context, ddb, moto string) (func(name string) (env
 		case name == lambdafn.Claim || name == lambdafn.CatchAll:
 			return append(append(slices.Clone(relay), wakeups...), fn, grantKey), "reads the grant key from SSM on its first request"
 		case strings.HasPrefix(name, "site"):
-			return append(slices.Clone(site), fn), "reads the site keys from SSM on its first request"
+			// The sweeper is set SITE_KEYS_PARAMETER too (the template's
+			// Globals) but never reads it.
+			if f, err := sitefn.Lookup(name); err == nil && f.ReadsKeys() {
+				return append(slices.Clone(site), fn), "reads the site keys from SSM on its first request"
+			}
+			return append(slices.Clone(site), fn), ""
 		}
 		return append(slices.Clone(relay), fn), ""
 	}, nil

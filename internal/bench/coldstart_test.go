@@ -53,6 +53,11 @@ func TestColdStartEnvIsTheTemplates(t *testing.T) {
 	}
 	for _, f := range sitefn.Functions() {
 		check(byorelay.SiteTemplate, f.Name, f.LogicalID)
+		// The table's label says which functions read a key on their
+		// first request: those that do, and only those.
+		if _, reads := envOf(f.Name); (reads != "") != f.ReadsKeys() {
+			t.Errorf("%s: labelled %q, but ReadsKeys is %v", f.Name, reads, f.ReadsKeys())
+		}
 	}
 }
 

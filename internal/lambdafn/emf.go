@@ -47,6 +47,11 @@ const (
 	MetricSweepBacklog     = "SweepBacklogSeconds"
 	MetricSweepFailedItems = "SweepFailedItems"
 	MetricChurn            = "UnsealedChurn"
+	// MetricEnvelopeDeleteFailures counts the envelope object deletes
+	// that failed, one per object and attempt (dynamo.Config's
+	// OnObjectDeleteFailed); the template alarms when the sweeper's keep
+	// failing.
+	MetricEnvelopeDeleteFailures = "EnvelopeDeleteFailures"
 	// The store clock against DynamoDB's (ddb.ServerClock): the offset
 	// (DynamoDB's minus the host's) and its uncertainty, in milliseconds.
 	// The sweep decides no expiry while the uncertainty is above
@@ -105,6 +110,11 @@ func (m *EMF) SweepFailed() {
 // backlog.
 func (m *EMF) SweepBacklog(seconds float64, failedItems int) {
 	m.emit(nil, nil, metric{MetricSweepBacklog, seconds}, metric{MetricSweepFailedItems, float64(failedItems)})
+}
+
+// EnvelopeDeleteFailed counts one envelope object whose delete failed.
+func (m *EMF) EnvelopeDeleteFailed() {
+	m.emit(nil, nil, metric{MetricEnvelopeDeleteFailures, 1})
 }
 
 // Churn implements relay.Metrics.

@@ -82,10 +82,11 @@ func TestEMFWritesOneValidRecordPerEvent(t *testing.T) {
 	m.Churn(store.UnsealedChurn{SiteID: "s", Owner: "o", Expiries: 6, WindowMs: 300000})
 	m.Clock(ddb.ClockReading{})
 	m.Clock(ddb.ClockReading{Offset: -15*time.Second - 250*time.Millisecond, Uncertainty: 40 * time.Millisecond, Calibrated: true, Resets: 1})
+	m.EnvelopeDeleteFailed()
 
 	recs := readEMF(t, &out)
-	if len(recs) != 9 {
-		t.Fatalf("records = %d, want 9 (an uncalibrated clock publishes nothing)", len(recs))
+	if len(recs) != 10 {
+		t.Fatalf("records = %d, want 10 (an uncalibrated clock publishes nothing)", len(recs))
 	}
 	for _, r := range recs {
 		checkEMF(t, r)
@@ -114,6 +115,9 @@ func TestEMFWritesOneValidRecordPerEvent(t *testing.T) {
 	}
 	if rec := recs[8]; rec.Values[MetricClockOffset] != -15250.0 || rec.Values[MetricClockUncertainty] != 40.0 {
 		t.Errorf("clock record = %v", rec.Values)
+	}
+	if rec := recs[9]; rec.Values[MetricEnvelopeDeleteFailures] != 1.0 || len(rec.AWS.CloudWatchMetrics[0].Dimensions) != 1 {
+		t.Errorf("envelope delete record = %v, want one failure on the Function dimension alone", rec.Values)
 	}
 	churn := recs[7]
 	if churn.Values["site"] != "s" || churn.Values["owner"] != "o" {

@@ -138,9 +138,10 @@ func (st *Stack) openStores(cfg aws.Config, endpoint endpointFunc, storeClock st
 	env := st.Env
 	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = endpoint("dynamodb", o.BaseEndpoint) })
 	dcfg := dynamo.Config{
-		DB:        db,
-		Table:     env.TableName,
-		DueShards: env.DueShards,
+		DB:                   db,
+		Table:                env.TableName,
+		DueShards:            env.DueShards,
+		OnObjectDeleteFailed: st.onObjectDeleteFailed,
 		Options: store.Options{
 			Clock:             storeClock,
 			OnChurn:           st.onChurn(),
@@ -280,6 +281,16 @@ func (st *Stack) onChurn() func(store.UnsealedChurn) {
 			st.churn.Publish(c)
 		}
 	}
+}
+
+// onObjectDeleteFailed counts an envelope object whose delete failed
+// (EnvelopeDeleteFailures) and logs why. The end sweep retries the delete,
+// so one failure is a blip; deletes that keep failing leave ciphertext in
+// the bucket past its job, and the count is what the template's alarm
+// sees.
+func (st *Stack) onObjectDeleteFailed(err error) {
+	st.Metrics.EnvelopeDeleteFailed()
+	st.log.Warn("envelope object not deleted; the end sweep retries it", slog.String("problem", err.Error()))
 }
 
 // Handler is the HTTP function name as a Lambda handler. Every relay

@@ -77,6 +77,13 @@ func Functions() []Function {
 	return fns
 }
 
+// ReadsKeys reports whether the function reads the site's keys. An HTTP
+// function answers through the site server, which signs with them; the
+// sweeper only sweeps the store. site-template.yaml grants the keys'
+// parameter to exactly these functions: a role that may read the site's
+// private keys without needing them is a leak waiting for a bug.
+func (f Function) ReadsKeys() bool { return f.Kind == KindHTTP }
+
 // logicalID is "Site" + the endpoint, capitalised, + "Function": what the
 // Makefile's build-%Function rule lower-cases back to the directory.
 func logicalID(name string) string {
@@ -99,8 +106,8 @@ type Env struct {
 	// TableName is the site table (TABLE_NAME), required.
 	TableName string
 	// SiteKeysParameter names the SSM SecureString holding the site's
-	// StoredKeys JSON (SITE_KEYS_PARAMETER). Every function reads the same
-	// keys: daemons pin one identity.
+	// StoredKeys JSON (SITE_KEYS_PARAMETER). Every function that serves
+	// requests reads the same keys: daemons pin one identity.
 	SiteKeysParameter string
 	// VerificationURL is the page where a user types the code
 	// (VERIFICATION_URL), required.
@@ -145,18 +152,25 @@ type Options struct {
 type Stack struct {
 	Store *sitedynamo.Store
 	// server is built at Open when the keys were given, or by the first
-	// request that needs it when they are read from SSM.
+	// request that needs it when they are read from SSM; nil in a stack
+	// that serves no request (the sweeper's).
 	server *container.Deferred[*siteserver.Server]
 	log    *slog.Logger
 }
 
-// Open builds a Stack. The site's keys, when they are read from SSM, are
-// read by the first request rather than here (container.Deferred): the
-// round trip was most of a site function's init, and a cold container's
-// first request waits for it either way.
+// Open builds a Stack that serves requests. The site's keys, when they are
+// read from SSM, are read by the first request rather than here
+// (container.Deferred): the round trip was most of a site function's init,
+// and a cold container's first request waits for it either way.
 func Open(ctx context.Context, env Env, o Options) (*Stack, error) {
+	return openStack(env, o, true)
+}
+
+// openStack builds a Stack; without serve it is the store alone, which
+// needs no keys and reads none (the sweeper's: Function.ReadsKeys).
+func openStack(env Env, o Options, serve bool) (*Stack, error) {
 	var params *paramstore.Client
-	if o.DB == nil || o.Keys == nil {
+	if o.DB == nil || (serve && o.Keys == nil) {
 		// As lambdafn builds the relay's: the configuration Lambda's
 		// environment gives, with AWS_ENDPOINT_URL_<SERVICE> overrides (not
 		// the SDK's config loader, which links every other source of
@@ -173,7 +187,7 @@ func Open(ctx context.Context, env Env, o Options) (*Stack, error) {
 				}
 			})
 		}
-		if o.Keys == nil {
+		if serve && o.Keys == nil {
 			if env.SiteKeysParameter == "" {
 				return nil, errors.New("sitefn: SITE_KEYS_PARAMETER is required (the site's keys are supplied, never generated per container)")
 			}
@@ -192,6 +206,9 @@ func Open(ctx context.Context, env Env, o Options) (*Stack, error) {
 			LeaseMs: env.LeaseMs, PairingTTLMs: env.PairingTTLMs, Logger: o.Logger})
 	}
 	stack := &Stack{Store: st, log: o.Logger}
+	if !serve {
+		return stack, nil
+	}
 	if params == nil {
 		srv, err := server(o.Keys)
 		if err != nil {
@@ -210,10 +227,16 @@ func Open(ctx context.Context, env Env, o Options) (*Stack, error) {
 	return stack, nil
 }
 
+// errNoServer is Server on a stack opened to sweep: it holds no keys.
+var errNoServer = errors.New("sitefn: this stack serves no requests (it was opened to sweep)")
+
 // Server is the container's site server: built at Open, or by the first
 // call when the keys are read from SSM (an error then means they could not
 // be read, and the caller must not serve without them).
 func (st *Stack) Server(ctx context.Context) (*siteserver.Server, error) {
+	if st.server == nil {
+		return nil, errNoServer
+	}
 	srv, err := st.server.Get(ctx)
 	if err != nil {
 		st.log.ErrorContext(ctx, "site server not built", slog.String("problem", err.Error()))
@@ -381,7 +404,7 @@ func open(name string) func(ctx context.Context) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		st, err := Open(ctx, env, Options{})
+		st, err := openStack(env, Options{}, f.ReadsKeys())
 		if err != nil {
 			return nil, err
 		}

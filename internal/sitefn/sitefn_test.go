@@ -5,11 +5,15 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +27,7 @@ import (
 	"github.com/byorelay/byorelay/internal/platform/container"
 	"github.com/byorelay/byorelay/internal/platform/paramstore"
 	"github.com/byorelay/byorelay/internal/siteserver"
+	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
 )
@@ -46,6 +51,141 @@ func TestTheRegistryIsTheSiteTemplate(t *testing.T) {
 			t.Errorf("%s: %v", f.Name, err)
 		}
 	}
+}
+
+// TestRolesGrantTheSSMCallsTheCodeMakes: each site function's role grants
+// what its code calls in SSM and nothing more. Every function is opened
+// through the deployed wiring, with the environment site-template.yaml
+// gives it (SITE_KEYS_PARAMETER included: the Globals set it for the
+// sweeper too), against an SSM stand-in that records each call and refuses
+// it; an HTTP function is sent one request (its first reads the keys), the
+// sweeper sweeps a table on DynamoDB Local. The template must grant each
+// function exactly the calls it made, on the keys' parameter alone, and
+// nothing outside DynamoDB and SSM, the only clients a site function links.
+// A grant the code does not use lets a role read the site's private keys
+// for nothing; a call the grant misses answers every request 503 once
+// deployed.
+func TestRolesGrantTheSSMCallsTheCodeMakes(t *testing.T) {
+	ctx := context.Background()
+	const keysParam = "/site/keys"
+	var mu sync.Mutex
+	var calls []string
+	ssmStub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var in struct{ Names []string }
+		_ = json.NewDecoder(r.Body).Decode(&in)
+		op := strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "AmazonSSM.")
+		mu.Lock()
+		calls = append(calls, "ssm:"+op+" of "+strings.Join(in.Names, ", "))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"__type":"AccessDeniedException","message":"the stand-in refuses every call"}`))
+	}))
+	t.Cleanup(ssmStub.Close)
+	localtest.LambdaEnv(t, map[string]string{"dynamodb": localtest.DynamoEndpoint(t), "ssm": ssmStub.URL})
+	table := localtest.UniqueName("site-roles")
+	if err := sitedynamo.CreateTable(ctx, localtest.DynamoClient(t), table); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TABLE_NAME", table)
+	t.Setenv("SITE_KEYS_PARAMETER", keysParam)
+	t.Setenv("VERIFICATION_URL", "https://site.example/pair")
+
+	granted := ssmGrants(t)
+	keysARN := "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter${SiteKeysParameter}"
+	for _, f := range Functions() {
+		mu.Lock()
+		calls = nil
+		mu.Unlock()
+		h, err := open(f.Name)(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", f.Name, err)
+		}
+		switch h := h.(type) {
+		case Handler:
+			_, path, _ := strings.Cut(f.Route, " ")
+			ev := events.APIGatewayV2HTTPRequest{RawPath: strings.Replace(path, "{proxy+}", "availability", 1)}
+			ev.RequestContext.HTTP.Method = http.MethodPost
+			if resp, err := h(ctx, ev); err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+				t.Fatalf("%s answered %d (%v) with SSM refusing; want 503", f.Name, resp.StatusCode, err)
+			}
+		case func(context.Context) (SweepReport, error):
+			if _, err := h(ctx); err != nil {
+				t.Fatalf("%s: %v", f.Name, err)
+			}
+		default:
+			t.Fatalf("%s: a handler of type %T", f.Name, h)
+		}
+		mu.Lock()
+		made := slices.Compact(slices.Sorted(slices.Values(calls)))
+		mu.Unlock()
+		var want []string
+		for _, c := range made {
+			action, names, _ := strings.Cut(c, " of ")
+			if names != keysParam {
+				t.Errorf("%s asked SSM for %q, want the keys' parameter %s alone", f.Name, names, keysParam)
+			}
+			want = append(want, action+" on "+keysARN)
+		}
+		if got := granted[f.LogicalID]; !slices.Equal(got, want) {
+			t.Errorf("%s called %q; its role grants %q, want %q", f.Name, made, got, want)
+		}
+		if f.ReadsKeys() != (len(made) > 0) {
+			t.Errorf("%s: ReadsKeys is %v, but it made the SSM calls %q", f.Name, f.ReadsKeys(), made)
+		}
+	}
+}
+
+// ssmGrants is the SSM actions each site function's role allows, sorted,
+// each with the resources it is allowed on. A grant outside DynamoDB and
+// SSM fails the test.
+func ssmGrants(t *testing.T) map[string][]string {
+	t.Helper()
+	var tpl struct {
+		Resources map[string]struct {
+			Properties struct {
+				Policies []struct {
+					Statement []map[string]any `yaml:"Statement"`
+				} `yaml:"Policies"`
+			} `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(byorelay.SiteTemplate, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, f := range Functions() {
+		for _, pol := range tpl.Resources[f.LogicalID].Properties.Policies {
+			for _, st := range pol.Statement {
+				if st["Effect"] != "Allow" {
+					t.Fatalf("%s: a statement that does not Allow: %v", f.Name, st)
+				}
+				for _, a := range oneOrMany(st["Action"]) {
+					switch service, _, _ := strings.Cut(a, ":"); service {
+					case "dynamodb":
+					case "ssm":
+						out[f.LogicalID] = append(out[f.LogicalID], a+" on "+strings.Join(oneOrMany(st["Resource"]), ", "))
+					default:
+						t.Errorf("%s may %s: a site function calls DynamoDB and SSM alone", f.Name, a)
+					}
+				}
+			}
+		}
+		slices.Sort(out[f.LogicalID])
+	}
+	return out
+}
+
+// oneOrMany is an IAM statement's Action or Resource: one string or a list.
+func oneOrMany(v any) []string {
+	if list, ok := v.([]any); ok {
+		out := make([]string, len(list))
+		for i, x := range list {
+			out[i] = fmt.Sprint(x)
+		}
+		return out
+	}
+	return []string{fmt.Sprint(v)}
 }
 
 func TestEnvNeedsATableAndPositiveDurations(t *testing.T) {

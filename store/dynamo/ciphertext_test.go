@@ -30,10 +30,13 @@ import (
 type flakyObjects struct {
 	Objects
 	failing atomic.Bool
+	// refused counts the deletes refused while failing.
+	refused atomic.Int64
 }
 
 func (f *flakyObjects) Delete(ctx context.Context, key string) error {
 	if f.failing.Load() {
+		f.refused.Add(1)
 		return errors.New("injected: S3 SlowDown")
 	}
 	return f.Objects.Delete(ctx, key)
@@ -50,7 +53,10 @@ type cipherEnv struct {
 	s3     *s3.Client
 	bucket string
 	objs   *flakyObjects
-	clock  *clock.Manual
+	// deleteFailures counts what the store reported to
+	// Config.OnObjectDeleteFailed.
+	deleteFailures atomic.Int64
+	clock          *clock.Manual
 	// secrets are the ciphertexts the test sealed, as text and as bytes.
 	secrets [][]byte
 }
@@ -63,7 +69,13 @@ func newCipherEnv(t *testing.T) *cipherEnv {
 		s3: client, bucket: bucket, objs: &flakyObjects{Objects: objs},
 		clock: clock.NewManual(storetest.Start),
 	}
-	s, err := New(Config{DB: e.db, Table: e.table, Objects: e.objs, Options: store.Options{Clock: e.clock}, InlineEnvelopeBytes: 1024})
+	s, err := New(Config{DB: e.db, Table: e.table, Objects: e.objs, Options: store.Options{Clock: e.clock}, InlineEnvelopeBytes: 1024,
+		OnObjectDeleteFailed: func(err error) {
+			if !strings.Contains(err.Error(), "injected: S3 SlowDown") {
+				t.Errorf("a delete failure reported without its cause: %v", err)
+			}
+			e.deleteFailures.Add(1)
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,9 +379,11 @@ func getBool(av map[string]types.AttributeValue, name string) bool {
 // two jobs end, one removed at its deadline and one finished. The sweep
 // still does the rest of its work (the removal is reported, the finished
 // job's item is gone, no item holds ciphertext) and fails nothing; each
-// job's end item, still on the due index a little later, brings a later
-// sweep back, which deletes the objects once the bucket takes deletes
-// again.
+// refused delete, one per object and attempt, is reported to
+// OnObjectDeleteFailed (the metric an alarm watches); each job's end item,
+// still on the due index a little later, brings a later sweep back, which
+// deletes the objects once the bucket takes deletes again and reports no
+// more failures.
 func TestAFailedDeleteIsRetriedBySweep(t *testing.T) {
 	e := newCipherEnv(t)
 	deadline := e.now() + 30_000
@@ -390,6 +404,10 @@ func TestAFailedDeleteIsRetriedBySweep(t *testing.T) {
 	}
 	if left := e.objectsLeft(keys); len(left) != 3 {
 		t.Fatalf("deletes failed, yet readable objects are %v", left)
+	}
+	refused := e.objs.refused.Load()
+	if got := e.deleteFailures.Load(); refused < 3 || got != refused {
+		t.Fatalf("the bucket refused %d deletes (at least one per object), the store reported %d", refused, got)
 	}
 	if _, ok, err := e.s.Job(e.ctx, "site", "b"); err != nil || ok {
 		t.Fatalf("b after its removal: %v %v", ok, err)
@@ -414,6 +432,9 @@ func TestAFailedDeleteIsRetriedBySweep(t *testing.T) {
 	}
 	if left := e.objectsLeft(keys); len(left) != 0 {
 		t.Fatalf("after the retry, objects still readable: %v", left)
+	}
+	if got := e.deleteFailures.Load(); got != refused {
+		t.Fatalf("the retry's deletes succeeded, yet %d more failures were reported", got-refused)
 	}
 	for _, id := range []string{"a", "b"} {
 		ofJob, with := e.ciphertextItems(id)

@@ -268,7 +268,11 @@
 // delete stays on the due index and falls due again a minute later
 // (endRetryMs), so a later sweep retries it; if the job item itself could
 // not be deleted, no hook is deleted either. TTL and the lifecycle rule
-// (1 day) remain only as backstops.
+// (1 day) remain only as backstops. Each object delete that fails, on a
+// request or in a sweep, is told to Config.OnObjectDeleteFailed: the
+// functions count it as EnvelopeDeleteFailures, and template.yaml alarms
+// when the sweeper's keep failing (a missing grant, a bucket policy),
+// which no retry can cure.
 //
 // We chose deleting at the end over the cheaper alternative, an item TTL
 // at the deadline with every read refusing what is past it: that leaves

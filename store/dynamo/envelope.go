@@ -189,7 +189,9 @@ func (s *Store) dropObjects(ctx context.Context, keys ...string) {
 }
 
 // deleteObjects deletes envelope objects, every one even when one fails,
-// and says whether any failed. A missing object is not a failure.
+// and says whether any failed. A missing object is not a failure. Each
+// failure is reported to Config.OnObjectDeleteFailed: every delete of an
+// object, on a request or in a sweep, comes through here.
 func (s *Store) deleteObjects(ctx context.Context, keys ...string) error {
 	var errs []error
 	for _, k := range keys {
@@ -197,7 +199,11 @@ func (s *Store) deleteObjects(ctx context.Context, keys ...string) error {
 			continue
 		}
 		if err := s.objects.Delete(ctx, k); err != nil {
-			errs = append(errs, fmt.Errorf("delete envelope object: %w", err))
+			err = fmt.Errorf("delete envelope object: %w", err)
+			if s.onDeleteFailed != nil {
+				s.onDeleteFailed(err)
+			}
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

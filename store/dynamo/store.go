@@ -67,6 +67,13 @@ type Config struct {
 	// Objects holds envelopes larger than InlineEnvelopeBytes, in an S3
 	// bucket. Optional when every envelope is small.
 	Objects Objects
+	// OnObjectDeleteFailed is told of each envelope object whose delete
+	// failed, once per object and attempt, with the error. No caller sees
+	// the failure otherwise: the end sweep retries the delete, so one is a
+	// blip, but deletes that keep failing (a missing s3:DeleteObject
+	// grant, a bucket policy) leave ciphertext in the bucket past its job,
+	// and only this says so. Called synchronously; nil ignores them.
+	OnObjectDeleteFailed func(error)
 	// Options are the contract's: clock, churn report, pairing capacity.
 	Options store.Options
 	// InlineEnvelopeBytes overrides DefaultInlineEnvelopeBytes.
@@ -101,6 +108,8 @@ type Store struct {
 	// expiries may be decided.
 	server  *ddb.ServerClock
 	onChurn func(store.UnsealedChurn)
+	// onDeleteFailed is Config.OnObjectDeleteFailed.
+	onDeleteFailed func(error)
 
 	pairingCapacity int
 	inlineLimit     int
@@ -143,6 +152,7 @@ func New(cfg Config) (*Store, error) {
 		objects:         cfg.Objects,
 		clock:           cfg.Options.Clock,
 		onChurn:         cfg.Options.OnChurn,
+		onDeleteFailed:  cfg.OnObjectDeleteFailed,
 		pairingCapacity: cfg.Options.PairingCapacity,
 		inlineLimit:     cfg.Options.InlineLimit(),
 		awaitingMs:      cfg.Options.AwaitingMs(),
