@@ -67,7 +67,7 @@ func openOffloading(t *testing.T, metrics io.Writer) offloading {
 	if err != nil || len(g) != 1 {
 		t.Fatalf("claim: %v %v", g, err)
 	}
-	return offloading{st: st, sdk: sdk, bucket: bucket, grant: g[0], stub: stub}
+	return offloading{st: st, sdk: sdk, bucket: bucket, grant: g[0].ClaimedStub, stub: stub}
 }
 
 // A stack opened from the environment as a Lambda container opens it
