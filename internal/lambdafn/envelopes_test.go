@@ -43,7 +43,7 @@ func TestOpenOffloadsALargeEnvelopeToTheBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clock.NewManual(storetest.Start)
-	st, err := Open(ctx, env, Options{Clock: clk, Logger: slog.New(slog.DiscardHandler)})
+	st, err := Open(env, Options{Clock: clk, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -153,8 +153,9 @@ type Stack struct {
 // Open builds a Stack. The site's keys, when they are read from SSM, are
 // read by the first request rather than here (container.Deferred): the
 // round trip was most of a site function's init, and a cold container's
-// first request waits for it either way.
-func Open(ctx context.Context, env Env, o Options) (*Stack, error) {
+// first request waits for it either way. Nothing else in it calls out, so
+// it takes no context.
+func Open(env Env, o Options) (*Stack, error) {
 	var params *paramstore.Client
 	if o.DB == nil || o.Keys == nil {
 		// As lambdafn builds the relay's: the configuration Lambda's
@@ -273,7 +274,8 @@ func (st *Stack) Handler(name string) (Handler, error) {
 		}
 		req, err := container.FromAPIGateway(ev)
 		if err != nil {
-			return events.APIGatewayV2HTTPResponse{}, err
+			st.log.WarnContext(ctx, "undecodable event", slog.String("problem", err.Error()))
+			return container.BadEvent(), nil
 		}
 		return toAPIGateway(handle(ctx, siteserver.Request{Method: req.Method, Path: req.Path, Header: req.Header, Body: req.Body})), nil
 	}, nil
@@ -371,8 +373,8 @@ func writeSweepEMF(out io.Writer, rep SweepReport, now time.Time) {
 func Start(name string) { container.Start(name, open(name)) }
 
 // open builds the named function's handler from the process environment.
-func open(name string) func(ctx context.Context) (any, error) {
-	return func(ctx context.Context) (any, error) {
+func open(name string) func() (any, error) {
+	return func() (any, error) {
 		f, err := Lookup(name)
 		if err != nil {
 			return nil, err
@@ -381,7 +383,7 @@ func open(name string) func(ctx context.Context) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		st, err := Open(ctx, env, Options{})
+		st, err := Open(env, Options{})
 		if err != nil {
 			return nil, err
 		}
