@@ -337,7 +337,7 @@ func invokeInProcess(ctx context.Context, fn lambdafn.Function, env []string, ev
 		cfg := localtest.AWSConfig(ep)
 		opts.AWS = &cfg
 	}
-	st, err := lambdafn.Open(ctx, e, opts)
+	st, err := lambdafn.Open(e, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -111,7 +111,7 @@ func siteTarget(ctx context.Context, world *demo.World, opts invokeOptions) (tab
 	if !loopbackURL(endpoint) {
 		return "", "", nil, nil, fmt.Errorf("TABLE_NAME=%s: a site function is invoked against a local site stack only (`make site SITE_FLAGS=--demo` prints the AWS_ENDPOINT_URL_DYNAMODB to use), or against invoke's own with TABLE_NAME unset", table)
 	}
-	st, err = sitefn.Open(ctx, sitefn.Env{TableName: table, VerificationURL: demo.SiteVerificationURL},
+	st, err = sitefn.Open(sitefn.Env{TableName: table, VerificationURL: demo.SiteVerificationURL},
 		sitefn.Options{DB: dynamodb.NewFromConfig(localtest.AWSConfig(endpoint)), Keys: world.Site})
 	if err != nil {
 		return "", "", nil, nil, err

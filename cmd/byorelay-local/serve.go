@@ -289,7 +289,7 @@ func (ls *localStack) dynamoBackend(ctx context.Context, opts serveOptions, auth
 		DueShards:         opts.dueShards,
 	}
 	cfg := localtest.AWSConfig(ls.ddbEndpoint)
-	st, err := lambdafn.Open(ctx, env, lambdafn.Options{AWS: &cfg, Logger: log, MetricsOut: io.Discard, Grants: author})
+	st, err := lambdafn.Open(env, lambdafn.Options{AWS: &cfg, Logger: log, MetricsOut: io.Discard, Grants: author})
 	if err != nil {
 		return backend{}, err
 	}

@@ -104,7 +104,7 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	clock := sitestore.NewOffsetClock(nil)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	st, err := sitefn.Open(ctx, sitefn.Env{TableName: *table, VerificationURL: *verify, LeaseMs: *leaseMs, PairingTTLMs: *pairingTTL},
+	st, err := sitefn.Open(sitefn.Env{TableName: *table, VerificationURL: *verify, LeaseMs: *leaseMs, PairingTTLMs: *pairingTTL},
 		sitefn.Options{DB: db, Keys: keys, Clock: clock, Logger: log})
 	if err != nil {
 		return fail(err)

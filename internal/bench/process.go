@@ -164,7 +164,7 @@ func dynamoHandler(ctx context.Context, endpoint string, fixture projection.Fixt
 		return nil, fmt.Errorf("create table: %w", err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	st, err := lambdafn.Open(ctx, lambdafn.Env{TableName: table, MetricsNamespace: "byorelay"},
+	st, err := lambdafn.Open(lambdafn.Env{TableName: table, MetricsNamespace: "byorelay"},
 		lambdafn.Options{AWS: &cfg, Logger: quiet, MetricsOut: io.Discard})
 	if err != nil {
 		return nil, err

@@ -99,7 +99,7 @@ func loadFleet(t *testing.T, n int) fleetRun {
 	}
 
 	// The load: the admin CLI against the admin API of one stack.
-	loader, err := lambdafn.Open(ctx, env, lambdafn.Options{AWS: &cfg, Logger: quiet, MetricsOut: io.Discard})
+	loader, err := lambdafn.Open(env, lambdafn.Options{AWS: &cfg, Logger: quiet, MetricsOut: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func loadFleet(t *testing.T, n int) fleetRun {
 	meter := newCapacityMeter()
 	fresh := cfg
 	fresh.APIOptions = append(fresh.APIOptions, meter.apiOption)
-	st, err := lambdafn.Open(ctx, env, lambdafn.Options{AWS: &fresh, Logger: quiet, MetricsOut: io.Discard})
+	st, err := lambdafn.Open(env, lambdafn.Options{AWS: &fresh, Logger: quiet, MetricsOut: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}

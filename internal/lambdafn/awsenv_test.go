@@ -69,7 +69,7 @@ func TestGrantKeyIsReadFromASecureStringOnFirstRequest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := Open(ctx, env, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), MetricsOut: io.Discard})
+		st, err := Open(env, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), MetricsOut: io.Discard})
 		if err != nil {
 			t.Fatalf("%s: Open read the key at start, or failed for want of it: %v", param, err)
 		}

@@ -34,7 +34,7 @@ func openOnFreshTable(t *testing.T, endpoint string, metrics io.Writer) *Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := Open(context.Background(), env, Options{Logger: slog.New(slog.DiscardHandler), MetricsOut: metrics})
+	st, err := Open(env, Options{Logger: slog.New(slog.DiscardHandler), MetricsOut: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func openOffloading(t *testing.T, metrics io.Writer) offloading {
 		t.Fatal(err)
 	}
 	clk := clock.NewManual(storetest.Start)
-	st, err := Open(ctx, env, Options{Clock: clk, Logger: slog.New(slog.DiscardHandler), MetricsOut: metrics})
+	st, err := Open(env, Options{Clock: clk, Logger: slog.New(slog.DiscardHandler), MetricsOut: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ func (st *Stack) adminHandler(ctx context.Context, ev events.APIGatewayV2HTTPReq
 	st.Calibrate(ctx)
 	req, err := fromAPIGateway(ev)
 	if err != nil {
-		return badEvent(), nil
+		return container.BadEvent(), nil
 	}
 	return toAPIGateway(serveHTTP(ctx, st.Admin(), req)), nil
 }

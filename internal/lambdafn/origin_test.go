@@ -109,7 +109,7 @@ func TestAnOriginSecretRefusesRequestsAroundTheEdge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := Open(ctx, env, Options{Logger: slog.New(slog.DiscardHandler), MetricsOut: io.Discard})
+	st, err := Open(env, Options{Logger: slog.New(slog.DiscardHandler), MetricsOut: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,8 +77,11 @@ type Stack struct {
 	calibrateMu sync.Mutex
 }
 
-// Open builds a Stack from env.
-func Open(ctx context.Context, env Env, opts Options) (*Stack, error) {
+// Open builds a Stack from env. It calls nothing over the network (the
+// clients, the grant key and the clock's calibration wait for the first
+// request that needs them), so it takes no context: a container's init
+// must not wait on a round trip.
+func Open(env Env, opts Options) (*Stack, error) {
 	cfg, endpoint, err := awsConfig(opts.AWS)
 	if err != nil {
 		return nil, err
@@ -378,7 +381,7 @@ func failedEvent(err error) events.APIGatewayV2HTTPResponse {
 	if errors.Is(err, errUnavailable) {
 		return container.Unavailable()
 	}
-	return badEvent()
+	return container.BadEvent()
 }
 
 // serve answers one event with the relay. The relay comes first: on a cold
@@ -464,7 +467,7 @@ func (st *Stack) catchAllHandler(ctx context.Context, ev events.APIGatewayV2HTTP
 	if ev.RawPath == controlplane.ApprovePagePath && (method == http.MethodGet || method == http.MethodHead) {
 		req, err := fromAPIGateway(ev)
 		if err != nil {
-			return badEvent(), nil
+			return container.BadEvent(), nil
 		}
 		r, err := st.Relay(ctx)
 		if err != nil {
@@ -500,15 +503,4 @@ func (st *Stack) claimHandler(ctx context.Context, ev events.APIGatewayV2HTTPReq
 		}
 	}
 	return toAPIGateway(resp), nil
-}
-
-// badEvent answers an event API Gateway could not have produced (a base64
-// body that does not decode) the way the relay answers a body it cannot
-// read.
-func badEvent() events.APIGatewayV2HTTPResponse {
-	return events.APIGatewayV2HTTPResponse{
-		StatusCode: http.StatusBadRequest,
-		Headers:    map[string]string{"content-type": "application/json"},
-		Body:       `{"error":"bad-request"}`,
-	}
 }

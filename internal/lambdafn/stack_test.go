@@ -110,7 +110,7 @@ func TestUnsealedClaimsWakeTheSweeperAndReportChurn(t *testing.T) {
 	}
 	clk := clock.NewManual(time.Now().UTC().Truncate(time.Minute).Add(5 * time.Second))
 	var metrics bytes.Buffer
-	st, err := Open(ctx, env, Options{Clock: clk, MetricsOut: &metrics, Logger: slog.New(slog.DiscardHandler)})
+	st, err := Open(env, Options{Clock: clk, MetricsOut: &metrics, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,8 +22,8 @@ type Handler func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (event
 func Start(name string) { container.Start(name, open(name)) }
 
 // open builds the named function's handler from the process environment.
-func open(name string) func(ctx context.Context) (any, error) {
-	return func(ctx context.Context) (any, error) {
+func open(name string) func() (any, error) {
+	return func() (any, error) {
 		f, err := Lookup(name)
 		if err != nil {
 			return nil, err
@@ -32,7 +32,7 @@ func open(name string) func(ctx context.Context) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		st, err := Open(ctx, env, Options{})
+		st, err := Open(env, Options{})
 		if err != nil {
 			return nil, err
 		}

@@ -68,7 +68,7 @@ func TestAttachStreamsFramesThroughLambdaurlAsAppended(t *testing.T) {
 	}
 	clk := clock.NewManual(time.Now().UTC())
 	aws := localtest.AWSConfig(ddb)
-	st, err := Open(ctx, env, Options{AWS: &aws, Clock: clk, MetricsOut: discard{}, Logger: slog.New(slog.DiscardHandler)})
+	st, err := Open(env, Options{AWS: &aws, Clock: clk, MetricsOut: discard{}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

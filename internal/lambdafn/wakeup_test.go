@@ -62,7 +62,7 @@ func TestClaimWakesTheSweeperAtTheAwaitingDeadline(t *testing.T) {
 			}
 			// :05 past a minute: neither window ends on a whole minute.
 			clk := clock.NewManual(time.Now().UTC().Truncate(time.Minute).Add(5 * time.Second))
-			st, err := Open(ctx, env, Options{Clock: clk, MetricsOut: io.Discard, Logger: slog.New(slog.DiscardHandler)})
+			st, err := Open(env, Options{Clock: clk, MetricsOut: io.Discard, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -46,7 +46,7 @@ func BenchmarkDirectLaneLifecycleCapacity(b *testing.B) {
 	}
 	meter := &ddb.Meter{}
 	clk := clock.NewManual(time.UnixMilli(1_800_000_000_000))
-	st, err := Open(ctx, Env{TableName: table, VerificationURL: "https://site.test/pair"},
+	st, err := Open(Env{TableName: table, VerificationURL: "https://site.test/pair"},
 		Options{DB: db, Keys: siteKeys, Clock: clk, Meter: meter, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)

@@ -161,8 +161,9 @@ type Stack struct {
 // Open builds a Stack that serves requests. The site's keys, when they are
 // read from SSM, are read by the first request rather than here
 // (container.Deferred): the round trip was most of a site function's init,
-// and a cold container's first request waits for it either way.
-func Open(ctx context.Context, env Env, o Options) (*Stack, error) {
+// and a cold container's first request waits for it either way. Nothing
+// else in it calls out, so it takes no context.
+func Open(env Env, o Options) (*Stack, error) {
 	return openStack(env, o, true)
 }
 
@@ -296,7 +297,8 @@ func (st *Stack) Handler(name string) (Handler, error) {
 		}
 		req, err := container.FromAPIGateway(ev)
 		if err != nil {
-			return events.APIGatewayV2HTTPResponse{}, err
+			st.log.WarnContext(ctx, "undecodable event", slog.String("problem", err.Error()))
+			return container.BadEvent(), nil
 		}
 		return toAPIGateway(handle(ctx, siteserver.Request{Method: req.Method, Path: req.Path, Header: req.Header, Body: req.Body})), nil
 	}, nil
@@ -394,8 +396,8 @@ func writeSweepEMF(out io.Writer, rep SweepReport, now time.Time) {
 func Start(name string) { container.Start(name, open(name)) }
 
 // open builds the named function's handler from the process environment.
-func open(name string) func(ctx context.Context) (any, error) {
-	return func(ctx context.Context) (any, error) {
+func open(name string) func() (any, error) {
+	return func() (any, error) {
 		f, err := Lookup(name)
 		if err != nil {
 			return nil, err

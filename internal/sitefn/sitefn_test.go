@@ -19,6 +19,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"gopkg.in/yaml.v3"
@@ -97,7 +98,7 @@ func TestRolesGrantTheSSMCallsTheCodeMakes(t *testing.T) {
 		mu.Lock()
 		calls = nil
 		mu.Unlock()
-		h, err := open(f.Name)(ctx)
+		h, err := open(f.Name)()
 		if err != nil {
 			t.Fatalf("%s: %v", f.Name, err)
 		}
@@ -240,7 +241,7 @@ func TestSiteKeysAreReadFromASecureStringOnFirstRequest(t *testing.T) {
 	}
 	open := func(param string) *Stack {
 		t.Helper()
-		st, err := Open(ctx, Env{TableName: "unused-table", SiteKeysParameter: param, VerificationURL: "https://site.example/pair"}, Options{Logger: slog.New(slog.DiscardHandler)})
+		st, err := Open(Env{TableName: "unused-table", SiteKeysParameter: param, VerificationURL: "https://site.example/pair"}, Options{Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatalf("%s: Open read the keys at start, or failed for want of them: %v", param, err)
 		}
@@ -315,5 +316,46 @@ func TestAnswersCrossAPIGatewayAsTheRelaysDo(t *testing.T) {
 	}
 	if _, ok := resp.Headers["set-cookie"]; ok || resp.Headers["content-type"] != "application/octet-stream" || resp.StatusCode != http.StatusOK {
 		t.Fatalf("answer %d %v", resp.StatusCode, resp.Headers)
+	}
+}
+
+// TestAnUndecodableEventIsABadRequest: an event API Gateway could not have
+// produced (a base64 body that does not decode) is answered as the relay's
+// functions answer it, 400 with the protocol's bare bad-request body, not
+// by failing the invocation (which API Gateway turns into its own 500 and
+// the Errors alarm counts against the function). No store call is made:
+// the client points nowhere.
+func TestAnUndecodableEventIsABadRequest(t *testing.T) {
+	keys, err := protocol.GenerateKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String("http://127.0.0.1:1")})
+	st, err := Open(Env{TableName: "unused-table", VerificationURL: "https://site.example/pair"},
+		Options{DB: db, Keys: keys, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := container.BadEvent()
+	for _, f := range Functions() {
+		if f.Kind != KindHTTP {
+			continue
+		}
+		t.Run(f.Name, func(t *testing.T) {
+			h, err := st.Handler(f.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, path, _ := strings.Cut(f.Route, " ")
+			ev := events.APIGatewayV2HTTPRequest{RawPath: strings.Replace(path, "{proxy+}", "enqueue", 1), Body: "%%%", IsBase64Encoded: true}
+			ev.RequestContext.HTTP.Method = http.MethodPost
+			resp, err := h(context.Background(), ev)
+			if err != nil {
+				t.Fatalf("the invocation failed (%v): want a 400 answer", err)
+			}
+			if resp.StatusCode != http.StatusBadRequest || resp.Body != `{"error":"bad-request"}` || resp.Headers["content-type"] != "application/json" {
+				t.Fatalf("answer = %+v, want %+v", resp, want)
+			}
+		})
 	}
 }

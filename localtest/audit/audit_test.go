@@ -121,7 +121,7 @@ func TestTheAuditPassesElevenOfElevenBehindTheEdge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := lambdafn.Open(ctx, env, lambdafn.Options{Logger: slog.New(slog.DiscardHandler), MetricsOut: io.Discard})
+	st, err := lambdafn.Open(env, lambdafn.Options{Logger: slog.New(slog.DiscardHandler), MetricsOut: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}

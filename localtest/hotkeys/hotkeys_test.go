@@ -102,7 +102,7 @@ func TestNoPartitionKeyIsHot(t *testing.T) {
 	// planned. The window decides when a job is swept, not which keys
 	// any request touches.
 	env := lambdafn.Env{TableName: table, MetricsNamespace: "byorelay", AwaitingPayloadMs: 60_000}
-	st, err := lambdafn.Open(ctx, env, lambdafn.Options{AWS: &cfg, Logger: quiet, MetricsOut: io.Discard})
+	st, err := lambdafn.Open(env, lambdafn.Options{AWS: &cfg, Logger: quiet, MetricsOut: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func OpenDemoSite(ctx context.Context, w *demo.World, db SiteDB, table string) (
 	if err := demo.CreateSiteTable(ctx, db, table); err != nil {
 		return nil, err
 	}
-	st, err := sitefn.Open(ctx, sitefn.Env{TableName: table, VerificationURL: demo.SiteVerificationURL},
+	st, err := sitefn.Open(sitefn.Env{TableName: table, VerificationURL: demo.SiteVerificationURL},
 		sitefn.Options{DB: db, Keys: w.Site, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err

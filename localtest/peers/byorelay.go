@@ -87,7 +87,7 @@ func OpenStack(t testing.TB, env lambdafn.Env) *lambdafn.Stack {
 	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg), env.TableName); err != nil {
 		t.Fatal(err)
 	}
-	st, err := lambdafn.Open(ctx, env, lambdafn.Options{AWS: &cfg, Logger: slog.New(slog.DiscardHandler), MetricsOut: io.Discard})
+	st, err := lambdafn.Open(env, lambdafn.Options{AWS: &cfg, Logger: slog.New(slog.DiscardHandler), MetricsOut: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}

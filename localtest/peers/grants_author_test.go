@@ -51,7 +51,7 @@ func startStackWithGrants(t *testing.T) (origin string, st *lambdafn.Stack) {
 	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg), table); err != nil {
 		t.Fatal(err)
 	}
-	st, err = lambdafn.Open(ctx, lambdafn.Env{TableName: table, VerificationURL: peers.VerificationURL, MetricsNamespace: "byorelay"},
+	st, err = lambdafn.Open(lambdafn.Env{TableName: table, VerificationURL: peers.VerificationURL, MetricsNamespace: "byorelay"},
 		lambdafn.Options{AWS: &cfg, Logger: slog.New(slog.DiscardHandler), MetricsOut: io.Discard, Grants: author})
 	if err != nil {
 		t.Fatal(err)

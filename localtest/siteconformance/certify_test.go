@@ -142,7 +142,7 @@ func TestCertifyPasses32of32ThroughTheLocalAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := sitestore.NewOffsetClock(nil)
-	st, err := sitefn.Open(ctx, sitefn.Env{TableName: table, VerificationURL: "http://127.0.0.1/pair", LeaseMs: leaseMs},
+	st, err := sitefn.Open(sitefn.Env{TableName: table, VerificationURL: "http://127.0.0.1/pair", LeaseMs: leaseMs},
 		sitefn.Options{DB: db, Keys: newSiteKeys(t), Clock: clock, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

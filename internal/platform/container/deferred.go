@@ -63,6 +63,21 @@ func (d *Deferred[T]) Get(ctx context.Context) (T, error) {
 	return v, nil
 }
 
+// BadEvent answers an event API Gateway could not have produced (a base64
+// body that does not decode) the way the relay and the site server answer
+// a body they cannot read: 400 with the protocol's bare bad-request body.
+// Returning an error instead fails the invocation, which API Gateway turns
+// into a 500 with its own body and the function's Errors metric (and its
+// alarm) counts as a fault of the function.
+func BadEvent() events.APIGatewayV2HTTPResponse {
+	body, _ := protocol.Encode(protocol.BareError{Error: protocol.CodeBadRequest})
+	return events.APIGatewayV2HTTPResponse{
+		StatusCode: http.StatusBadRequest,
+		Headers:    map[string]string{"content-type": "application/json"},
+		Body:       string(body),
+	}
+}
+
 // Unavailable answers a request whose Deferred part could not be built: a
 // 503 server-error with the protocol's error body, which every client
 // retries. The request was not read, so nothing changed.

@@ -8,7 +8,6 @@
 package container
 
 import (
-	"context"
 	"log/slog"
 	"os"
 
@@ -16,13 +15,14 @@ import (
 )
 
 // Start runs a function in its Lambda container: open builds its handler
-// (configuration, clients, keys) once for the container's life, then the
+// (configuration and clients; keys wait for the first request that needs
+// them) once for the container's life, then the
 // runtime loop serves it. What functions/<name>/main.go calls through its
 // stack's Start. An open that fails exits at init, which Lambda reports as
 // an init failure rather than as a function that answers 500 to
 // everything; the record names the function and the problem.
-func Start(name string, open func(ctx context.Context) (handler any, err error)) {
-	h, err := open(context.Background())
+func Start(name string, open func() (handler any, err error)) {
+	h, err := open()
 	if err != nil {
 		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("init failed", slog.String("function", name), slog.String("problem", err.Error()))
 		os.Exit(1)
