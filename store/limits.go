@@ -94,3 +94,28 @@ const ResultsFreshMs = 10_000
 // the site missed in its window would never be listed again; a larger
 // share would make every poll of a site holding many results cost more.
 func ResultsRotated(limit int) int { return max(1, limit/5) }
+
+// ResultsRotateMs is how often a site's results rotation may move on. A
+// page lists the stretch from where the rotation stands; a page within
+// ResultsRotateMs of the rotation's last move lists that same stretch and
+// leaves the rotation where it is (ResultsRotationMoves). The rotation's
+// place is a write (1 WCU on DynamoDB): without the bound, a site holding
+// more results than a page's fresh part and the rotation's share pays a
+// write on every poll, so its write cost grows with its poll rate. The
+// price is the rotation's pace: it passes ResultsRotated results a
+// second however fast a site polls, so a cycle through n held results
+// takes at least n/ResultsRotated seconds. The fresh part is untouched:
+// a site that polls at least once a ResultsFreshMs and takes no more
+// than a page's fresh part between two polls sees every result fresh,
+// and the rotation is only its safety net.
+const ResultsRotateMs = 1_000
+
+// ResultsRotationMoves reports whether a results page at now may move the
+// site's rotation, last moved at movedAt (both store clock, ms). A move
+// time ResultsRotateMs or more ahead of now does not hold the rotation:
+// a replica whose clock ran ahead would otherwise stop it until this
+// clock caught up, and the results outside the fresh window would go
+// unlisted until then.
+func ResultsRotationMoves(movedAt, now int64) bool {
+	return now-movedAt >= ResultsRotateMs || movedAt-now >= ResultsRotateMs
+}

@@ -77,11 +77,14 @@ type RoutingStore interface {
 	// it holds. It is, newest first, the results accepted in the last
 	// ResultsFreshMs (Job.DoneAt), up to limit - ResultsRotated(limit) of
 	// them, and up to ResultsRotated(limit) more from a rotation through
-	// all the site's results: each call goes on from where the site's
-	// previous call stopped, and starts over past the end, so every result
-	// is listed within about n/ResultsRotated(limit) calls, n the results
-	// held, and a site holding no more than the rotation's share beside
-	// its fresh ones sees every result on every call.
+	// all the site's results: each call lists on from where the rotation
+	// stands and moves it past what it listed, starting over past the end,
+	// unless the rotation moved within ResultsRotateMs
+	// (ResultsRotationMoves), when it lists the same and leaves it. So
+	// every result is listed within about n/ResultsRotated(limit) calls
+	// ResultsRotateMs apart, n the results held, and a site holding no
+	// more than the rotation's share beside its fresh ones sees every
+	// result on every call.
 	ResultsPage(ctx context.Context, siteID string, limit int) ([]Job, error)
 	// Evicted lists the ids of the site's jobs that a sweep evicted (the
 	// SealAttemptsBeforeEviction-th unsealed expiry) and that the site has

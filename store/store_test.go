@@ -57,3 +57,24 @@ func TestSweepResultListsRequeuedBeforeRemoved(t *testing.T) {
 		t.Fatalf("all = %v", got)
 	}
 }
+
+// The rotation holds for ResultsRotateMs after a move, and a move time
+// that far ahead of this clock (another replica's, running fast) does not
+// hold it.
+func TestResultsRotationMovesAfterItsBound(t *testing.T) {
+	const at = 1_000_000
+	for _, c := range []struct {
+		now   int64
+		moves bool
+	}{
+		{at, false},
+		{at + ResultsRotateMs - 1, false},
+		{at + ResultsRotateMs, true},
+		{at - ResultsRotateMs + 1, false},
+		{at - ResultsRotateMs, true},
+	} {
+		if got := ResultsRotationMoves(at, c.now); got != c.moves {
+			t.Errorf("moved at %d, at %d: moves %v, want %v", int64(at), c.now, got, c.moves)
+		}
+	}
+}

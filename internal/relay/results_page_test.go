@@ -22,8 +22,9 @@ func TestResultsPageBound(t *testing.T) {
 		}
 		newest := fmt.Sprintf("job-%03d", n-1)
 		seen := map[string]bool{}
-		// The rotation moves its share of a page a poll: n results in
-		// n/share polls, one more from wherever it starts.
+		// The rotation moves its share of a page a poll, polls
+		// store.ResultsRotateMs apart: n results in n/share polls, one
+		// more from wherever it starts, all within the fresh window.
 		share := store.ResultsRotated(relay.ResultsPageJobs)
 		for range n/share + 2 {
 			resp := w.siteCall(w.site, "results", nil)
@@ -43,6 +44,7 @@ func TestResultsPageBound(t *testing.T) {
 			if !found {
 				t.Fatalf("the newest result, %s, is not in the answer", newest)
 			}
+			w.advance(store.ResultsRotateMs)
 		}
 		if len(seen) != n {
 			t.Fatalf("%d of %d results listed over the polls", len(seen), n)

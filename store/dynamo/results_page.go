@@ -14,7 +14,9 @@ import (
 )
 
 // skRotation is the sort key of a site's results rotation item (pk
-// rotationPK): where its last ResultsPage stopped in the finished list.
+// rotationPK): where the rotation stands in the finished list (at and du,
+// the entry it moved past; neither at the start) and when it moved there
+// (mv, store clock ms).
 const skRotation = "R"
 
 func rotationPK(siteID string) string { return "RR#" + siteID }
@@ -40,7 +42,9 @@ const rotationTTL = 24 * 60 * 60 // seconds
 //
 // So a poll reads at most limit jobs and about 2 × limit index keys
 // whatever the deadlines of the results the site holds, and writes the
-// rotation item (1 WCU) only while the rotation has more to read.
+// rotation item (1 WCU) only when the rotation moves: at most once a
+// store.ResultsRotateMs, and never while it stands at the start of a list
+// it reads to the end.
 func (s *Store) ResultsPage(ctx context.Context, siteID string, limit int) ([]store.Job, error) {
 	limit = max(limit, 2)
 	rotated := store.ResultsRotated(limit)
@@ -95,7 +99,10 @@ func (s *Store) freshResults(ctx context.Context, dk string, now int64, n int) (
 
 // rotateResults adds to the listed keys up to rotated more, read on from
 // the site's rotation item oldest first, and moves the rotation on past
-// them (or deletes it once it has read to the end).
+// them (back to the start once it has read to the end) if
+// store.ResultsRotationMoves allows. Two polls that read the item at once,
+// or one that reads it stale, may both move it: the bound holds between
+// polls that see each other's writes, and a race costs a write more.
 func (s *Store) rotateResults(ctx context.Context, siteID, dk string, pks []string, rotated int, now int64) ([]string, error) {
 	listed := map[string]bool{}
 	for _, pk := range pks {
@@ -117,7 +124,7 @@ func (s *Store) rotateResults(ctx context.Context, siteID, dk string, pks []stri
 		ExpressionAttributeValues: map[string]types.AttributeValue{":dk": str(dk)},
 		Limit:                     aws.Int32(int32(rotated + len(pks) + 1)),
 	}
-	if len(got.Item) > 0 {
+	if getS(got.Item, "at") != "" {
 		in.ExclusiveStartKey = map[string]types.AttributeValue{
 			"pk": str(getS(got.Item, "at")), "sk": str(skJob), "dk": str(dk), "du": num(getN(got.Item, "du")),
 		}
@@ -141,18 +148,23 @@ func (s *Store) rotateResults(ctx context.Context, siteID, dk string, pks []stri
 		}
 		stop = av
 	}
-	if ended || stop == nil {
-		// Past the end: the next call starts over.
-		if len(got.Item) > 0 {
-			if _, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.table, Key: rot}); err != nil {
-				return nil, fmt.Errorf("reset results rotation: %w", err)
-			}
-		}
+	atStart := getS(got.Item, "at") == ""
+	restart := ended || stop == nil // past the end: the next move starts over
+	if restart && atStart {
+		return pks, nil // it stands at the start already
+	}
+	if len(got.Item) > 0 && !store.ResultsRotationMoves(getN(got.Item, "mv"), now) {
 		return pks, nil
 	}
+	// Starting over is a put without a place, not a delete: a deleted
+	// item forgets when it moved, and the next poll would move it again
+	// within the bound.
 	item := key(rotationPK(siteID), skRotation)
-	item["at"] = str(getS(stop, "pk"))
-	item["du"] = num(getN(stop, "du"))
+	if !restart {
+		item["at"] = str(getS(stop, "pk"))
+		item["du"] = num(getN(stop, "du"))
+	}
+	item["mv"] = num(now)
 	item["ttl"] = num(now/1000 + rotationTTL)
 	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item}); err != nil {
 		return nil, fmt.Errorf("write results rotation: %w", err)

@@ -113,17 +113,15 @@ func (s *Store) ResultsPage(ctx context.Context, siteID string, limit int) ([]st
 	page = page[:min(len(page), limit-rotated)]
 	fresh := len(page)
 
+	at, placed := s.rotation[siteID]
 	start := 0
-	if last, ok := s.rotation[siteID]; ok {
-		if i := slices.IndexFunc(all, func(j *store.Job) bool { return j.ID == last }); i >= 0 {
+	if at.after != "" {
+		if i := slices.IndexFunc(all, func(j *store.Job) bool { return j.ID == at.after }); i >= 0 {
 			start = i + 1
 		}
 	}
-	if s.rotation == nil {
-		s.rotation = map[string]string{}
-	}
-	// The rotation goes on from where it stopped and lists up to rotated
-	// results the window did not, as the DynamoDB store's does.
+	// The rotation lists on from where it stands up to rotated results the
+	// window did not, as the DynamoDB store's does.
 	i, added := start, 0
 	for ; i < len(all); i++ {
 		if slices.Contains(page[:fresh], all[i]) {
@@ -135,12 +133,25 @@ func (s *Store) ResultsPage(ctx context.Context, siteID string, limit int) ([]st
 		page = append(page, all[i])
 		added++
 	}
+	next := "" // past the end: the next move starts over
 	if i < len(all) {
-		s.rotation[siteID] = all[i-1].ID
-	} else {
-		delete(s.rotation, siteID) // past the end: the next call starts over
+		next = all[i-1].ID
+	}
+	if next != at.after && (!placed || store.ResultsRotationMoves(at.movedAt, now)) {
+		if s.rotation == nil {
+			s.rotation = map[string]rotationPlace{}
+		}
+		s.rotation[siteID] = rotationPlace{after: next, movedAt: now}
 	}
 	return copies(page, withoutPayload), nil
+}
+
+// rotationPlace is where a site's results rotation stands: after the job
+// with id after ("" for the start), moved there at movedAt (store clock,
+// ms), which store.ResultsRotationMoves reads.
+type rotationPlace struct {
+	after   string
+	movedAt int64
 }
 
 // Evicted lists the site's eviction notices still due to it.

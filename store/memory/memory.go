@@ -47,9 +47,10 @@ type Store struct {
 	// (store.RoutingStore.Finished), in sweep order. Nothing else reads
 	// them: the job is gone.
 	late []*store.Job
-	// rotation is, per site, the id of the last job a ResultsPage listed
-	// from its rotation: the next call goes on after it.
-	rotation map[string]string
+	// rotation is, per site, where its results rotation stands: the next
+	// ResultsPage lists on from there. A site without one stands at the
+	// start and may move at once.
+	rotation map[string]rotationPlace
 
 	// churn holds when each pair's unsealed grants expired: timestamps, not
 	// a counter, because the threshold is "inside a window" and a counter

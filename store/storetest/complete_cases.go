@@ -141,14 +141,16 @@ var completeCases = []testCase{
 		newest := fresh[len(fresh)-(limit-rotated):]
 		slices.Reverse(newest)
 		seen := map[string]bool{}
-		// The rotation moves rotated a page: n results in n/rotated pages,
-		// and starting anywhere takes at most one page more.
-		for range n/rotated + 2 {
+		// The rotation moves rotated a page, pages store.ResultsRotateMs
+		// apart: what the fresh part leaves out in that many pages, and
+		// starting anywhere takes at most one page more.
+		for range (n-len(newest))/rotated + 1 {
 			ids := page()
 			e.same("the page's fresh part, newest first", ids[:len(newest)], newest)
 			for _, id := range ids {
 				seen[id] = true
 			}
+			e.advance(store.ResultsRotateMs)
 		}
 		e.same("listed over the pages", len(seen), n)
 		// Past the window, nothing is fresh: a page is the rotation's share.
@@ -159,6 +161,42 @@ var completeCases = []testCase{
 		other, err := e.s.ResultsPage(e.ctx, "site_other", limit)
 		e.check(err)
 		e.same("other site's page", jobIDs(other), []string{})
+	}},
+	{"moves the results rotation at most once a ResultsRotateMs", func(e *env) {
+		in := claimArgs()
+		in.LeaseMs = 120_000
+		const limit = 5 // a page's rotation share is one result
+		ids := []string{"a", "b", "c"}
+		for _, id := range ids {
+			s := stub(id, "alice")
+			s.DeadlineAt = e.nowMs() + 600_000
+			e.enqueue(site, s)
+			granted := e.claimOne(in, id)
+			e.seal(id)
+			e.take(id, "runner_1", granted.Lease.ID)
+			e.complete(id, "runner_1", granted.Lease.ID, "answer", store.DispositionOK)
+			e.advance(1) // accepted a millisecond apart, in enqueue order
+		}
+		// None is fresh: a page is the rotation's stretch alone.
+		e.advance(store.ResultsFreshMs)
+		const polls = 10
+		step := int64(store.ResultsRotateMs / polls)
+		// A bound's first page lists the stretch where the rotation stands
+		// and moves it on; the rest of the bound's pages list the next
+		// stretch and leave it, so the next bound's first page lists that
+		// one again. Past the end it starts over, within the same rule.
+		for bound := range 2 * len(ids) {
+			for poll := range polls {
+				got, err := e.s.ResultsPage(e.ctx, site, limit)
+				e.check(err)
+				at := bound
+				if poll > 0 {
+					at++
+				}
+				e.same(fmt.Sprintf("bound %d, page %d", bound, poll), jobIDs(got), []string{ids[at%len(ids)]})
+				e.advance(step)
+			}
+		}
 	}},
 	{"refuses a result once the deadline has passed, swept or not", func(e *env) {
 		// Accepted now, it would be listed to no results poll: accepted at
