@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 
 	"github.com/byorelay/byorelay/protocol"
 )
@@ -93,32 +91,4 @@ type PairingCodes interface {
 	// replica like the codes are. A bucket left alone refills, so an
 	// implementation may forget one that has been full for a while.
 	TakeToken(ctx context.Context, bucket string, burst, refillMs int64) (bool, error)
-}
-
-// humanAlphabet is Crockford's base32 minus I, L, O and U: letters that
-// become other letters when read aloud.
-const humanAlphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-
-// NewUserCode returns a code a person reads aloud: eight characters from
-// humanAlphabet in two groups of four, enough that guessing is no strategy
-// against a code that lives ten minutes and grants nothing on its own.
-func NewUserCode() string {
-	var b [8]byte
-	rand.Read(b[:])
-	out := make([]byte, 0, 9)
-	for i, v := range b {
-		if i == 4 {
-			out = append(out, '-')
-		}
-		out = append(out, humanAlphabet[int(v)%len(humanAlphabet)])
-	}
-	return string(out)
-}
-
-// NewDeviceCode returns the secret half: 32 random bytes, base64url without
-// padding (43 characters).
-func NewDeviceCode() string {
-	var b [32]byte
-	rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
 }

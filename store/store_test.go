@@ -20,27 +20,6 @@ func TestNewLeaseIDIsARandomV4UUID(t *testing.T) {
 	}
 }
 
-func TestNewUserCodeIsReadAloudSafe(t *testing.T) {
-	// The reference's own pattern: Crockford base32 without I, L, O, U.
-	code := regexp.MustCompile(`^[0-9A-HJKMNP-TV-Z]{4}-[0-9A-HJKMNP-TV-Z]{4}$`)
-	for range 100 {
-		if c := NewUserCode(); !code.MatchString(c) {
-			t.Fatalf("user code %q does not match %s", c, code)
-		}
-	}
-}
-
-func TestNewDeviceCodeIsLongAndURLSafe(t *testing.T) {
-	code := regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
-	a, b := NewDeviceCode(), NewDeviceCode()
-	if !code.MatchString(a) {
-		t.Fatalf("device code %q is not 43 base64url characters", a)
-	}
-	if a == b {
-		t.Fatalf("two device codes are equal: %q", a)
-	}
-}
-
 func TestRouteKeyJoinsWithNUL(t *testing.T) {
 	if got := (Route{SiteID: "s", Owner: "o"}).Key(); got != "s\x00o" {
 		t.Fatalf("route key = %q", got)

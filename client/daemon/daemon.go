@@ -173,7 +173,8 @@ type Daemon struct {
 
 	jobs sync.WaitGroup
 	// streamsOpen counts live streams whose end frame is not yet posted;
-	// Shutdown waits for it (at most StreamEndBound) before releasing.
+	// Shutdown waits for it (at most StreamEndBound) before releasing. It
+	// is added to only by openStream.
 	streamsOpen  sync.WaitGroup
 	streamStalls atomic.Int64
 	// life ends every job's context on Shutdown.
@@ -537,6 +538,21 @@ func pollDelay(step int, interval time.Duration) time.Duration {
 	}
 	jitter := time.Duration(float64(interval) * (0.02 + rand.Float64()*0.03))
 	return time.Duration(float64(interval)*rung) + jitter
+}
+
+// openStream counts a stream in, unless Shutdown has begun. Shutdown sets
+// stopping under d.mu before it waits on streamsOpen, so every Add here is
+// ordered before that Wait: an Add from zero racing the Wait breaks the
+// WaitGroup's contract, and the stream it let in would post its end after
+// the release.
+func (d *Daemon) openStream() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopping {
+		return false
+	}
+	d.streamsOpen.Add(1)
+	return true
 }
 
 // Shutdown stops taking work, stops the jobs in flight without reporting

@@ -103,7 +103,15 @@ func (w *world) newDaemon(cfg daemon.Config) *device {
 		w.t.Fatal(err)
 	}
 	rec := &recorder{}
-	cfg.RelayURL, cfg.Keys, cfg.Clock, cfg.OnEvent = w.url, keys, w.clock, rec.add
+	// A test's own OnEvent is told each event after the recorder.
+	also := cfg.OnEvent
+	cfg.RelayURL, cfg.Keys, cfg.Clock = w.url, keys, w.clock
+	cfg.OnEvent = func(e daemon.Event) {
+		rec.add(e)
+		if also != nil {
+			also(e)
+		}
+	}
 	if cfg.Backend == nil {
 		cfg.Backend = daemon.EchoBackend{}
 	}

@@ -213,3 +213,115 @@ func TestShutdownMidStreamEndsInterruptedWithinTheBound(t *testing.T) {
 		t.Fatal("the lease was not released after the end")
 	}
 }
+
+// Streaming jobs that reach their run while Shutdown is under way: job-2
+// once Shutdown has begun (job-1's stream has posted its end `interrupted`,
+// so Shutdown is waiting on the open streams or past it), job-3 once the
+// leases are released. Neither opens a stream, so no stream is counted in
+// while Shutdown waits on the count (which -race would report), and no
+// append follows the release (the relay would refuse it).
+func TestNoStreamOpensOnceShutdownBegan(t *testing.T) {
+	calls := &callLog{}
+	gates := map[string]chan struct{}{"job-2": make(chan struct{}), "job-3": make(chan struct{})}
+	w := newWorld(t)
+	s := w.newSite("shop")
+	w.consent("alice", "shop")
+	d := w.pairDaemon("alice", "runner-a", daemon.Config{
+		Backend:     endlessStreamer{steady: true},
+		HTTPClient:  &http.Client{Transport: calls},
+		Streams:     daemon.Streaming{Enabled: true, FlushEvery: 2 * time.Millisecond},
+		Concurrency: 3,
+		// Runs in the job's goroutine, just before the run opens its stream.
+		OnEvent: func(e daemon.Event) {
+			if gate, ok := gates[e.JobID]; ok && e.Type == daemon.EventRunning {
+				<-gate
+			}
+		},
+	})
+	for _, id := range []string{"job-1", "job-2", "job-3"} {
+		stub := protocol.JobStub{ID: id, Kind: site.KindGenerate, Owner: "alice", Audience: "private",
+			DeadlineAt: w.clock.Now().Add(time.Hour).UnixMilli(), Streaming: true}
+		if _, err := s.Publish(w.ctx, stub, site.GeneratePayload("go on")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A pair holds at most two grants unsealed, so the third claim waits
+	// for a pump to seal the first two.
+	claimed := 0
+	for range 5 {
+		claimed += w.tick(d)
+		w.pump(s)
+		if claimed == 3 {
+			break
+		}
+	}
+	if claimed != 3 {
+		t.Fatalf("the device claimed %d jobs, want 3", claimed)
+	}
+	for _, id := range []string{"job-1", "job-2", "job-3"} {
+		d.events.waitFor(t, daemon.EventRunning, id)
+	}
+	frames := func(id string) int {
+		t.Helper()
+		ref, found, err := w.mem.StreamOf(w.ctx, "shop", id)
+		if err != nil || !found {
+			return 0
+		}
+		page, err := w.mem.ReadFrames(w.ctx, "shop", id, ref.LeaseID, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(page.Frames)
+	}
+	// job-1 streams, so Shutdown has a stream to wait for.
+	deadline := time.Now().Add(waitLimit)
+	for frames("job-1") < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("job-1's stream did not get going")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	called := func(note string) {
+		t.Helper()
+		deadline := time.Now().Add(waitLimit)
+		for {
+			calls.mu.Lock()
+			done := slices.Contains(calls.calls, note)
+			calls.mu.Unlock()
+			if done {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q call", note)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	shut := make(chan error, 1)
+	go func() { shut <- d.Shutdown(w.ctx) }()
+	called("append " + seal.KindEnd + " interrupted 200")
+	close(gates["job-2"])
+	called("release 200")
+	close(gates["job-3"])
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Fatalf("shutdown: %v", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("Shutdown never returned")
+	}
+
+	for _, id := range []string{"job-2", "job-3"} {
+		if n := frames(id); n != 0 {
+			t.Errorf("%s, run after Shutdown began, streamed %d frames", id, n)
+		}
+	}
+	calls.mu.Lock()
+	log := slices.Clone(calls.calls)
+	calls.mu.Unlock()
+	if release := slices.Index(log, "release 200"); release != len(log)-1 {
+		t.Fatalf("calls %q: want nothing after the release", log)
+	}
+}

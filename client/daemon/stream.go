@@ -62,7 +62,12 @@ func (d *Daemon) answer(ctx context.Context, job protocol.ClaimedStub, prompt st
 		d.emit(Event{Type: EventError, JobID: job.ID, Site: job.Site, Detail: "stream: " + err.Error()})
 		return d.backend.Run(ctx, prompt)
 	}
-	d.streamsOpen.Add(1)
+	if !d.openStream() {
+		// Shutdown has begun: it ended the job's context, so the run ends
+		// at once and is not reported; a stream opened now would post its
+		// end after the release, which the relay refuses.
+		return d.backend.Run(ctx, prompt)
+	}
 	defer d.streamsOpen.Done()
 	go p.pump()
 	answer, err := sb.RunStream(ctx, prompt, p.push)

@@ -56,9 +56,9 @@ func newRig(t *testing.T) *rig {
 // and returns its user code.
 func (r *rig) pending(t *testing.T, keys *protocol.Keys, label string) string {
 	t.Helper()
-	code := store.NewUserCode()
+	code := protocol.NewUserCode()
 	res, err := r.pairings.PutPairing(t.Context(), store.PendingPairing{
-		DeviceCode: store.NewDeviceCode(), UserCode: code, Device: keys.Public(),
+		DeviceCode: protocol.NewDeviceCode(), UserCode: code, Device: keys.Public(),
 		Label: label, Platform: "linux", DaemonVersion: "0.1.1", Capabilities: []protocol.Capability{},
 		ExpiresAt: clock.EpochMs(r.clock.Now()) + store.PairingCodeTTLMs,
 	})

@@ -133,8 +133,8 @@ func (r *Relay) pairStart(c *call, req protocol.PairStartRequest) (reply, error)
 		return pairingThrottled, nil
 	}
 	pending := store.PendingPairing{
-		DeviceCode:    store.NewDeviceCode(),
-		UserCode:      store.NewUserCode(),
+		DeviceCode:    protocol.NewDeviceCode(),
+		UserCode:      protocol.NewUserCode(),
 		Device:        req.Device,
 		Capabilities:  req.Capabilities,
 		Label:         req.Daemon.Label,

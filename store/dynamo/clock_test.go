@@ -9,6 +9,7 @@ import (
 
 	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
+	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 )
@@ -41,16 +42,41 @@ func (h *stridingHost) Now() time.Time {
 // open halfway through it and lapsed after it, and the fast one requeues
 // it only then; a replica reading its fast host directly requeues it at
 // once, which is what the ServerClock is for.
+//
+// "Still open" is asserted only for a halfway step that provably ran
+// inside the window: one that ended, by this machine's clock, more than
+// ddb.MaxClockUncertainty before the window's end. A step a loaded machine
+// ran later than that could rightly see the window over, so it proves
+// nothing; the scenario then runs again, on a fresh table with a wider
+// window, and fails only when no window short of the skew fits the step.
 func TestReplicasWithSkewedClocksDecideExpiriesAlike(t *testing.T) {
+	// Every window stays short of the 15 s skew, so the naive replica
+	// shows it.
+	for _, window := range []time.Duration{6 * time.Second, 9 * time.Second, 12 * time.Second} {
+		if skewedReplicasAgree(t, window) {
+			return
+		}
+	}
+	t.Fatal("every halfway step ended within the clock's uncertainty of its window's end: the machine was too slow to show anything")
+}
+
+// skewedReplicasAgree runs TestReplicasWithSkewedClocksDecideExpiriesAlike's
+// scenario with an awaiting window of window, and reports false, having
+// asserted nothing of the halfway step, when that step ran too late to
+// tell an open window from a lapsed one.
+func skewedReplicasAgree(t *testing.T, window time.Duration) bool {
+	t.Helper()
 	ctx := context.Background()
 	table := newTable(t)
-	// Long enough that a loaded machine's slow DynamoDB Local round trips
-	// (hundreds of ms each under load) inside the halfway checks cannot
-	// reach the window's end; still far short of the 15 s skew, so the
-	// naive replica shows it.
-	const window = 6 * time.Second
 	open := func(clk clock.Clock) *Store {
-		s := replica(t, table, store.Options{Clock: clk, AwaitingPayloadMs: window.Milliseconds()}, nil)
+		// One due shard: the scheduled sweep Queries every shard of the due
+		// index, and over the default count a loaded machine's sweep takes
+		// longer than the whole window.
+		s, err := New(Config{DB: localtest.DynamoClient(t), Table: table, DueShards: 1,
+			Options: store.Options{Clock: clk, AwaitingPayloadMs: window.Milliseconds()}})
+		if err != nil {
+			t.Fatal(err)
+		}
 		// As lambdafn.Open does, and again while the clock is unsettled: one
 		// response settles it only when its round trip is under a second,
 		// which a loaded machine's DynamoDB Local does not always give.
@@ -94,28 +120,44 @@ func TestReplicasWithSkewedClocksDecideExpiriesAlike(t *testing.T) {
 	}
 
 	until := claim("job-skew-1")
+	end := time.UnixMilli(until)
 	// Halfway by the store clock that set the window, however long the
-	// claim and the awaiting read took: slept as a fixed half window after
-	// them, a slow machine's round trips would move the checks toward the
-	// window's end, where they would read past it and fail.
+	// claim and the awaiting read took.
 	time.Sleep(time.Duration(until-window.Milliseconds()/2-fair.now()) * time.Millisecond)
 	for name, s := range replicas {
-		if got := sweep(name, s); len(got) != 0 {
+		got := sweep(name, s)
+		now := s.now()
+		// A settled replica reads within MaxClockUncertainty of the
+		// server's clock, and every reading in the step came before this
+		// instant of it, so the replica read a time before the window's
+		// end only if the step ended more than that before it.
+		margin := time.Until(end) - ddb.MaxClockUncertainty
+		if margin <= 0 {
+			t.Logf("%v window: the %s replica's halfway step ended with %v of the window left, no more than the clock's uncertainty %v (the machine ran it late); again with a wider window",
+				window, name, margin+ddb.MaxClockUncertainty, ddb.MaxClockUncertainty)
+			return false
+		}
+		t.Logf("%v window: the %s replica's halfway step ended %v clear of the window's end and its uncertainty", window, name, margin)
+		if len(got) != 0 {
 			t.Errorf("halfway through the window the %s replica requeued %v", name, got)
 		}
-		if now := s.now(); now >= until {
+		if now >= until {
 			t.Errorf("halfway through the window the %s replica reads %d, past its end %d", name, now, until)
 		}
 		if r := s.server.Reading(); !r.Calibrated || r.Uncertainty > ddb.MaxClockUncertainty {
 			t.Errorf("the %s replica's clock: %+v", name, r)
 		}
 	}
-	if d := time.Duration(fast.now()-fair.now()) * time.Millisecond; d.Abs() > 2*ddb.MaxClockUncertainty {
-		t.Errorf("the replicas' store clocks differ by %v", d)
+	// Read between two readings of the fair clock, so the time between the
+	// calls, however long a loaded machine makes it, is not taken for a
+	// difference of the clocks.
+	before, f, after := fair.now(), fast.now(), fair.now()
+	if lo, hi := before-2*ddb.MaxClockUncertainty.Milliseconds(), after+2*ddb.MaxClockUncertainty.Milliseconds(); f < lo || f > hi {
+		t.Errorf("the fast replica's store clock reads %d, not within %v of the fair one's %d..%d", f, 2*ddb.MaxClockUncertainty, before, after)
 	}
 	t.Logf("15 s fast host: %+v; fair host: %+v", fast.server.Reading(), fair.server.Reading())
 
-	time.Sleep(time.Until(time.UnixMilli(until).Add(ddb.MaxClockUncertainty + 200*time.Millisecond)))
+	time.Sleep(time.Until(end.Add(ddb.MaxClockUncertainty + 200*time.Millisecond)))
 	for name, s := range replicas {
 		if now := s.now(); now < until {
 			t.Errorf("after the window the %s replica reads %d, before its end %d", name, now, until)
@@ -134,6 +176,7 @@ func TestReplicasWithSkewedClocksDecideExpiriesAlike(t *testing.T) {
 	if got := sweep("naive 15 s fast", naive); len(got) != 1 {
 		t.Fatalf("a replica reading its 15 s fast host requeued %v; the test no longer shows the skew", got)
 	}
+	return true
 }
 
 // TestASweepDecidesNoExpiryWhileTheClockIsUncertain gives a replica round

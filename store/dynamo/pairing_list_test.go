@@ -51,7 +51,7 @@ func TestListingPairingsFollowsQueryPages(t *testing.T) {
 	const n = 12
 	for i := range n {
 		p := store.PendingPairing{
-			DeviceCode: store.NewDeviceCode(), UserCode: fmt.Sprintf("AAAA-%04d", i),
+			DeviceCode: protocol.NewDeviceCode(), UserCode: fmt.Sprintf("AAAA-%04d", i),
 			Device:       protocol.PublicIdentity{Identity: fmt.Sprintf("id-%02d", i), Encryption: "e", EncryptionSig: "s"},
 			Capabilities: caps, Label: "big", Platform: "linux", DaemonVersion: "0.1.1",
 			ExpiresAt: s.now() + store.PairingCodeTTLMs + int64(i), // later ones newer

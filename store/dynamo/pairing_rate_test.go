@@ -71,7 +71,7 @@ func TestPairingStartRateOnDynamoDBLocal(t *testing.T) {
 					return
 				}
 				p := store.PendingPairing{
-					DeviceCode: store.NewDeviceCode(), UserCode: fmt.Sprintf("RATE-%04d", i),
+					DeviceCode: protocol.NewDeviceCode(), UserCode: fmt.Sprintf("RATE-%04d", i),
 					Device: protocol.PublicIdentity{Identity: fmt.Sprintf("rate-%05d", i), Encryption: "e", EncryptionSig: "s"},
 					Label:  "rate", Platform: "linux", DaemonVersion: "0.1.1",
 					ExpiresAt: s.now() + store.PairingCodeTTLMs,

@@ -112,9 +112,9 @@ func TestTheCLIDrivesTheAdminAPI(t *testing.T) {
 	}
 	s.mustRun(t, "consent", "resume", "--owner", "alice", "--site", "site-a")
 
-	code := store.NewUserCode()
+	code := protocol.NewUserCode()
 	if _, err := s.pairings.PutPairing(t.Context(), store.PendingPairing{
-		DeviceCode: store.NewDeviceCode(), UserCode: code, Device: device.Public(),
+		DeviceCode: protocol.NewDeviceCode(), UserCode: code, Device: device.Public(),
 		Label: "laptop", Platform: "darwin", ExpiresAt: s.clock.Now().UnixMilli() + store.PairingCodeTTLMs,
 	}); err != nil {
 		t.Fatal(err)

@@ -48,7 +48,7 @@ func newPairingStack(t *testing.T) *pairingStack {
 			t.Fatal(err)
 		}
 		if _, err := pairings.PutPairing(t.Context(), store.PendingPairing{
-			DeviceCode: store.NewDeviceCode(), UserCode: code, Device: k.Public(), Capabilities: caps,
+			DeviceCode: protocol.NewDeviceCode(), UserCode: code, Device: k.Public(), Capabilities: caps,
 			Label: label, Platform: platform, DaemonVersion: version, ExpiresAt: clk.Now().Add(expiresIn).UnixMilli(),
 		}); err != nil {
 			t.Fatal(err)
