@@ -184,6 +184,19 @@ func SignatureFromHeaders(h http.Header, callerHeader string) (RequestSignature,
 	return ParseSignature(get(callerHeader), get(HeaderIssuedAt), get(HeaderSignature))
 }
 
+// CanonicalHeader copies h with canonical keys, so a header map a front end
+// built by hand (lower-case keys, as an API Gateway event has them) reads
+// through http.Header's lookups, SignatureFromHeaders's among them, the same
+// as one built with Set or Add.
+func CanonicalHeader(h http.Header) http.Header {
+	out := make(http.Header, len(h))
+	for k, vs := range h {
+		ck := http.CanonicalHeaderKey(k)
+		out[ck] = append(out[ck], vs...)
+	}
+	return out
+}
+
 // SetHeaders writes the signature onto outgoing headers under callerHeader
 // (HeaderRunner or HeaderSite).
 func (s RequestSignature) SetHeaders(h http.Header, callerHeader string) {

@@ -120,7 +120,7 @@ func (r *Relay) decide(c *call, decision string, extra ...slog.Attr) {
 // Handle answers one request. It never returns an error: every failure is
 // an HTTP answer, a store failure included (500 server-error).
 func (r *Relay) Handle(ctx context.Context, req Request) Response {
-	header := canonicalHeader(req.Header)
+	header := protocol.CanonicalHeader(req.Header)
 	c := &call{
 		ctx:       ctx,
 		requestID: requestID(ctx, header),
@@ -352,18 +352,6 @@ var answerBuffers sync.Pool // of *[]byte
 func recycle(body []byte) {
 	body = body[:0]
 	answerBuffers.Put(&body)
-}
-
-// canonicalHeader copies h with canonical keys, so a front end that built
-// the map by hand (lower-case keys from an API Gateway event) is read the
-// same as one built with Header.Add.
-func canonicalHeader(h http.Header) http.Header {
-	out := make(http.Header, len(h))
-	for k, vs := range h {
-		ck := http.CanonicalHeaderKey(k)
-		out[ck] = append(out[ck], vs...)
-	}
-	return out
 }
 
 func requestID(ctx context.Context, h http.Header) string {

@@ -115,7 +115,7 @@ func (r *Relay) AttachHandler() http.Handler {
 			return
 		}
 		c := &call{ctx: hr.Context(), method: hr.Method, path: hr.URL.Path, endpoint: "attach"}
-		rep, admitted, err := r.checkOrigin(c, canonicalHeader(hr.Header))
+		rep, admitted, err := r.checkOrigin(c, protocol.CanonicalHeader(hr.Header))
 		switch {
 		case err != nil:
 			rep = serverError
@@ -164,7 +164,7 @@ func writeResponse(w http.ResponseWriter, resp Response) {
 }
 
 func (r *Relay) serveSSE(w http.ResponseWriter, hr *http.Request, raw []byte) {
-	header := canonicalHeader(hr.Header)
+	header := protocol.CanonicalHeader(hr.Header)
 	c := &call{ctx: hr.Context(), requestID: requestID(hr.Context(), header), method: hr.Method, path: hr.URL.Path, endpoint: "attach"}
 	req, refusal := r.admitSSE(c, hr, header, raw)
 	if refusal != nil {

@@ -232,7 +232,7 @@ func (s *Server) dispatch(ctx context.Context, req Request) (reply, string, erro
 	if refusal := body.CheckVersion(nil); refusal != nil {
 		return wireReply(*refusal), endpoint, nil
 	}
-	d := daemonCall{ctx: ctx, endpoint: endpoint, raw: req.Body, body: body, header: canonicalHeader(req.Header)}
+	d := daemonCall{ctx: ctx, endpoint: endpoint, raw: req.Body, body: body, header: protocol.CanonicalHeader(req.Header)}
 	var rep reply
 	var err error
 	switch endpoint {
@@ -259,15 +259,6 @@ type daemonCall struct {
 	raw      []byte
 	body     *protocol.Body
 	header   http.Header
-}
-
-func canonicalHeader(h http.Header) http.Header {
-	out := make(http.Header, len(h))
-	for k, vs := range h {
-		ck := http.CanonicalHeaderKey(k)
-		out[ck] = append(out[ck], vs...)
-	}
-	return out
 }
 
 func contains(list []string, s string) bool {

@@ -9,12 +9,15 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 )
 
 // ErrClockUncertain is the scheduled sweep's refusal: the store clock's
 // offset from DynamoDB's is not known within ddb.MaxClockUncertainty (1 s)
 // even after a fresh call, so no expiry is decided. Nothing was changed.
-var ErrClockUncertain = errors.New("dynamo: store clock not within MaxClockUncertainty of DynamoDB's; no expiry decided")
+var ErrClockUncertain = errors.New("dynamo: sweep decided no expiry: this host cannot tell DynamoDB's time to within " +
+	ddb.MaxClockUncertainty.String() + ", even after a fresh read (its round trips to DynamoDB take too long)")
 
 // ClockProbeShards spreads the clock probe over partitions: every
 // container reads one when it starts and whenever its offset grows
