@@ -249,9 +249,41 @@ func TestDocsAndCommentsNameNothingOutside(t *testing.T) {
 			check(path+" (a comment)", c)
 		}
 	}
-	if len(docs) == 0 || len(sources) == 0 {
-		t.Fatal("found no docs or no Go files: the walk is broken")
+	scripts := sourceFiles(t, ".mjs")
+	for _, path := range scripts {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range scriptComments(string(raw)) {
+			check(path+" (a comment)", c)
+		}
 	}
+	if len(docs) == 0 || len(sources) == 0 || len(scripts) == 0 {
+		t.Fatal("found no docs, no Go files or no scripts: the walk is broken")
+	}
+}
+
+// scriptComments are a JavaScript module's comment lines: those that
+// start with // and those inside /* */, which is how the repository's
+// scripts write them. A comment after code on the same line is not read.
+func scriptComments(src string) []string {
+	var out []string
+	inBlock := false
+	for _, line := range strings.Split(src, "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case inBlock:
+			out = append(out, trimmed)
+			inBlock = !strings.Contains(trimmed, "*/")
+		case strings.HasPrefix(trimmed, "//"):
+			out = append(out, trimmed)
+		case strings.HasPrefix(trimmed, "/*"):
+			out = append(out, trimmed)
+			inBlock = !strings.Contains(trimmed, "*/")
+		}
+	}
+	return out
 }
 
 // TestImportBlocksGroupThisModuleApart: every import block is the standard

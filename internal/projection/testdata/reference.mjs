@@ -1,4 +1,4 @@
-// The reference Projection (@byollm/relay 0.1.1 fixture.ts) answering the
+// The reference Projection (the one @byollm/relay 0.1.1 ships) answering the
 // questions projection/reference_test.go asks of this package, so the two
 // can be compared. Usage: node reference.mjs <node_modules dir>, input JSON
 // on stdin, output JSON on stdout.

@@ -64,7 +64,7 @@ out.checks.successionLink = P.verifyLink(input.goSuccession.link, input.goSucces
 // The relay's measures, for Go's to be compared against.
 out.checks.envelopeBytes = input.sizeProbes.map((env) => P.envelopeBytes(env));
 out.checks.tooLargeMessages = input.tooLargeProbes.map((bytes) => P.tooLargeMessage({ bytes, limit: P.MAX_ENVELOPE_BYTES }));
-// What the relay makes of an x-byollm-issued-at header (index.ts signatureFrom + RequestSignature).
+// What the relay makes of an x-byollm-issued-at header (the package's signatureFrom and RequestSignature).
 out.checks.issuedAtHeaders = input.issuedAtProbes.map((header) => {
   const parsed = P.RequestSignature.safeParse({ runnerId: "r", issuedAt: Number(header), signature: "s" });
   return parsed.success ? parsed.data.issuedAt : 0;
