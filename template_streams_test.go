@@ -8,6 +8,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	byorelay "github.com/byorelay/byorelay"
+	"github.com/byorelay/byorelay/internal/lambdafn"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/stream/seal"
 )
@@ -158,22 +159,25 @@ func TestTheCatchAllMayServeTheStreamLane(t *testing.T) {
 	}
 }
 
-// Every function reads the origin secret (the lock holds on the attach
-// function's URL too), and the edge sends the attach path to that URL with
-// the secret, without the viewer's Host (a function URL answers only to
-// its own).
+// Every function that serves requests reads the origin secret (the lock
+// holds on the attach function's URL too), and no other may: the sweeper
+// serves none. The edge sends the attach path to that URL with the
+// secret, without the viewer's Host (a function URL answers only to its
+// own).
 func TestEdgeForwardsTheAttachToItsURLWithTheSecret(t *testing.T) {
 	p := parseTemplate(t)
 	var roles []string
 	for _, r := range at(p.resource(t, "OriginSecretRead"), "Properties", "Roles").Content {
 		roles = append(roles, r.Value)
 	}
-	resources := at(p.root, "Resources")
-	for i := 0; i+1 < len(resources.Content); i += 2 {
-		name, res := resources.Content[i].Value, resources.Content[i+1]
-		if at(res, "Type").Value == "AWS::Serverless::Function" && !slices.Contains(roles, name+"Role") {
-			t.Errorf("%s cannot read the origin secret", name)
+	for _, f := range lambdafn.Functions() {
+		reads := slices.Contains(roles, f.LogicalID+"Role")
+		if serves := f.Kind != lambdafn.KindSchedule; reads != serves {
+			t.Errorf("%s: reads the origin secret %v, serves requests %v", f.LogicalID, reads, serves)
 		}
+	}
+	if len(roles) != len(lambdafn.Functions())-1 {
+		t.Errorf("the origin secret's readers are %v: a role that is no function's", roles)
 	}
 
 	dist := at(p.resource(t, "Edge"), "Properties", "DistributionConfig")
