@@ -52,6 +52,11 @@ type SiteRecord struct {
 	// RetiringUntil is when the retired key stops being allowed to sign work
 	// (epoch ms); 0 is absent (a site that never rotated).
 	RetiringUntil int64 `json:"retiringUntil,omitempty"`
+	// Purposes are the purposes the site declares. Nil declares every
+	// purpose (a site with no manifest, the reference's reading); an
+	// enqueue naming a purpose outside a non-nil list is refused
+	// purpose-not-declared.
+	Purposes []string `json:"purposes,omitempty"`
 }
 
 // ConsentRecord is a user's decision to let one site use their compute
@@ -64,6 +69,22 @@ type ConsentRecord struct {
 	// deletes its pairing; a user whose team changed a setting would be told
 	// a human cut them off and have to re-pair after re-consenting.
 	Paused bool `json:"paused" wire:"default"`
+	// Mappings say, for each (purpose, kind), which service answers this
+	// person's work for this site: at most one per (purpose, kind). They
+	// live and die with the consent: withdrawing it deletes them, pausing
+	// keeps them.
+	Mappings []Mapping `json:"mappings,omitempty"`
+}
+
+// Mapping is one person's choice of the service that answers a (purpose,
+// kind) of one site, the reference control plane's Mapping. Service is an
+// id in ServiceOwner's namespace; "" ServiceOwner is the person's own. Two
+// teammates can both run a "qwen": the mapping says whose.
+type Mapping struct {
+	Purpose      string `json:"purpose"`
+	Kind         string `json:"kind"`
+	Service      string `json:"service"`
+	ServiceOwner string `json:"owner,omitempty"`
 }
 
 // RosterRecord is a named group whose members may use a shared machine. It

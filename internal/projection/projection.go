@@ -177,6 +177,30 @@ func (p *Projection) MayRouteFor(owner, siteID string) bool {
 	return ok && !c.Paused
 }
 
+// MappingFor is the mapping this person chose for (purpose, kind) at this
+// site, read from their standing consent (paused included: a pause keeps
+// the mappings). Purpose is the stub's purpose, or the reserved purpose
+// when the stub names none; the caller decides which.
+func (p *Projection) MappingFor(owner, siteID, purpose, kind string) (Mapping, bool) {
+	c, ok := p.ConsentFor(owner, siteID)
+	if !ok {
+		return Mapping{}, false
+	}
+	for _, m := range c.Mappings {
+		if m.Purpose == purpose && m.Kind == kind {
+			return m, true
+		}
+	}
+	return Mapping{}, false
+}
+
+// Declares says whether this site declares purpose: a site that lists no
+// purposes declares them all. False for a site the projection does not hold.
+func (p *Projection) Declares(siteID, purpose string) bool {
+	s, ok := p.SiteFor(siteID)
+	return ok && (s.Purposes == nil || slices.Contains(s.Purposes, purpose))
+}
+
 // RevokedDevice says whether this device (this one, never its owner) has
 // been revoked. Owner-scoped revocation once refused every device of an
 // account with any revocation on record, including one paired seconds
