@@ -334,6 +334,8 @@ func (ls *localStack) memoryBackend(ctx context.Context, opts serveOptions, auth
 	if author != nil {
 		cfg.ControlPlanePublic = author.Public()
 		cfg.AuthorGrant = author.Grant
+		// With grants only, as in the Lambda stack (lambdafn.Satisfiable).
+		cfg.Satisfiable = lambdafn.Satisfiable(controlplane.NewSlots(control, routing))
 	}
 	r, err := relay.New(cfg)
 	if err != nil {

@@ -77,6 +77,12 @@ func worldWithTeam(t *testing.T, origin string) *peers.World {
 	if _, err := w.Admin.PutRoster(ctx, "alice-team", controlplane.RosterRequest{Owner: owner, Members: []string{teammate}}); err != nil {
 		t.Fatal(err)
 	}
+	// The teammate chose the owner's service for their jobs: with grants
+	// on, an unmapped slot is refused at enqueue (slot-unsatisfiable).
+	if _, err := w.Admin.Map(ctx, controlplane.MapRequest{Owner: teammate, SiteID: siteID, Kind: "llm.generate",
+		Service: peers.DaemonService, ServiceOwner: owner}); err != nil {
+		t.Fatal(err)
+	}
 	return w
 }
 
