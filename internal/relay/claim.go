@@ -121,6 +121,7 @@ func (r *Relay) authorGrants(c *call, d daemonRequest, who caller, caps []protoc
 				Owner:        who.owner,
 				RunnerID:     who.runnerID,
 				Capabilities: caps,
+				Projection:   d.proj,
 			})
 			if err != nil {
 				return nil, err
