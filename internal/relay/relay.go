@@ -146,8 +146,8 @@ type GrantDecision struct {
 // device again (a person removed from a team, a consent withdrawn): the job
 // is released as refused, as a daemon's refusal is; otherwise it goes back
 // with a not-before, because a plain release would be re-claimed at once and
-// spin. Reason is for the log: the relay never branches on it, or it would
-// be a second implementation of a policy it does not own.
+// spin. Reason is for the log and the metrics: the relay never branches on
+// it, or it would be a second implementation of a policy it does not own.
 type Decline struct {
 	Permanent bool
 	Reason    string
