@@ -166,6 +166,28 @@ func (c *Client) Consent(ctx context.Context, action ConsentAction, req ConsentR
 	return out, c.call(ctx, http.MethodPost, path, req, &out)
 }
 
+// Map sets the service that answers a person's (purpose, kind) at a site.
+func (c *Client) Map(ctx context.Context, req MapRequest) (MappingsResponse, error) {
+	var out MappingsResponse
+	return out, c.call(ctx, http.MethodPost, "/mappings", req, &out)
+}
+
+// Unmap removes a person's mapping of (purpose, kind) at a site.
+func (c *Client) Unmap(ctx context.Context, req UnmapRequest) (MappingsResponse, error) {
+	var out MappingsResponse
+	return out, c.call(ctx, http.MethodPost, "/mappings/delete", req, &out)
+}
+
+// SetSitePurposes replaces the purposes a site declares (none declares
+// every purpose).
+func (c *Client) SetSitePurposes(ctx context.Context, siteID string, purposes []string) (SiteResponse, error) {
+	var out SiteResponse
+	if purposes == nil {
+		purposes = []string{}
+	}
+	return out, c.call(ctx, http.MethodPut, "/sites/"+url.PathEscape(siteID)+"/purposes", SitePurposesRequest{Purposes: purposes}, &out)
+}
+
 // PutRoster creates or replaces a roster.
 func (c *Client) PutRoster(ctx context.Context, id string, req RosterRequest) (RosterResponse, error) {
 	var out RosterResponse

@@ -78,8 +78,9 @@ func (a *Admin) ResumeConsent(ctx context.Context, owner, siteID string) (Consen
 
 // RevokeConsent revokes the route: the consent record stays and a
 // revocation is added, so "revoked" and "never consented" remain different
-// answers to someone debugging why routing stopped. Revoking twice is not
-// an error.
+// answers to someone debugging why routing stopped. The consent's mappings
+// are deleted with it (a pause keeps them). Revoking twice is not an
+// error.
 func (a *Admin) RevokeConsent(ctx context.Context, owner, siteID string) (ConsentState, int64, error) {
 	return a.changeConsent(ctx, "consent revoked", owner, siteID, func(f *projection.Fixture) error {
 		if revoked(f, owner, siteID) {
@@ -89,6 +90,16 @@ func (a *Admin) RevokeConsent(ctx context.Context, owner, siteID string) (Consen
 			return notFound("%q has no consent to site %q", owner, siteID)
 		}
 		f.Revoked = append(f.Revoked, projection.RevocationRecord{Owner: owner, SiteID: siteID})
+		// Withdrawing a consent withdraws the choices made under it: a
+		// person who consents again starts unmapped, rather than finding
+		// their work routed by a decision they made for a relationship
+		// they ended.
+		f.Consents = slices.Clone(f.Consents)
+		for i, c := range f.Consents {
+			if c.Owner == owner && c.SiteID == siteID {
+				f.Consents[i].Mappings = nil
+			}
+		}
 		return nil
 	})
 }

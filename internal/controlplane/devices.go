@@ -222,9 +222,12 @@ func (a *Admin) ApprovePairing(ctx context.Context, userCode, owner, runnerID st
 		runnerID = "runner_" + store.NewLeaseID()
 	}
 	record := projection.DeviceRecord{Owner: owner, RunnerID: runnerID, Device: p.Device}
-	version, err := a.store.update(ctx, []string{deviceKey(runnerID), identityKey(p.Device.Identity)}, func(f *projection.Fixture) error {
+	version, err := a.store.update(ctx, []string{deviceKey(runnerID), identityKey(p.Device.Identity), ownerDevicesKey(owner)}, func(f *projection.Fixture) error {
 		if slices.ContainsFunc(f.Devices, func(d projection.DeviceRecord) bool { return d.RunnerID == runnerID }) {
 			return conflict("runner id %q is already taken", runnerID)
+		}
+		if n := countFunc(f.Devices, func(d projection.DeviceRecord) bool { return d.Owner == owner }); n >= MaxOwnerDevices {
+			return conflict("%q has %d device records, the most one owner may hold", owner, n)
 		}
 		at := slices.IndexFunc(f.Devices, func(d projection.DeviceRecord) bool { return d.Device.Identity == p.Device.Identity })
 		if at < 0 {
@@ -286,3 +289,13 @@ func (a *Admin) RevokeDevice(ctx context.Context, runnerID string) (projection.D
 }
 
 func isRevoked(d projection.DeviceRecord) bool { return d.Revoked != nil && *d.Revoked }
+
+func countFunc[T any](list []T, match func(T) bool) int {
+	n := 0
+	for _, x := range list {
+		if match(x) {
+			n++
+		}
+	}
+	return n
+}

@@ -39,6 +39,9 @@ const maxBodyBytes = 8 << 20
 //	POST   /admin/consents/pause            pause a consent
 //	POST   /admin/consents/resume           resume a consent
 //	POST   /admin/consents/revoke           revoke a consent
+//	POST   /admin/mappings                  map a person's (purpose, kind) at a site to a service
+//	POST   /admin/mappings/delete           unmap it
+//	PUT    /admin/sites/{siteId}/purposes   set the purposes a site declares
 //	PUT    /admin/rosters/{id}              create or replace a roster
 //	DELETE /admin/rosters/{id}              delete a roster
 //
@@ -65,6 +68,9 @@ func AdminHandler(a *Admin) http.Handler {
 	mux.HandleFunc("POST "+AdminPrefix+"/consents/pause", h.consent((*Admin).PauseConsent))
 	mux.HandleFunc("POST "+AdminPrefix+"/consents/resume", h.consent((*Admin).ResumeConsent))
 	mux.HandleFunc("POST "+AdminPrefix+"/consents/revoke", h.consent((*Admin).RevokeConsent))
+	mux.HandleFunc("POST "+AdminPrefix+"/mappings", h.mapSlot)
+	mux.HandleFunc("POST "+AdminPrefix+"/mappings/delete", h.unmapSlot)
+	mux.HandleFunc("PUT "+AdminPrefix+"/sites/{siteId}/purposes", h.sitePurposes)
 	mux.HandleFunc("PUT "+AdminPrefix+"/rosters/{id}", h.putRoster)
 	mux.HandleFunc("DELETE "+AdminPrefix+"/rosters/{id}", h.deleteRoster)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -182,6 +188,33 @@ func (h *handler) consent(change func(*Admin, context.Context, string, string) (
 		state, version, err := change(h.admin, r.Context(), req.Owner, req.SiteID)
 		h.answer(w, r, ConsentResponse{Version: version, Consent: state}, err)
 	}
+}
+
+func (h *handler) mapSlot(w http.ResponseWriter, r *http.Request) {
+	var req MapRequest
+	if !h.decode(w, r, &req) {
+		return
+	}
+	res, err := h.admin.Map(r.Context(), req)
+	h.answer(w, r, res, err)
+}
+
+func (h *handler) unmapSlot(w http.ResponseWriter, r *http.Request) {
+	var req UnmapRequest
+	if !h.decode(w, r, &req) {
+		return
+	}
+	res, err := h.admin.Unmap(r.Context(), req)
+	h.answer(w, r, res, err)
+}
+
+func (h *handler) sitePurposes(w http.ResponseWriter, r *http.Request) {
+	var req SitePurposesRequest
+	if !h.decode(w, r, &req) {
+		return
+	}
+	site, version, err := h.admin.SetSitePurposes(r.Context(), r.PathValue("siteId"), req.Purposes)
+	h.answer(w, r, SiteResponse{Version: version, Site: site}, err)
 }
 
 func (h *handler) putRoster(w http.ResponseWriter, r *http.Request) {

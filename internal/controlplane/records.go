@@ -40,9 +40,14 @@ type record struct {
 //	                rotation refuse a key another site holds)
 //	VD#<runnerId>   a device, by runner id (every daemon request)
 //	VI#<identity>   a device again, by its identity key (pairing)
-//	VO#<owner>      an owner's consents, revocations and the rosters they
-//	                own: what decides every route of the owner's devices
+//	VO#<owner>      an owner's consents (their mappings inside), revocations
+//	                and the rosters they own: what decides every route of
+//	                the owner's devices
 //	VR#<rosterId>   a roster again, by id (roster changes)
+//	VOD#<owner>     a device again, by its owner: the devices whose presence
+//	                says whether a service mapped to that owner is advertised
+//	                (the enqueue's satisfiable question, the console). No
+//	                daemon request reads it.
 const (
 	prefixSite     = "VS#"
 	prefixSiteKey  = "VSK#"
@@ -50,14 +55,16 @@ const (
 	prefixIdentity = "VI#"
 	prefixOwner    = "VO#"
 	prefixRoster   = "VR#"
+	prefixDevices  = "VOD#"
 )
 
-func siteKey(siteID string) string       { return prefixSite + siteID }
-func siteKeyKey(keyID string) string     { return prefixSiteKey + keyID }
-func deviceKey(runnerID string) string   { return prefixDevice + runnerID }
-func identityKey(identity string) string { return prefixIdentity + identity }
-func ownerKey(owner string) string       { return prefixOwner + owner }
-func rosterKey(id string) string         { return prefixRoster + id }
+func siteKey(siteID string) string        { return prefixSite + siteID }
+func siteKeyKey(keyID string) string      { return prefixSiteKey + keyID }
+func deviceKey(runnerID string) string    { return prefixDevice + runnerID }
+func identityKey(identity string) string  { return prefixIdentity + identity }
+func ownerKey(owner string) string        { return prefixOwner + owner }
+func rosterKey(id string) string          { return prefixRoster + id }
+func ownerDevicesKey(owner string) string { return prefixDevices + owner }
 
 // partitions are the partitions r is stored in, home first.
 func (r record) partitions() []string {
@@ -70,7 +77,7 @@ func (r record) partitions() []string {
 		}
 		return out
 	case r.Device != nil:
-		return []string{deviceKey(r.Device.RunnerID), identityKey(r.Device.Device.Identity)}
+		return []string{deviceKey(r.Device.RunnerID), identityKey(r.Device.Device.Identity), ownerDevicesKey(r.Device.Owner)}
 	case r.Consent != nil:
 		return []string{ownerKey(r.Consent.Owner)}
 	case r.Revoked != nil:

@@ -17,9 +17,11 @@
 package projection
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/byorelay/byorelay/protocol"
+	"github.com/byorelay/byorelay/store"
 )
 
 // Fixture is the reference's RelayFixture. Consents is required; the other
@@ -52,10 +54,10 @@ type SiteRecord struct {
 	// RetiringUntil is when the retired key stops being allowed to sign work
 	// (epoch ms); 0 is absent (a site that never rotated).
 	RetiringUntil int64 `json:"retiringUntil,omitempty"`
-	// Purposes are the purposes the site declares. Nil declares every
-	// purpose (a site with no manifest, the reference's reading); an
-	// enqueue naming a purpose outside a non-nil list is refused
-	// purpose-not-declared.
+	// Purposes are the purposes the site declares. None (nil or empty,
+	// which encode alike) declares every purpose (a site with no manifest,
+	// the reference's reading); an enqueue naming a purpose outside a
+	// non-empty list is refused purpose-not-declared.
 	Purposes []string `json:"purposes,omitempty"`
 }
 
@@ -169,10 +171,16 @@ func (f Fixture) Validate() error {
 		if s.RetiringUntil < 0 {
 			return &protocol.DecodeError{Path: at + ".retiringUntil", Problem: "must be positive"}
 		}
+		if err := validPurposes(at+".purposes", s.Purposes); err != nil {
+			return err
+		}
 	}
 	for i, c := range f.Consents {
 		at := "consents[" + strconv.Itoa(i) + "]"
 		if err := firstError(nonEmpty(at+".owner", c.Owner), nonEmpty(at+".siteId", c.SiteID)); err != nil {
+			return err
+		}
+		if err := validMappings(at+".mappings", c.Mappings); err != nil {
 			return err
 		}
 	}
@@ -198,6 +206,72 @@ func (f Fixture) Validate() error {
 		if err := firstError(nonEmpty(at+".owner", r.Owner), nonEmpty(at+".siteId", r.SiteID)); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// Bounds on the extension's lists: a consent's mappings and a site's
+// declared purposes are read by every request that reads the record, so
+// neither may grow without limit.
+const (
+	// MaxMappings bounds one consent's mappings.
+	MaxMappings = 64
+	// MaxPurposes bounds one site's declared purposes.
+	MaxPurposes = 64
+	// MaxNameBytes bounds a mapping's kind and service: ids a person picks
+	// from what a device advertises, never prose.
+	MaxNameBytes = 256
+)
+
+// validMappings holds a consent's mappings to the rules the shape cannot
+// say: every field but owner present, each within its bound, at most
+// MaxMappings, and one mapping per (purpose, kind), so "which service
+// answers this slot" has exactly one answer.
+func validMappings(path string, ms []Mapping) error {
+	if len(ms) > MaxMappings {
+		return &protocol.DecodeError{Path: path, Problem: "must have at most " + strconv.Itoa(MaxMappings) + " items"}
+	}
+	seen := map[[2]string]bool{}
+	for j, m := range ms {
+		at := path + "[" + strconv.Itoa(j) + "]"
+		if err := firstError(
+			nonEmpty(at+".purpose", m.Purpose), bounded(at+".purpose", m.Purpose, store.MaxPurposeBytes),
+			nonEmpty(at+".kind", m.Kind), bounded(at+".kind", m.Kind, MaxNameBytes),
+			nonEmpty(at+".service", m.Service), bounded(at+".service", m.Service, MaxNameBytes),
+			bounded(at+".owner", m.ServiceOwner, store.MaxOwnerBytes),
+		); err != nil {
+			return err
+		}
+		slot := [2]string{m.Purpose, m.Kind}
+		if seen[slot] {
+			return &protocol.DecodeError{Path: at, Problem: "maps purpose " + strconv.Quote(m.Purpose) + " and kind " + strconv.Quote(m.Kind) + " a second time"}
+		}
+		seen[slot] = true
+	}
+	return nil
+}
+
+// validPurposes holds a site's declared purposes to non-empty, bounded and
+// distinct.
+func validPurposes(path string, ps []string) error {
+	if len(ps) > MaxPurposes {
+		return &protocol.DecodeError{Path: path, Problem: "must have at most " + strconv.Itoa(MaxPurposes) + " items"}
+	}
+	for j, p := range ps {
+		at := path + "[" + strconv.Itoa(j) + "]"
+		if err := firstError(nonEmpty(at, p), bounded(at, p, store.MaxPurposeBytes)); err != nil {
+			return err
+		}
+		if slices.Contains(ps[:j], p) {
+			return &protocol.DecodeError{Path: at, Problem: "declares " + strconv.Quote(p) + " a second time"}
+		}
+	}
+	return nil
+}
+
+func bounded(path, s string, max int) error {
+	if len(s) > max {
+		return &protocol.DecodeError{Path: path, Problem: "must be at most " + strconv.Itoa(max) + " bytes"}
 	}
 	return nil
 }

@@ -177,6 +177,11 @@ func (p *Projection) MayRouteFor(owner, siteID string) bool {
 	return ok && !c.Paused
 }
 
+// ReservedPurpose is the purpose of a stub that names none: the purpose
+// its slot is mapped, declared and granted under. The daemon compares a
+// grant's purpose against the stub's purpose or this.
+const ReservedPurpose = "default"
+
 // MappingFor is the mapping this person chose for (purpose, kind) at this
 // site, read from their standing consent (paused included: a pause keeps
 // the mappings). Purpose is the stub's purpose, or the reserved purpose
@@ -198,7 +203,7 @@ func (p *Projection) MappingFor(owner, siteID, purpose, kind string) (Mapping, b
 // purposes declares them all. False for a site the projection does not hold.
 func (p *Projection) Declares(siteID, purpose string) bool {
 	s, ok := p.SiteFor(siteID)
-	return ok && (s.Purposes == nil || slices.Contains(s.Purposes, purpose))
+	return ok && (len(s.Purposes) == 0 || slices.Contains(s.Purposes, purpose))
 }
 
 // RevokedDevice says whether this device (this one, never its owner) has

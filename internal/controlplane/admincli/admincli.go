@@ -39,6 +39,9 @@ commands:
   site add ID FILE              register a site; FILE holds its PublicIdentity JSON
   site rotate ID FILE           rotate a site's key; FILE holds {"site":PublicIdentity,"succession":Succession},
                                 the succession signed by the site's current key
+  site purposes ID [--purposes a,b,...]
+                                set the purposes a site declares; none (the default) declares every
+                                purpose, and a stub naming none is judged under "default"
   pairings                      list the pending pairings, newest first: code, key id (the fingerprint
                                 the daemon printed), label, platform, daemon version, capabilities,
                                 expiry; never a device code
@@ -48,6 +51,12 @@ commands:
   deny USERCODE                 refuse a pending pairing: its code stops resolving
   revoke-device RUNNER          revoke a device: its next request is refused
   consent add|pause|resume|revoke --owner O --site S
+  map --owner O --site S --kind K --service SVC [--service-owner P] [--purpose U]
+                                the service that answers O's jobs of kind K (and purpose U, or
+                                "default" for jobs that name none) at site S: SVC in P's namespace
+                                (O's own when not given; P's rosters must name O)
+  unmap --owner O --site S --kind K [--purpose U]
+                                remove that choice: O's jobs of that slot wait, unmapped
   roster set ID --owner O [--members a,b,...]
   roster delete ID
 
@@ -148,7 +157,9 @@ type commandSpec struct {
 var commands = map[string]commandSpec{
 	"import":        {parse: parseImport},
 	"export":        {parse: parseExport},
-	"site":          {parse: parseSite},
+	"site":          {flags: []string{"purposes"}, parse: parseSite},
+	"map":           {flags: []string{"owner", "site", "kind", "service", "service-owner", "purpose"}, parse: parseMap},
+	"unmap":         {flags: []string{"owner", "site", "kind", "purpose"}, parse: parseUnmap},
 	"pairings":      {parse: parsePairings},
 	"pairing":       {parse: parsePairing},
 	"approve":       {flags: []string{"owner", "runner"}, parse: parseApprove},
@@ -161,11 +172,14 @@ var commands = map[string]commandSpec{
 // commandFlags are the values of the flags a command takes.
 type commandFlags struct {
 	owner, runner, site, members string
+	kind, service, serviceOwner  string
+	purpose, purposes            string
 }
 
 // register defines the named flags on fs.
 func (f *commandFlags) register(fs *flag.FlagSet, names []string) {
-	vars := map[string]*string{"owner": &f.owner, "runner": &f.runner, "site": &f.site, "members": &f.members}
+	vars := map[string]*string{"owner": &f.owner, "runner": &f.runner, "site": &f.site, "members": &f.members,
+		"kind": &f.kind, "service": &f.service, "service-owner": &f.serviceOwner, "purpose": &f.purpose, "purposes": &f.purposes}
 	for _, name := range names {
 		fs.StringVar(vars[name], name, "", "")
 	}
@@ -194,9 +208,15 @@ func parseExport(pos []string, _ commandFlags) (command, error) {
 	return exportAll, nil
 }
 
-func parseSite(pos []string, _ commandFlags) (command, error) {
+func parseSite(pos []string, f commandFlags) (command, error) {
+	if len(pos) > 0 && pos[0] == "purposes" {
+		if err := need(pos, 2, "site purposes ID [--purposes a,b,...]"); err != nil {
+			return nil, err
+		}
+		return sitePurposes(pos[1], splitList(f.purposes)), nil
+	}
 	if len(pos) == 0 || (pos[0] != "add" && pos[0] != "rotate") {
-		return nil, errors.New("usage: site add ID FILE | site rotate ID FILE")
+		return nil, errors.New("usage: site add ID FILE | site rotate ID FILE | site purposes ID [--purposes a,b]")
 	}
 	if err := need(pos, 3, "site "+pos[0]+" ID FILE"); err != nil {
 		return nil, err
@@ -272,11 +292,59 @@ func parseRoster(pos []string, f commandFlags) (command, error) {
 	if f.owner == "" {
 		return nil, errors.New("roster set needs --owner")
 	}
-	list := []string{}
-	if f.members != "" {
-		list = strings.Split(f.members, ",")
+	return rosterSet(pos[1], controlplane.RosterRequest{Owner: f.owner, Members: splitList(f.members)}), nil
+}
+
+// splitList is a comma-separated flag's values; none is an empty list.
+func splitList(s string) []string {
+	if s == "" {
+		return []string{}
 	}
-	return rosterSet(pos[1], controlplane.RosterRequest{Owner: f.owner, Members: list}), nil
+	return strings.Split(s, ",")
+}
+
+func parseMap(pos []string, f commandFlags) (command, error) {
+	if err := need(pos, 0, "map --owner O --site S --kind K --service SVC [--service-owner P] [--purpose U]"); err != nil {
+		return nil, err
+	}
+	if f.owner == "" || f.site == "" || f.kind == "" || f.service == "" {
+		return nil, errors.New("map needs --owner, --site, --kind and --service")
+	}
+	req := controlplane.MapRequest{Owner: f.owner, SiteID: f.site, Purpose: f.purpose, Kind: f.kind, Service: f.service, ServiceOwner: f.serviceOwner}
+	return func(ctx context.Context, c *controlplane.Client, p *printer) error {
+		res, err := c.Map(ctx, req)
+		if err != nil {
+			return err
+		}
+		return p.show(func(w io.Writer) error { return renderMappings(w, res) })
+	}, nil
+}
+
+func parseUnmap(pos []string, f commandFlags) (command, error) {
+	if err := need(pos, 0, "unmap --owner O --site S --kind K [--purpose U]"); err != nil {
+		return nil, err
+	}
+	if f.owner == "" || f.site == "" || f.kind == "" {
+		return nil, errors.New("unmap needs --owner, --site and --kind")
+	}
+	req := controlplane.UnmapRequest{Owner: f.owner, SiteID: f.site, Purpose: f.purpose, Kind: f.kind}
+	return func(ctx context.Context, c *controlplane.Client, p *printer) error {
+		res, err := c.Unmap(ctx, req)
+		if err != nil {
+			return err
+		}
+		return p.show(func(w io.Writer) error { return renderMappings(w, res) })
+	}, nil
+}
+
+func sitePurposes(id string, purposes []string) command {
+	return func(ctx context.Context, c *controlplane.Client, p *printer) error {
+		res, err := c.SetSitePurposes(ctx, id, purposes)
+		if err != nil {
+			return err
+		}
+		return p.show(func(w io.Writer) error { return renderPurposes(w, res) })
+	}
 }
 
 // parseInterleaved parses flags wherever they sit among the positional

@@ -234,3 +234,42 @@ func TestRequestsToADeploymentAreSignedWithSigV4(t *testing.T) {
 		t.Fatalf("headers %v", r.Header)
 	}
 }
+
+func TestTheCLIMapsAndUnmapsSlotsAndSetsASitesPurposes(t *testing.T) {
+	s := newStack(t)
+	s.mustRun(t, "site", "add", "shop", writeJSON(t, keys(t).Public()))
+	s.mustRun(t, "consent", "add", "--owner", "alice", "--site", "shop")
+	s.mustRun(t, "consent", "add", "--owner", "bob", "--site", "shop")
+	s.mustRun(t, "roster", "set", "team", "--owner", "alice", "--members", "bob")
+
+	out := s.mustRun(t, "map", "--owner", "bob", "--site", "shop", "--kind", "llm.chat", "--service", "qwen", "--service-owner", "alice")
+	if !strings.Contains(out, "purpose default, kind llm.chat -> service qwen of alice") {
+		t.Fatalf("map printed %q", out)
+	}
+	s.mustRun(t, "map", "--owner", "bob", "--site", "shop", "--kind", "llm.chat", "--purpose", "summarise", "--service", "small")
+	m, ok := s.projection(t).MappingFor("bob", "shop", "summarise", "llm.chat")
+	if !ok || m.Service != "small" || m.ServiceOwner != "" {
+		t.Fatalf("mapping %+v %v", m, ok)
+	}
+	s.mustRun(t, "unmap", "--owner", "bob", "--site", "shop", "--kind", "llm.chat", "--purpose", "summarise")
+	if _, ok := s.projection(t).MappingFor("bob", "shop", "summarise", "llm.chat"); ok {
+		t.Fatal("unmap left the mapping")
+	}
+	// alice is not on bob's team: refused by the API, exit 1.
+	if code, _, errOut := s.run(t, "map", "--owner", "alice", "--site", "shop", "--kind", "llm.chat", "--service", "qwen", "--service-owner", "bob"); code != 1 || !strings.Contains(errOut, "no roster") {
+		t.Fatalf("a mapping to a stranger's service: exit %d, %q", code, errOut)
+	}
+	if code, _, _ := s.run(t, "map", "--owner", "alice", "--site", "shop"); code != 2 {
+		t.Fatalf("map without kind and service: exit %d, want 2", code)
+	}
+
+	if out := s.mustRun(t, "site", "purposes", "shop", "--purposes", "summarise,default"); !strings.Contains(out, "declares summarise, default") {
+		t.Fatalf("site purposes printed %q", out)
+	}
+	if p := s.projection(t); !p.Declares("shop", "summarise") || p.Declares("shop", "translate") {
+		t.Fatal("the purposes were not set")
+	}
+	if out := s.mustRun(t, "site", "purposes", "shop"); !strings.Contains(out, "declares every purpose") {
+		t.Fatalf("clearing the purposes printed %q", out)
+	}
+}

@@ -194,6 +194,34 @@ func renderConsent(w io.Writer, res controlplane.ConsentResponse) error {
 	return err
 }
 
+// renderMappings is map's and unmap's answer: the consent's mappings
+// after the change, one slot a line.
+func renderMappings(w io.Writer, res controlplane.MappingsResponse) error {
+	if _, err := fmt.Fprintf(w, "mappings of %s at site %s (%d); projection version %d\n", res.Owner, res.SiteID, len(res.Mappings), res.Version); err != nil {
+		return err
+	}
+	for _, m := range res.Mappings {
+		owner := m.ServiceOwner
+		if owner == "" {
+			owner = res.Owner
+		}
+		if _, err := fmt.Fprintf(w, "  purpose %s, kind %s -> service %s of %s\n", m.Purpose, m.Kind, m.Service, owner); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// renderPurposes is site purposes' answer.
+func renderPurposes(w io.Writer, res controlplane.SiteResponse) error {
+	declared := "every purpose"
+	if len(res.Site.Purposes) > 0 {
+		declared = strings.Join(res.Site.Purposes, ", ")
+	}
+	_, err := fmt.Fprintf(w, "site %s declares %s; projection version %d\n", res.Site.SiteID, declared, res.Version)
+	return err
+}
+
 // renderSite is site add's and site rotate's answer.
 func renderSite(w io.Writer, verb string, res controlplane.SiteResponse, now time.Time) error {
 	keyID, err := protocol.KeyID(res.Site.Site.Identity)
