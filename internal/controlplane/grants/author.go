@@ -6,14 +6,16 @@ import (
 	"fmt"
 
 	"github.com/byorelay/byorelay/internal/platform/clock"
+	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/protocol"
 )
 
 // ReservedPurpose is the purpose of a stub that names none. The daemon
 // compares a grant's purpose against the stub's purpose or this, so a grant
-// for a purpose-less stub must carry it.
-const ReservedPurpose = "default"
+// for a purpose-less stub must carry it; a mapping for such a stub is
+// stored under it.
+const ReservedPurpose = projection.ReservedPurpose
 
 // Author signs grants with a control-plane key. Safe for concurrent use.
 type Author struct {
