@@ -60,7 +60,7 @@ func (l *decisionLog) declined(jobID string) (reason string, permanent bool) {
 // beta; remapped to alpha, the next runs on alpha. A teammate who mapped a
 // same-named service in their own namespace is declined resolved-elsewhere
 // on this device.
-func TestARealDaemonRunsEachJobOnTheServiceItsOwnerMapped(t *testing.T) {
+func TestARealDaemonRunsJobsOnTheMappedService(t *testing.T) {
 	t.Parallel()
 	origin, st, logs := startStackWithGrantsLogged(t)
 	w := peers.NewWorld(t, origin)
