@@ -289,7 +289,7 @@ func (ls *localStack) dynamoBackend(ctx context.Context, opts serveOptions, auth
 		DueShards:         opts.dueShards,
 	}
 	cfg := localtest.AWSConfig(ls.ddbEndpoint)
-	st, err := lambdafn.Open(env, lambdafn.Options{AWS: &cfg, Logger: log, MetricsOut: io.Discard, Grants: author})
+	st, err := lambdafn.Open(env, lambdafn.Options{AWS: &cfg, Logger: log, MetricsOut: io.Discard, RelayMetrics: newDeclineLog(log), Grants: author})
 	if err != nil {
 		return backend{}, err
 	}
@@ -330,6 +330,7 @@ func (ls *localStack) memoryBackend(ctx context.Context, opts serveOptions, auth
 		LeaseMs:         opts.lease.Milliseconds(),
 		Debug:           opts.debug,
 		Logger:          log,
+		Metrics:         newDeclineLog(log),
 	}
 	if author != nil {
 		cfg.ControlPlanePublic = author.Public()

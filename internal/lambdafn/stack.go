@@ -43,6 +43,10 @@ type Options struct {
 	// MetricsOut receives EMF records; nil is stdout, where Lambda's log
 	// agent picks EMF up. io.Discard turns metrics off.
 	MetricsOut io.Writer
+	// RelayMetrics, when set, counts the relay's decisions in place of the
+	// EMF records (the local stack counts them into its log); the sweep's
+	// and the clock's metrics stay EMF on MetricsOut.
+	RelayMetrics relay.Metrics
 	// Grants authors grants with a key the caller holds (the local stack's);
 	// nil reads one from Env.GrantKeyParameter when that is set.
 	Grants *grants.Author
@@ -63,9 +67,12 @@ type Stack struct {
 	// the first request that needs it (container.Deferred).
 	relay *container.Deferred[*relay.Relay]
 	log   *slog.Logger
-	waker *Waker
-	churn *ChurnPublisher
-	admin func() http.Handler
+	// relayMetrics counts the relay's decisions: Metrics unless
+	// Options.RelayMetrics replaced it.
+	relayMetrics relay.Metrics
+	waker        *Waker
+	churn        *ChurnPublisher
+	admin        func() http.Handler
 
 	// serverClock is the store's clock unless Options.Clock replaced it;
 	// its offset is published at most once a minute (noteClock).
@@ -111,6 +118,10 @@ func Open(env Env, opts Options) (*Stack, error) {
 	}
 	st.Env, st.log = env, log
 	st.Metrics = NewEMF(out, env.MetricsNamespace, os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), clk)
+	st.relayMetrics = opts.RelayMetrics
+	if st.relayMetrics == nil {
+		st.relayMetrics = st.Metrics
+	}
 
 	if env.ChurnTopicARN != "" {
 		st.churn = NewChurnPublisher(cfg, aws.ToString(endpoint("sns", nil)), env.ChurnTopicARN, log)
@@ -183,7 +194,7 @@ func (st *Stack) openRelay(cfg aws.Config, endpoint endpointFunc, clk clock.Cloc
 		UpdateOffer:     env.UpdateOffer,
 		DaemonFloor:     env.DaemonFloor,
 		Logger:          st.log,
-		Metrics:         st.Metrics,
+		Metrics:         st.relayMetrics,
 		Satisfiable:     Satisfiable(controlplane.NewSlots(st.Control, st.Store)),
 	}
 	if env.OriginSecretParameter != "" {

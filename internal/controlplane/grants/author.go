@@ -6,23 +6,16 @@ import (
 	"fmt"
 
 	"github.com/byorelay/byorelay/internal/platform/clock"
+	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/protocol"
 )
 
 // ReservedPurpose is the purpose of a stub that names none. The daemon
 // compares a grant's purpose against the stub's purpose or this, so a grant
-// for a purpose-less stub must carry it.
-const ReservedPurpose = "default"
-
-// Decline reasons, for the relay's decision log.
-const (
-	// ReasonResolvedElsewhere: no service on this device serves the job's
-	// kind to the job's owner (the reference's name for the same fact).
-	ReasonResolvedElsewhere = "resolved-elsewhere"
-	// ReasonAmbiguousService: two or more do, and nothing says which.
-	ReasonAmbiguousService = "ambiguous-service"
-)
+// for a purpose-less stub must carry it; a mapping for such a stub is
+// stored under it.
+const ReservedPurpose = projection.ReservedPurpose
 
 // Author signs grants with a control-plane key. Safe for concurrent use.
 type Author struct {
@@ -80,20 +73,17 @@ func keysFromSeed(seed []byte) (*protocol.Keys, error) {
 func (a *Author) Public() string { return a.key.Public().Identity }
 
 // Grant is a relay.GrantAuthor: pass a.Grant as relay.Config's AuthorGrant.
-// An error (no randomness for the id) fails the claim, as a throw does in
-// the reference; a decline is an answer, not an error.
+// It signs what the grant law (admit) admits and declines the rest with the
+// law's reason. An error (no randomness for the id) fails the claim, as a
+// throw does in the reference; a decline is an answer, not an error.
 func (a *Author) Grant(_ context.Context, in relay.GrantRequest) (relay.GrantDecision, error) {
-	service, reason := resolveService(in)
-	if reason != "" {
-		return relay.GrantDecision{Declined: &relay.Decline{Permanent: false, Reason: reason}}, nil
+	admitted, declined := admit(in)
+	if declined != nil {
+		return relay.GrantDecision{Declined: declined}, nil
 	}
 	id, err := a.newID()
 	if err != nil {
 		return relay.GrantDecision{}, fmt.Errorf("grants: grant id: %w", err)
-	}
-	purpose := in.Purpose
-	if purpose == "" {
-		purpose = ReservedPurpose
 	}
 	g, err := protocol.SignGrant(a.key, protocol.SignedGrant{
 		GrantID: id,
@@ -107,9 +97,9 @@ func (a *Author) Grant(_ context.Context, in relay.GrantRequest) (relay.GrantDec
 		User: in.Job.Owner,
 		// Whose machine: the device's owner, as the relay authenticated it.
 		Owner:    in.Owner,
-		Purpose:  purpose,
+		Purpose:  admitted.purpose,
 		Kind:     in.Job.Kind,
-		Service:  service,
+		Service:  admitted.service,
 		IssuedAt: a.clock.Now().UnixMilli(),
 	})
 	if err != nil {
