@@ -53,6 +53,7 @@ type Server struct {
 	opts  Options
 	mu    sync.Mutex
 	keys  map[string]*key // by key id
+	calls atomic.Int64
 	signs atomic.Int64
 }
 
@@ -122,10 +123,14 @@ func (s *Server) add(t testing.TB, k *key) string {
 // ARN is the key ARN of id, as KMS returns it.
 func ARN(id string) string { return "arn:aws:kms:" + Region + ":" + Account + ":key/" + id }
 
+// Calls is how many requests the stand-in was sent.
+func (s *Server) Calls() int64 { return s.calls.Load() }
+
 // Signs is how many Sign calls were answered with a signature.
 func (s *Server) Signs() int64 { return s.signs.Load() }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.calls.Add(1)
 	if s.opts.Latency > 0 {
 		time.Sleep(s.opts.Latency)
 	}
