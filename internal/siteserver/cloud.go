@@ -79,8 +79,9 @@ func newCloudClient(s *Server, lane CloudLane) (*site.Client, error) {
 		HTTPClient: lane.HTTPClient,
 		// One clock: request timestamps, stub deadlines and the at-rest
 		// envelope's createdAt all read the store's.
-		Clock:  storeClock{s.store},
-		Ledger: &storeLedger{store: s.store, siteKeyID: s.siteKeyID},
+		Clock:         storeClock{s.store},
+		Ledger:        &storeLedger{store: s.store, siteKeyID: s.siteKeyID},
+		OnStreamFault: s.streamFault,
 	})
 }
 

@@ -234,14 +234,15 @@ func TestAReRunStreamIsNeverShownSpliced(t *testing.T) {
 	runB := &runBackend{nonce: nonce(t), words: 60}
 	daemonA, netA := device(devA, runA)
 	daemonB, _ := device(devB, runB)
-	start := func() *siteserver.Server {
+	startHearing := func(h *heard) *siteserver.Server {
 		s, err := siteserver.New(siteserver.Config{Store: siteStore, Keys: shop.Keys,
-			Cloud: &siteserver.CloudLane{RelayURL: srv.URL, SiteID: "shop"}})
+			Cloud: &siteserver.CloudLane{RelayURL: srv.URL, SiteID: "shop"}, OnStreamFault: h.hear})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
+	start := func() *siteserver.Server { return startHearing(&heard{}) }
 	pageOf := func(s *siteserver.Server) string {
 		h, err := s.StreamHandler(func(*http.Request, string) bool { return true })
 		if err != nil {
@@ -285,10 +286,13 @@ func TestAReRunStreamIsNeverShownSpliced(t *testing.T) {
 		text string
 	}
 	checkpointed := make(chan read, 1)
+	leaseA := jobOf(t, siteStore, "j").StreamGrant.LeaseID
+	readingHeard := &heard{}
+	reading := startHearing(readingHeard)
 	go func() {
 		var got strings.Builder
 		var last error
-		for delta, err := range start().Stream(ctx, "j") {
+		for delta, err := range reading.Stream(ctx, "j") {
 			got.WriteString(delta)
 			checkpointer.mu.Lock()
 			checkpointer.text = got.String()
@@ -328,6 +332,10 @@ func TestAReRunStreamIsNeverShownSpliced(t *testing.T) {
 	}
 	if !errors.Is(first.err, site.ErrStreamStale) || first.text != textA {
 		t.Fatalf("the process reading A's stream ended with %q, %v; want A's %q and stale", first.text, first.err, textA)
+	}
+	// It heard why: A's lease, not tampering, not the relay.
+	if faults, _ := readingHeard.seen(); len(faults) != 1 || faults[0].Kind != site.FaultLease || faults[0].LeaseID != leaseA {
+		t.Fatalf("the process reading A's stream heard %+v; want one lease fault for %s", faults, leaseA)
 	}
 
 	// B runs the job again, under a new lease, and says something else.
