@@ -229,3 +229,37 @@ func TestAHungRelayPutsTheReaderOnTheDurablePlane(t *testing.T) {
 		t.Fatalf("the page showed %q (events %q) after %v; want the result %q within about %v", shown, events, took, want, site.AttachTimeout)
 	}
 }
+
+// Client.Stream fails closed: when the text it assembles stops extending
+// what it already yielded (here a checkpoint of the lease whose text
+// disagrees with the lease's frames: one the site sealed, so it opens),
+// the stream ends stale, heard as the relay's, and never complete.
+func TestAStreamWhoseTextStopsExtendingEndsStale(t *testing.T) {
+	w, lease := streamedJob(t)
+	full := echoOf("one two three four")
+	wrong := "echo: ONE"
+	self := w.keys.KeyID()
+	plain, _ := json.Marshal(map[string]string{"leaseId": lease, "text": wrong})
+	sealed, err := protocol.Seal(string(plain), w.keys, w.keys.Public().Encryption, protocol.EnvelopeContext{JobID: "f1",
+		SenderKeyID: self, RecipientKeyID: self, DeadlineAt: w.job("f1").CreatedAt + protocol.EnvelopeMaxAgeMs,
+		Direction: protocol.DirectionResult})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := w.store.PutCheckpoint(w.ctx, "f1", lease, sitestore.Checkpoint{Seq: int64(len(wrong)), Envelope: sealed}); !ok || err != nil {
+		t.Fatalf("checkpoint: %v %v", ok, err)
+	}
+	s, h := startHearing(t, w, w.url, nil)
+	var got strings.Builder
+	var ended error
+	for delta, err := range s.Stream(w.ctx, "f1") {
+		got.WriteString(delta)
+		ended = err
+	}
+	if !errors.Is(ended, site.ErrStreamStale) || got.String() != wrong {
+		t.Fatalf("read %q, %v; want the checkpoint %q then stale (the frames say %q)", got.String(), ended, wrong, full)
+	}
+	if faults, _ := h.seen(); len(faults) != 1 || faults[0].Kind != site.FaultRelay || !strings.Contains(faults[0].Reason, "stopped extending") {
+		t.Fatalf("heard %+v", faults)
+	}
+}
