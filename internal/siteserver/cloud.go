@@ -79,8 +79,9 @@ func newCloudClient(s *Server, lane CloudLane) (*site.Client, error) {
 		HTTPClient: lane.HTTPClient,
 		// One clock: request timestamps, stub deadlines and the at-rest
 		// envelope's createdAt all read the store's.
-		Clock:  storeClock{s.store},
-		Ledger: &storeLedger{store: s.store, siteKeyID: s.siteKeyID},
+		Clock:         storeClock{s.store},
+		Ledger:        &storeLedger{store: s.store, siteKeyID: s.siteKeyID},
+		OnStreamFault: s.streamFault,
 	})
 }
 
@@ -191,13 +192,13 @@ func resultOf(j sitestore.Job) *site.Outcome {
 }
 
 // PutCheckpoint keeps client/site's durable checkpoint in the site store.
-func (l *storeLedger) PutCheckpoint(ctx context.Context, jobID string, seq int64, sealed protocol.SealedEnvelope) (bool, error) {
-	return l.store.PutCheckpoint(ctx, jobID, sitestore.Checkpoint{Seq: seq, Envelope: sealed})
+func (l *storeLedger) PutCheckpoint(ctx context.Context, jobID, leaseID string, seq int64, sealed protocol.SealedEnvelope) (bool, error) {
+	return l.store.PutCheckpoint(ctx, jobID, leaseID, sitestore.Checkpoint{Seq: seq, Envelope: sealed})
 }
 
 // Checkpoint reads it back.
-func (l *storeLedger) Checkpoint(ctx context.Context, jobID string) (int64, protocol.SealedEnvelope, bool, error) {
-	cp, ok, err := l.store.Checkpoint(ctx, jobID)
+func (l *storeLedger) Checkpoint(ctx context.Context, jobID, leaseID string) (int64, protocol.SealedEnvelope, bool, error) {
+	cp, ok, err := l.store.Checkpoint(ctx, jobID, leaseID)
 	return cp.Seq, cp.Envelope, ok, err
 }
 
