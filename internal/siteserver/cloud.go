@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -72,7 +73,8 @@ func newCloudClient(s *Server, lane CloudLane) (*site.Client, error) {
 	if lane.RelayURL == "" || lane.SiteID == "" {
 		return nil, errors.New("siteserver: Config.Cloud needs RelayURL and SiteID")
 	}
-	return site.New(site.Config{
+	ledger := &storeLedger{store: s.store, siteKeyID: s.siteKeyID, log: s.log}
+	c, err := site.New(site.Config{
 		RelayURL:   lane.RelayURL,
 		SiteID:     lane.SiteID,
 		Keys:       s.keys,
@@ -80,8 +82,13 @@ func newCloudClient(s *Server, lane CloudLane) (*site.Client, error) {
 		// One clock: request timestamps, stub deadlines and the at-rest
 		// envelope's createdAt all read the store's.
 		Clock:  storeClock{s.store},
-		Ledger: &storeLedger{store: s.store, siteKeyID: s.siteKeyID},
+		Ledger: ledger,
 	})
+	if err != nil {
+		return nil, err
+	}
+	ledger.withdraw = c.Cancel
+	return c, nil
 }
 
 // Pump is one cycle of the cloud lane: publish what the relay has not
@@ -228,6 +235,10 @@ func (c storeClock) Now() time.Time {
 type storeLedger struct {
 	store     sitestore.Store
 	siteKeyID string
+	log       *slog.Logger
+	// withdraw cancels a job at the relay (site.Client.Cancel), for a job
+	// this ledger ended while a device waits on its claim.
+	withdraw func(ctx context.Context, jobID string) (bool, error)
 }
 
 // stubOf is the stub the relay was (or will be) sent. Its deadline is the
@@ -378,6 +389,13 @@ func (l *storeLedger) Sealing(ctx context.Context, claim protocol.SitePendingJob
 		if _, _, err := l.store.End(ctx, sitestore.EndInput{JobID: j.ID,
 			Outcome: site.Failed(codeAudienceRefused, reason, false), Reason: reason}); err != nil {
 			return "", err
+		}
+		// Withdrawn at the relay too, so the device stops waiting for a
+		// payload that will not come. A withdrawal that fails costs only
+		// that: the relay evicts the job after its re-offers lapse.
+		if _, err := l.withdraw(ctx, j.ID); err != nil {
+			l.log.LogAttrs(ctx, slog.LevelWarn, "withdrawing a job at the relay failed",
+				slog.String("job", j.ID), slog.String("error", err.Error()))
 		}
 		return "not sealing it: " + reason, nil
 	}

@@ -234,7 +234,7 @@ func TestTheCloudLaneRefusesWhatOnlyTheDirectLaneCanDo(t *testing.T) {
 	payload := json.RawMessage(`{"prompt":"x"}`)
 	var bad *siteserver.InvalidInput
 	for name, in := range map[string]siteserver.EnqueueInput{
-		"an audience":  {Kind: protocol.KindGenerate, Payload: payload, Owner: "alice", Audience: protocol.AudiencePrivate},
+		"an audience": {Kind: protocol.KindGenerate, Payload: payload, Owner: "alice", Audience: protocol.AudiencePrivate},
 	} {
 		if _, err := s.Enqueue(w.ctx, in); !errors.As(err, &bad) {
 			t.Errorf("enqueue naming %s: %v, want a refusal", name, err)

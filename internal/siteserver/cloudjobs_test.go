@@ -165,6 +165,9 @@ func TestACloudLaneRosterIsSealedOnlyToADeviceItNames(t *testing.T) {
 		j.Outcome == nil || j.Outcome.Code != "audience-refused" || !strings.Contains(j.EndReason, "runner-a") {
 		t.Fatalf("a job claimed by a device its roster does not name: %+v", j)
 	}
+	if rj, _, err := w.relayStore.Job(w.ctx, "shop", "for-b"); err != nil || !rj.Cancelled || rj.Payload != nil {
+		t.Fatalf("at the relay the refused job is %+v (%v): want it withdrawn, never sealed", rj, err)
+	}
 
 	// runner-b, on the roster, by its runner id and by its key id.
 	for _, name := range []string{w.device2.RunnerID, w.device2.Keys.KeyID()} {
