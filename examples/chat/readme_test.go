@@ -101,7 +101,7 @@ func followRecipe(t *testing.T, steps []string, bin recipeBin, realDaemon bool) 
 	// make run's own variable for where it keeps the demo keys and
 	// stack.env, which byorelay daemon and byorelay admin read.
 	env := append(os.Environ(), "BYORELAY_DEMO_DIR="+filepath.Join(work, ".cache", "demo"))
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
 	var stackURL, userCode, fingerprint, page string
