@@ -34,11 +34,14 @@ import (
 func TestTheREADMEsCloudLaneRecipeFinishesAJob(t *testing.T) {
 	steps := readmeCloudRecipe(t)
 	bin := buildRecipeCommands(t)
-	t.Run("byorelay daemon", func(t *testing.T) { followRecipe(t, steps, bin, false) })
+	t.Run("byorelay daemon", func(t *testing.T) { followRecipe(t, steps, bin, false, "") })
 	t.Run("byollm 0.1.1 daemon", func(t *testing.T) {
 		localtest.RequireNode(t, "byollm")
-		followRecipe(t, steps, bin, true)
+		followRecipe(t, steps, bin, true, "")
 	})
+	// The README's -stream: a job published as a live stream, which
+	// byorelay daemon takes because it opts in by default.
+	t.Run("byorelay daemon, -stream", func(t *testing.T) { followRecipe(t, steps, bin, false, "-stream") })
 }
 
 // readmeCloudRecipe is the README's cloud-lane block: its commands, in
@@ -95,8 +98,9 @@ func buildRecipeCommands(t *testing.T) recipeBin {
 }
 
 // followRecipe runs the steps in a fresh working directory. With realDaemon
-// the byorelay daemon step is the real byollm daemon instead.
-func followRecipe(t *testing.T, steps []string, bin recipeBin, realDaemon bool) {
+// the byorelay daemon step is the real byollm daemon instead; exampleFlag,
+// if set, is added to EXAMPLE_FLAGS.
+func followRecipe(t *testing.T, steps []string, bin recipeBin, realDaemon bool, exampleFlag string) {
 	work := t.TempDir()
 	// make run's own variable for where it keeps the demo keys and
 	// stack.env, which byorelay daemon and byorelay admin read.
@@ -147,7 +151,11 @@ func followRecipe(t *testing.T, steps []string, bin recipeBin, realDaemon bool) 
 			flags := strings.TrimSuffix(strings.TrimPrefix(step, "make example EXAMPLE_FLAGS='"), "'")
 			// The README's port is make run's default; this stack's is free.
 			flags = strings.ReplaceAll(flags, "http://127.0.0.1:8787", stackURL)
-			chat := startProcess(t, ctx, work, env, bin.chat, append(strings.Fields(flags), "-addr", "127.0.0.1:0")...)
+			args := append(strings.Fields(flags), "-addr", "127.0.0.1:0")
+			if exampleFlag != "" {
+				args = append(args, exampleFlag)
+			}
+			chat := startProcess(t, ctx, work, env, bin.chat, args...)
 			page = chat.waitFor(t, regexp.MustCompile(`: open (http://\S+)`))
 
 		default:
