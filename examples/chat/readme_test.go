@@ -280,3 +280,12 @@ func (p *process) waitFor(t *testing.T, pattern *regexp.Regexp) string {
 		}
 	}
 }
+
+// -stream is the cloud lane's: the direct lane answers whole, so asking for
+// it there is a usage error, not a silently ignored flag.
+func TestStreamIsTheCloudLanesFlag(t *testing.T) {
+	var out, errOut strings.Builder
+	if code := run(context.Background(), []string{"-stream"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "-stream is the cloud lane's") {
+		t.Fatalf("-stream on the direct lane: exit %d, %q", code, errOut.String())
+	}
+}
