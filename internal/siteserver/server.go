@@ -95,6 +95,9 @@ type Server struct {
 	onStreamFault   func(site.StreamFault)
 	// cloud is the cloud lane's transport, nil on the direct lane.
 	cloud *site.Client
+	// watch is the streaming jobs this process published, for one warning
+	// each if no device that streams claims them (waiting.go).
+	watch streamWatch
 }
 
 // New builds a server.

@@ -115,9 +115,12 @@ type Job struct {
 }
 
 // NeedsPublish reports whether a job's stub must still be (re)published:
-// set at create on the cloud lane, live, and not yet accepted by the relay.
+// set at create on the cloud lane, live, not yet accepted by the relay,
+// and claimable: a job a dependency blocks (ClaimableAt 0) is published
+// only once every dependency completed ok (Unblock), the direct lane's
+// rule, so a relay never offers a device work whose input is missing.
 func (j Job) NeedsPublish() bool {
-	return j.AwaitingPublish && !j.Terminal() && j.State != StateExpired
+	return j.AwaitingPublish && j.ClaimableAt != 0 && !j.Terminal() && j.State != StateExpired
 }
 
 // Adopted reports whether the job's lease was granted by a relay rather
@@ -265,6 +268,9 @@ type SealToInput struct {
 	LeaseID   string
 	ExpiresAt int64
 	Device    protocol.PublicIdentity
+	// RunnerID is the runner the relay reports for the claim, which a
+	// job's roster may name (AdmitsDevice).
+	RunnerID string
 }
 
 // EndInput ends a live job without a device's result: Outcome's state
