@@ -335,7 +335,11 @@ type CompleteInput struct {
 type CompleteResult struct {
 	Accepted  bool
 	Duplicate bool
-	Job       *Job
+	// PastDeadline: refused because the job's absolute deadline has passed
+	// (sitestore.PastDeadline); the daemon endpoint answers it as the
+	// relay answers a late result, not-found.
+	PastDeadline bool
+	Job          *Job
 }
 
 // ReleaseInput gives grants back.
