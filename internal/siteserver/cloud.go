@@ -80,7 +80,7 @@ func newCloudClient(s *Server, lane CloudLane) (*site.Client, error) {
 		// One clock: request timestamps, stub deadlines and the at-rest
 		// envelope's createdAt all read the store's.
 		Clock:  storeClock{s.store},
-		Ledger: &storeLedger{store: s.store, siteKeyID: s.siteKeyID},
+		Ledger: &storeLedger{store: s.store, siteKeyID: s.siteKeyID, answers: s.answers},
 	})
 }
 
@@ -168,6 +168,9 @@ func (c storeClock) Now() time.Time {
 type storeLedger struct {
 	store     sitestore.Store
 	siteKeyID string
+	// answers seals a verified result before the store keeps it and opens
+	// it for Lookup (answer.go).
+	answers answers
 }
 
 func (l *storeLedger) stubOf(j sitestore.Job) protocol.JobStub {
@@ -280,6 +283,9 @@ func (l *storeLedger) Lookup(ctx context.Context, jobID string) (site.Tracked, b
 	if err != nil || !found {
 		return site.Tracked{}, false, err
 	}
+	if j, err = l.answers.open(j); err != nil {
+		return site.Tracked{}, false, err
+	}
 	return l.trackedOf(j), true, nil
 }
 
@@ -313,11 +319,20 @@ func (l *storeLedger) End(ctx context.Context, e site.Ending) (bool, error) {
 	switch e.Fate {
 	case site.FateVerified:
 		r := e.Result
+		now, err := l.store.Now(ctx)
+		if err != nil {
+			return false, err
+		}
+		disposition, answer, err := l.answers.seal(e.JobID, r.Outcome, now)
+		if err != nil {
+			return false, err
+		}
 		res, err := l.store.Complete(ctx, sitestore.CompleteInput{
 			JobID:    e.JobID,
 			RunnerID: r.RunnerID,
 			Holder:   sitestore.HolderByDevice(r.Device, r.LeaseID),
-			Outcome:  r.Outcome,
+			Outcome:  disposition,
+			Answer:   answer,
 			// From the job, the relay's routing word and what the device
 			// signed; Untrusted is derived, never taken from the device.
 			Provenance: sitestore.Provenance{Audience: r.Audience, RunnerID: r.RunnerID, RunnerOwner: r.RunnerOwner,

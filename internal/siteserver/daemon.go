@@ -113,7 +113,7 @@ func (s *Server) fetch(d daemonCall) (reply, error) {
 // duplicate, and an outcome nobody can verify is never stored.
 func (s *Server) result(d daemonCall) (reply, error) {
 	var req protocol.ResultRequest
-	runner, _, refusal, err := s.authed(d, &req, func() string { return req.RunnerID })
+	runner, now, refusal, err := s.authed(d, &req, func() string { return req.RunnerID })
 	if refusal != nil || err != nil {
 		return deref(refusal), err
 	}
@@ -149,11 +149,16 @@ func (s *Server) result(d daemonCall) (reply, error) {
 		Stop:         sealed.Ran.Stop,
 		StopReported: sealed.Ran.StopReported,
 	}
+	disposition, answer, err := s.answers.seal(req.JobID, sealed.Outcome, now)
+	if err != nil {
+		return reply{}, err
+	}
 	res, err := s.store.Complete(d.ctx, sitestore.CompleteInput{
 		JobID:      req.JobID,
 		RunnerID:   runner.ID,
 		Holder:     sitestore.HolderByLease(req.LeaseID, runner.ID),
-		Outcome:    sealed.Outcome,
+		Outcome:    disposition,
+		Answer:     answer,
 		Provenance: prov,
 	})
 	if err != nil {

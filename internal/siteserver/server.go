@@ -87,6 +87,7 @@ type Server struct {
 	livenessMs      int64
 	basePath        string
 	log             *slog.Logger
+	answers         answers
 	// cloud is the cloud lane's transport, nil on the direct lane.
 	cloud *site.Client
 }
@@ -115,6 +116,7 @@ func New(cfg Config) (*Server, error) {
 		basePath:        strings.TrimRight(cfg.BasePath, "/"),
 		log:             cfg.Logger,
 	}
+	s.answers = answers{keys: s.keys, site: s.site, siteKeyID: s.siteKeyID}
 	if s.basePath == "" {
 		s.basePath = "/byollm"
 	}

@@ -318,6 +318,10 @@ func CompleteJob(j Job, in CompleteInput, now int64) (out Job, res CompleteResul
 	outcome := in.Outcome
 	prov := in.Provenance
 	j.Outcome = &outcome
+	if in.Answer != nil {
+		a := *in.Answer
+		j.Answer = &a
+	}
 	j.Provenance = &prov
 	j.CancelRequested = false
 	j.AwaitingPublish = false

@@ -79,9 +79,19 @@ type Job struct {
 	DeadlineAt  int64
 	RefusedBy   []string
 	Attempts    int64
-	Outcome     *protocol.Outcome
-	Provenance  *Provenance
-	UpdatedAt   int64
+	// Outcome is how the job ended. For a result a device signed it holds
+	// the disposition alone (ok, error, canceled): the device's outcome,
+	// text, error code and message included, is Answer, sealed. For an end
+	// the site wrote itself (EndJob) it is the site's whole outcome, which
+	// carries no device's words. A reader that wants the answer opens
+	// Answer (siteserver does, when the app reads the job).
+	Outcome *protocol.Outcome
+	// Answer is the outcome a device reported, sealed by the site to its own
+	// key as Envelope is: the store, its backups and whoever reads them hold
+	// ciphertext only. nil until a device's result is recorded.
+	Answer     *protocol.SealedEnvelope
+	Provenance *Provenance
+	UpdatedAt  int64
 	// CancelRequested is the reference's separate cancel-request row: set
 	// when a held job is cancelled, delivered to its holder at heartbeat,
 	// dropped when the job completes.
@@ -325,9 +335,12 @@ type CompleteInput struct {
 	JobID string
 	// RunnerID is who is asking, for the duplicate answer only;
 	// authorisation is Holder.
-	RunnerID   string
-	Holder     Holder
+	RunnerID string
+	Holder   Holder
+	// Outcome is the disposition the store judges by (Job.Outcome), and
+	// Answer the whole outcome sealed to the site's own key (Job.Answer).
 	Outcome    protocol.Outcome
+	Answer     *protocol.SealedEnvelope
 	Provenance Provenance
 }
 

@@ -5,7 +5,11 @@
 //
 //	JOB#<id>    JOB           the job: its record as JSON (doc) without the
 //	                          envelope, a version (ver) and the id of the
-//	                          write that made it (wid), plus index keys
+//	                          write that made it (wid), plus index keys.
+//	                          A device's answer is in doc sealed to the
+//	                          site's own key (Answer), its disposition
+//	                          alone in the clear: the store never holds a
+//	                          prompt or an answer readable
 //	JOB#<id>    ENV           the at-rest envelope, written once at create,
 //	                          read only by Get (fetch), deleted once the
 //	                          job has ended (Store.ended; TTL, a day past
