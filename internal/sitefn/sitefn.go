@@ -114,6 +114,9 @@ type Env struct {
 	VerificationURL string
 	LeaseMs         int64 // LEASE_MS; 0 is the default
 	PairingTTLMs    int64 // PAIRING_TTL_MS; 0 is the default
+	// RetentionMs is how long an ended job is kept, from
+	// ANSWER_RETENTION_DAYS; 0 is sitestore.DefaultRetentionMs.
+	RetentionMs int64
 }
 
 // LoadEnv reads Env through getenv.
@@ -131,8 +134,18 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 			*dst = n
 		}
 	}
+	if v := getenv("ANSWER_RETENTION_DAYS"); v != "" {
+		days, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || days <= 0 || days > maxRetentionDays {
+			return Env{}, fmt.Errorf("sitefn: ANSWER_RETENTION_DAYS=%q is not a whole number of days from 1 to %d", v, maxRetentionDays)
+		}
+		e.RetentionMs = days * 24 * 60 * 60_000
+	}
 	return e, nil
 }
+
+// maxRetentionDays is site-template.yaml's bound on AnswerRetentionDays.
+const maxRetentionDays = 3650
 
 // Options are what a Stack takes besides Env: in a container they come
 // from the AWS SDK; tests and the local stack pass their own.
@@ -198,7 +211,8 @@ func openStack(env Env, o Options, serve bool) (*Stack, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
-	st, err := sitedynamo.New(sitedynamo.Config{DB: o.DB, Table: env.TableName, Clock: o.Clock, Meter: o.Meter})
+	st, err := sitedynamo.New(sitedynamo.Config{DB: o.DB, Table: env.TableName, Clock: o.Clock, Meter: o.Meter,
+		RetentionMs: env.RetentionMs})
 	if err != nil {
 		return nil, err
 	}

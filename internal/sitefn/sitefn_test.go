@@ -194,6 +194,14 @@ func TestEnvNeedsATableAndPositiveDurations(t *testing.T) {
 	if _, err := LoadEnv(env(map[string]string{})); err == nil {
 		t.Error("no TABLE_NAME was accepted")
 	}
+	for _, bad := range []string{"0", "-1", "1.5", "3651", "a week"} {
+		if _, err := LoadEnv(env(map[string]string{"TABLE_NAME": "t", "ANSWER_RETENTION_DAYS": bad})); err == nil {
+			t.Errorf("ANSWER_RETENTION_DAYS=%q was accepted", bad)
+		}
+	}
+	if e, err := LoadEnv(env(map[string]string{"TABLE_NAME": "t", "ANSWER_RETENTION_DAYS": "7"})); err != nil || e.RetentionMs != 7*24*60*60_000 {
+		t.Errorf("ANSWER_RETENTION_DAYS=7: %+v %v", e, err)
+	}
 	if _, err := LoadEnv(env(map[string]string{"TABLE_NAME": "t", "LEASE_MS": "-1"})); err == nil {
 		t.Error("a negative LEASE_MS was accepted")
 	}

@@ -459,6 +459,17 @@ func DueAt(j Job) int64 {
 	return 0
 }
 
+// RetainedUntil is when an ended job's record, its sealed answer with it,
+// is deleted: retentionMs after it ended (its last write, the ending one);
+// 0 while the job is live. A store deletes it at or after this instant
+// (the memory store at its next sweep, DynamoDB by its TTL).
+func RetainedUntil(j Job, retentionMs int64) int64 {
+	if !j.Ended() {
+		return 0
+	}
+	return j.UpdatedAt + retentionMs
+}
+
 // sealedGrace is how long after its deadline a sweep leaves a job
 // (expiryCut): the grace for one sealed to a device, else nothing. A cloud
 // pump that may expire it sooner reads the due work up to its own cut plus

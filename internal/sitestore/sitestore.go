@@ -44,6 +44,14 @@ const (
 // DefaultTTLMs is the TTL a job gets when its creator names none (15 min).
 const DefaultTTLMs = 15 * 60_000
 
+// DefaultRetentionMs is how long an ended job's record, and the sealed
+// answer in it, is kept after the job ends when the deployer names no
+// retention: 7 days, long enough for an app to read a result it was away
+// for, short enough that a store holds a week of answers, not every answer
+// ever given. It must exceed protocol.ResultGraceMs, so that a result a
+// relay lists again after the job ended finds the job.
+const DefaultRetentionMs = 7 * 24 * 60 * 60_000
+
 // Job is a JobRecord. Envelope is filled by Create, Get and Refresh; what
 // other methods return may leave it empty (a claim has no use for the
 // ciphertext, and a store need not read it). Times are epoch ms from the store clock; 0 stands for

@@ -9,7 +9,9 @@
 //	                          A device's answer is in doc sealed to the
 //	                          site's own key (Answer), its disposition
 //	                          alone in the clear: the store never holds a
-//	                          prompt or an answer readable
+//	                          prompt or an answer readable. Once the job
+//	                          has ended, TTL is Config.RetentionMs past
+//	                          its end (sitestore.RetainedUntil)
 //	JOB#<id>    ENV           the at-rest envelope, written once at create,
 //	                          read only by Get (fetch), deleted once the
 //	                          job has ended (Store.ended; TTL, a day past

@@ -53,7 +53,7 @@ func (s *Store) Create(ctx context.Context, in sitestore.CreateInput) (sitestore
 		return sitestore.Job{}, err
 	}
 	j := sitestore.NewJob(in, !ok, s.now(), s.defaultTTL)
-	item, err := itemOf(j, 1, "create", false, s.dueShards)
+	item, err := itemOf(j, 1, "create", false, s.dueShards, s.retention)
 	if err != nil {
 		return sitestore.Job{}, err
 	}
