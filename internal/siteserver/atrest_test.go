@@ -88,12 +88,11 @@ func appResult(t *testing.T, srv *siteserver.Server, id, owner string) siteserve
 	return r
 }
 
-// TestTheDirectLaneStoresNoPromptOrAnswerInClear runs 20 jobs
-// through a Go daemon paired with a site server on DynamoDB Local, then
-// scans the table: neither the prompts' marker nor the answers' is in any
-// item, and every answer read back through the app API is the daemon's.
-func TestTheDirectLaneStoresNoPromptOrAnswerInClear(t *testing.T) {
-	st, db, table := siteTable(t, nil)
+// startDirectSite serves a direct-lane site over st on loopback and pairs
+// a Go daemon running backend with it, for alice; the daemon runs until the
+// test ends.
+func startDirectSite(t *testing.T, st sitestore.Store, backend daemon.Backend) *siteserver.Server {
+	t.Helper()
 	siteKeys, err := protocol.GenerateKeys()
 	if err != nil {
 		t.Fatal(err)
@@ -105,12 +104,10 @@ func TestTheDirectLaneStoresNoPromptOrAnswerInClear(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	promptMark, answerMark := markers()
 	deviceKeys, err := protocol.GenerateKeys()
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend := daemon.EchoBackend{Prefix: answerMark + ": "}
 	d, err := daemon.New(daemon.Config{RelayURL: ts.URL, Keys: deviceKeys, Backend: backend, Concurrency: 4,
 		Sleep: func(ctx context.Context, d time.Duration) error {
 			select {
@@ -126,7 +123,7 @@ func TestTheDirectLaneStoresNoPromptOrAnswerInClear(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-ran })
-	if _, err := d.Pair(ctx, "scan test", func(c daemon.PairCode) {
+	if _, err := d.Pair(ctx, "test daemon", func(c daemon.PairCode) {
 		go func() {
 			if _, err := srv.ApprovePairing(ctx, c.UserCode, "alice"); err != nil {
 				t.Errorf("approve: %v", err)
@@ -137,7 +134,32 @@ func TestTheDirectLaneStoresNoPromptOrAnswerInClear(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { defer close(ran); _ = d.Run(ctx) }()
+	return srv
+}
 
+// waitEnded reads a job through the app API until it has ended.
+func waitEnded(t *testing.T, srv *siteserver.Server, id string) siteserver.JobResult {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		r := appResult(t, srv, id, "alice")
+		if r.State != sitestore.StateQueued && r.State != sitestore.StateClaimed && r.State != sitestore.StateRunning {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s still %s", id, r.State)
+		}
+	}
+}
+
+// TestTheDirectLaneStoresNoPromptOrAnswerInClear runs 20 jobs
+// through a Go daemon paired with a site server on DynamoDB Local, then
+// scans the table: neither the prompts' marker nor the answers' is in any
+// item, and every answer read back through the app API is the daemon's.
+func TestTheDirectLaneStoresNoPromptOrAnswerInClear(t *testing.T) {
+	st, db, table := siteTable(t, nil)
+	promptMark, answerMark := markers()
+	srv := startDirectSite(t, st, daemon.EchoBackend{Prefix: answerMark + ": "})
+	ctx := context.Background()
 	prompts := map[string]string{}
 	for i := range atRestJobs {
 		prompt := fmt.Sprintf("%s question %d", promptMark, i)
@@ -150,15 +172,7 @@ func TestTheDirectLaneStoresNoPromptOrAnswerInClear(t *testing.T) {
 	}
 	for id, prompt := range prompts {
 		want := answerMark + ": " + daemon.ComposePrompt(protocol.KindGenerate, site.GeneratePayload(prompt))
-		var r siteserver.JobResult
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-			if r = appResult(t, srv, id, "alice"); r.State != sitestore.StateQueued && r.State != sitestore.StateClaimed && r.State != sitestore.StateRunning {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("job %s still %s", id, r.State)
-			}
-		}
+		r := waitEnded(t, srv, id)
 		if r.State != sitestore.StateOK || r.Outcome == nil || r.Outcome.TextOrEmpty() != want {
 			t.Fatalf("job %s read back %+v, want ok %q", id, r, want)
 		}

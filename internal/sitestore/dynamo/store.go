@@ -113,12 +113,14 @@ const (
 	// unbounded).
 	claimScanLimit = 400
 	// MaxEnvelopeItemBytes is the largest at-rest envelope kept inline; an
-	// item is at most 400 KB. Larger payloads are refused (ErrTooLarge)
-	// rather than silently truncated.
+	// item is at most 400 KB. A larger one is offloaded to the bucket
+	// (Config.Objects) up to the protocol's ceiling, and refused
+	// (ErrTooLarge) by a store without one, never truncated.
 	MaxEnvelopeItemBytes = 350 * 1024
 )
 
-// ErrTooLarge is Create's refusal of an envelope over MaxEnvelopeItemBytes.
+// ErrTooLarge is Create's refusal of an envelope over MaxEnvelopeItemBytes
+// with no bucket to offload it to, or over the protocol's ceiling.
 var ErrTooLarge = sitestore.ErrTooLarge
 
 // Config is what New needs.
@@ -162,6 +164,14 @@ type Config struct {
 	AWS *aws.Config
 	// Streams overrides the client AWS would build.
 	Streams StreamsAPI
+	// Objects, when set, keeps an at-rest envelope over
+	// MaxEnvelopeItemBytes in a bucket; without it such an envelope is
+	// refused (ErrTooLarge). The object is deleted when the job ends.
+	Objects Objects
+	// OnObjectDeleteFailed, when set, hears each object delete that
+	// failed (also counted, ObjectDeleteFailures): the object then stays
+	// until the bucket's lifecycle rule.
+	OnObjectDeleteFailed func(error)
 }
 
 // Store is the DynamoDB site store.
@@ -185,6 +195,10 @@ type Store struct {
 	awsConfig  *aws.Config
 	streamsAPI StreamsAPI
 	reader     *streamReader // nil: no table stream is read
+
+	objects              Objects
+	onObjectDeleteFailed func(error)
+	objectDeleteFailures atomic.Int64
 }
 
 var (
@@ -203,7 +217,8 @@ func New(cfg Config) (*Store, error) {
 	s := &Store{db: cfg.DB, table: cfg.Table, clock: cfg.Clock, defaultTTL: cfg.DefaultTTLMs, inlineLimit: cfg.InlineSweepLimit,
 		dueShards: cmp.Or(cfg.DueShards, DefaultDueShards), prevDueShards: cfg.PreviousDueShards,
 		sweepWorkers: cmp.Or(cfg.SweepWorkers, DefaultSweepWorkers), runnerRefresh: cmp.Or(cfg.RunnerRefreshMs, DefaultRunnerRefreshMs),
-		retention: cmp.Or(cfg.RetentionMs, sitestore.DefaultRetentionMs)}
+		retention: cmp.Or(cfg.RetentionMs, sitestore.DefaultRetentionMs),
+		objects:   cfg.Objects, onObjectDeleteFailed: cfg.OnObjectDeleteFailed}
 	s.inlineNext.Store(rand.Uint32())
 	if s.clock == nil {
 		s.clock = clock.System{}
@@ -472,7 +487,13 @@ func (s *Store) ended(ctx context.Context, id string, ending bool) {
 	if !ending {
 		return
 	}
-	_, _ = s.db.DeleteItem(context.WithoutCancel(ctx), &dynamodb.DeleteItemInput{TableName: &s.table, Key: key(jobPK(id), skEnv)})
+	ctx = context.WithoutCancel(ctx)
+	out, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.table, Key: key(jobPK(id), skEnv),
+		ReturnValues: types.ReturnValueAllOld})
+	if err == nil && out != nil {
+		// An envelope offloaded to the bucket goes with its item.
+		s.dropObject(ctx, objectOf(out.Attributes))
+	}
 }
 
 // backoff waits a little, more each time, before re-reading a contended
