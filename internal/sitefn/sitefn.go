@@ -24,6 +24,7 @@ import (
 	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/container"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
+	"github.com/byorelay/byorelay/internal/platform/objects"
 	"github.com/byorelay/byorelay/internal/platform/paramstore"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
@@ -117,11 +118,25 @@ type Env struct {
 	// RetentionMs is how long an ended job is kept, from
 	// ANSWER_RETENTION_DAYS; 0 is sitestore.DefaultRetentionMs.
 	RetentionMs int64
+	// BucketName holds at-rest envelopes too large to inline
+	// (BUCKET_NAME); "" refuses them (sitestore.ErrTooLarge).
+	BucketName string
+	// S3PathStyle addresses the bucket by path (S3_PATH_STYLE=1), for
+	// local S3 stand-ins whose bucket host names do not resolve.
+	S3PathStyle bool
 }
 
 // LoadEnv reads Env through getenv.
 func LoadEnv(getenv func(string) string) (Env, error) {
-	e := Env{TableName: getenv("TABLE_NAME"), SiteKeysParameter: getenv("SITE_KEYS_PARAMETER"), VerificationURL: getenv("VERIFICATION_URL")}
+	e := Env{TableName: getenv("TABLE_NAME"), SiteKeysParameter: getenv("SITE_KEYS_PARAMETER"), VerificationURL: getenv("VERIFICATION_URL"),
+		BucketName: getenv("BUCKET_NAME")}
+	switch v := getenv("S3_PATH_STYLE"); v {
+	case "", "0", "false":
+	case "1", "true":
+		e.S3PathStyle = true
+	default:
+		return Env{}, fmt.Errorf("sitefn: S3_PATH_STYLE=%q is not 1 or 0", v)
+	}
 	if e.TableName == "" {
 		return Env{}, errors.New("sitefn: TABLE_NAME is required")
 	}
@@ -159,6 +174,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Meter counts DynamoDB capacity (the benchmark).
 	Meter *ddb.Meter
+	// Objects is the envelope bucket; nil builds one from BUCKET_NAME when
+	// that is set.
+	Objects sitedynamo.Objects
 }
 
 // Stack is one container's wiring: the DynamoDB store and the server.
@@ -184,7 +202,7 @@ func Open(env Env, o Options) (*Stack, error) {
 // needs no keys and reads none (the sweeper's: Function.ReadsKeys).
 func openStack(env Env, o Options, serve bool) (*Stack, error) {
 	var params *paramstore.Client
-	if o.DB == nil || (serve && o.Keys == nil) {
+	if o.DB == nil || (serve && o.Keys == nil) || (o.Objects == nil && env.BucketName != "") {
 		// As lambdafn builds the relay's: the configuration Lambda's
 		// environment gives, with AWS_ENDPOINT_URL_<SERVICE> overrides (not
 		// the SDK's config loader, which links every other source of
@@ -201,6 +219,10 @@ func openStack(env Env, o Options, serve bool) (*Stack, error) {
 				}
 			})
 		}
+		if o.Objects == nil && env.BucketName != "" {
+			// Built by its first call: most containers never offload.
+			o.Objects = objects.New(cfg, aws.ToString(container.EndpointFor(os.Getenv, "s3")), env.BucketName, env.S3PathStyle)
+		}
 		if serve && o.Keys == nil {
 			if env.SiteKeysParameter == "" {
 				return nil, errors.New("sitefn: SITE_KEYS_PARAMETER is required (the site's keys are supplied, never generated per container)")
@@ -211,8 +233,15 @@ func openStack(env Env, o Options, serve bool) (*Stack, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
+	log := o.Logger
 	st, err := sitedynamo.New(sitedynamo.Config{DB: o.DB, Table: env.TableName, Clock: o.Clock, Meter: o.Meter,
-		RetentionMs: env.RetentionMs})
+		RetentionMs: env.RetentionMs, Objects: o.Objects,
+		OnObjectDeleteFailed: func(err error) {
+			// The bucket's lifecycle rule is the backstop; deletes that keep
+			// failing are what the template's alarm on this metric sees.
+			log.Warn("envelope object not deleted", slog.String("problem", err.Error()))
+			writeCountEMF(os.Stdout, MetricEnvelopeDeleteFailures, time.Now())
+		}})
 	if err != nil {
 		return nil, err
 	}
@@ -346,6 +375,9 @@ const (
 	MetricSweepBacklogAge = "SweepBacklogAgeMs"
 	MetricSweepExpired    = "SweepExpired"
 	MetricSweepFailures   = "SweepFailures"
+	// MetricEnvelopeDeleteFailures counts the envelope object deletes that
+	// failed, from every function (a job ends in any of them).
+	MetricEnvelopeDeleteFailures = "EnvelopeDeleteFailures"
 )
 
 // sweepReserve is the time a sweep leaves itself before the function's
@@ -400,6 +432,24 @@ func writeSweepEMF(out io.Writer, rep SweepReport, now time.Time) {
 		MetricSweepBacklogAge: rep.BacklogAgeMs,
 		MetricSweepExpired:    rep.Expired,
 		MetricSweepFailures:   rep.Failed,
+	}
+	b, _ := json.Marshal(rec)
+	fmt.Fprintln(out, string(b))
+}
+
+// writeCountEMF writes one EMF record counting one event of metric, in
+// MetricsNamespace with no dimension: a sum across the site's functions.
+func writeCountEMF(out io.Writer, metric string, now time.Time) {
+	rec := map[string]any{
+		"_aws": map[string]any{
+			"Timestamp": now.UnixMilli(),
+			"CloudWatchMetrics": []any{map[string]any{
+				"Namespace":  MetricsNamespace,
+				"Dimensions": [][]string{{}},
+				"Metrics":    []any{map[string]string{"Name": metric, "Unit": "Count"}},
+			}},
+		},
+		metric: 1,
 	}
 	b, _ := json.Marshal(rec)
 	fmt.Fprintln(out, string(b))

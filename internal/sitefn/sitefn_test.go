@@ -62,7 +62,8 @@ func TestTheRegistryIsTheSiteTemplate(t *testing.T) {
 // it; an HTTP function is sent one request (its first reads the keys), the
 // sweeper sweeps a table on DynamoDB Local. The template must grant each
 // function exactly the calls it made, on the keys' parameter alone, and
-// nothing outside DynamoDB and SSM, the only clients a site function links.
+// nothing outside DynamoDB, S3 and SSM, the only clients a site function
+// links.
 // A grant the code does not use lets a role read the site's private keys
 // for nothing; a call the grant misses answers every request 503 once
 // deployed.
@@ -138,8 +139,8 @@ func TestRolesGrantTheSSMCallsTheCodeMakes(t *testing.T) {
 }
 
 // ssmGrants is the SSM actions each site function's role allows, sorted,
-// each with the resources it is allowed on. A grant outside DynamoDB and
-// SSM fails the test.
+// each with the resources it is allowed on. A grant outside DynamoDB, S3
+// (the envelope bucket) and SSM fails the test.
 func ssmGrants(t *testing.T) map[string][]string {
 	t.Helper()
 	var tpl struct {
@@ -163,11 +164,11 @@ func ssmGrants(t *testing.T) map[string][]string {
 				}
 				for _, a := range oneOrMany(st["Action"]) {
 					switch service, _, _ := strings.Cut(a, ":"); service {
-					case "dynamodb":
+					case "dynamodb", "s3":
 					case "ssm":
 						out[f.LogicalID] = append(out[f.LogicalID], a+" on "+strings.Join(oneOrMany(st["Resource"]), ", "))
 					default:
-						t.Errorf("%s may %s: a site function calls DynamoDB and SSM alone", f.Name, a)
+						t.Errorf("%s may %s: a site function calls DynamoDB, S3 and SSM alone", f.Name, a)
 					}
 				}
 			}

@@ -15,7 +15,13 @@
 //	JOB#<id>    ENV           the at-rest envelope, written once at create,
 //	                          read only by Get (fetch), deleted once the
 //	                          job has ended (Store.ended; TTL, a day past
-//	                          the envelope's deadline, is the backstop)
+//	                          the envelope's deadline, is the backstop).
+//	                          An envelope over MaxEnvelopeItemBytes is an
+//	                          object in the bucket (Config.Objects), put
+//	                          before the item that names it (obj) and
+//	                          deleted with it; a failed delete is counted
+//	                          (ObjectDeleteFailures) and left to the
+//	                          bucket's lifecycle rule
 //	CKPT#<id>   CKPT          the job's stream checkpoint (seq, sealed
 //	                          envelope), written by a conditional PutItem
 //	                          only above the stored seq; TTL as ENV's
