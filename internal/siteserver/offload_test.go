@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -15,6 +16,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/byorelay/byorelay/client/daemon"
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/objects"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
@@ -87,5 +89,59 @@ func TestATwoMiBPayloadRunsThroughTheSiteStore(t *testing.T) {
 	_, err = s3c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: &obj.Value})
 	if _, gone := errors.AsType[*s3types.NotFound](err); !gone {
 		t.Fatalf("the object is still in the bucket after the job ended (head: %v); delete failures %v", err, deleteFailures)
+	}
+}
+
+// TestATwoMiBPayloadRunsOnTheCloudLane is the same through a real relay: a
+// cloud-lane site over DynamoDB Local with a bucket on moto takes a 2 MiB
+// payload (its at-rest envelope offloaded), seals it to the relay's device,
+// collects the answer, and leaves no object once the job has ended.
+func TestATwoMiBPayloadRunsOnTheCloudLane(t *testing.T) {
+	ctx := context.Background()
+	bucket := strings.ToLower(localtest.UniqueName("site-env"))
+	s3c := localtest.S3Client(t)
+	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatal(err)
+	}
+	w := newCloudWorldOn(t, func(clk *clock.Manual) sitestore.Store {
+		db := localtest.DynamoClient(t)
+		table := localtest.UniqueName("site")
+		if err := sitedynamo.CreateTable(ctx, db, table); err != nil {
+			t.Fatal(err)
+		}
+		st, err := sitedynamo.New(sitedynamo.Config{DB: db, Table: table, Clock: clk,
+			Objects: objects.New(localtest.AWSConfig(localtest.MotoEndpoint(t)), "", bucket, true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	})
+	d, err := daemon.New(daemon.Config{RelayURL: w.url, Keys: w.device.Keys, Clock: w.clock,
+		Pairing: daemon.Pairing{RunnerID: w.device.RunnerID, Owner: w.device.Owner},
+		Backend: sizeBackend{}, Sleep: func(context.Context, time.Duration) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.daemon = d
+	s := w.start(nil)
+	prompt := strings.Repeat("€", (2<<20)/len("€")+1)
+	w.enqueue(s, "big", prompt)
+	objectsNow := func() int {
+		t.Helper()
+		out, err := s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(out.Contents)
+	}
+	if n := objectsNow(); n != 1 {
+		t.Fatalf("%d objects after the enqueue, want the offloaded envelope", n)
+	}
+	w.settle(s, w.ended("big"))
+	if want := fmt.Sprintf("read %d bytes", len(prompt)); w.answer("big") != want {
+		t.Fatalf("the answer read back %q, want %q", w.answer("big"), want)
+	}
+	if n := objectsNow(); n != 0 {
+		t.Fatalf("%d objects left after the job ended", n)
 	}
 }
