@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +27,7 @@ import (
 	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/container"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
+	"github.com/byorelay/byorelay/internal/platform/objects"
 	"github.com/byorelay/byorelay/internal/platform/paramstore"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
@@ -115,11 +118,28 @@ type Env struct {
 	VerificationURL string
 	LeaseMs         int64 // LEASE_MS; 0 is the default
 	PairingTTLMs    int64 // PAIRING_TTL_MS; 0 is the default
+	// RetentionMs is how long an ended job is kept, from
+	// ANSWER_RETENTION_DAYS; 0 is sitestore.DefaultRetentionMs.
+	RetentionMs int64
+	// BucketName holds at-rest envelopes too large to inline
+	// (BUCKET_NAME); "" refuses them (sitestore.ErrTooLarge).
+	BucketName string
+	// S3PathStyle addresses the bucket by path (S3_PATH_STYLE=1), for
+	// local S3 stand-ins whose bucket host names do not resolve.
+	S3PathStyle bool
 }
 
 // LoadEnv reads Env through getenv.
 func LoadEnv(getenv func(string) string) (Env, error) {
-	e := Env{TableName: getenv("TABLE_NAME"), SiteKeysParameter: getenv("SITE_KEYS_PARAMETER"), VerificationURL: getenv("VERIFICATION_URL")}
+	e := Env{TableName: getenv("TABLE_NAME"), SiteKeysParameter: getenv("SITE_KEYS_PARAMETER"), VerificationURL: getenv("VERIFICATION_URL"),
+		BucketName: getenv("BUCKET_NAME")}
+	switch v := getenv("S3_PATH_STYLE"); v {
+	case "", "0", "false":
+	case "1", "true":
+		e.S3PathStyle = true
+	default:
+		return Env{}, fmt.Errorf("sitefn: S3_PATH_STYLE=%q is not 1 or 0", v)
+	}
 	if e.TableName == "" {
 		return Env{}, errors.New("sitefn: TABLE_NAME is required")
 	}
@@ -132,8 +152,18 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 			*dst = n
 		}
 	}
+	if v := getenv("ANSWER_RETENTION_DAYS"); v != "" {
+		days, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || days <= 0 || days > maxRetentionDays {
+			return Env{}, fmt.Errorf("sitefn: ANSWER_RETENTION_DAYS=%q is not a whole number of days from 1 to %d", v, maxRetentionDays)
+		}
+		e.RetentionMs = days * 24 * 60 * 60_000
+	}
 	return e, nil
 }
+
+// maxRetentionDays is site-template.yaml's bound on AnswerRetentionDays.
+const maxRetentionDays = 3650
 
 // Options are what a Stack takes besides Env: in a container they come
 // from the AWS SDK; tests and the local stack pass their own.
@@ -147,6 +177,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Meter counts DynamoDB capacity (the benchmark).
 	Meter *ddb.Meter
+	// Objects is the envelope bucket; nil builds one from BUCKET_NAME when
+	// that is set.
+	Objects sitedynamo.Objects
 }
 
 // Stack is one container's wiring: the DynamoDB store and the server.
@@ -172,7 +205,7 @@ func Open(env Env, o Options) (*Stack, error) {
 // needs no keys and reads none (the sweeper's: Function.ReadsKeys).
 func openStack(env Env, o Options, serve bool) (*Stack, error) {
 	var params *paramstore.Client
-	if o.DB == nil || (serve && o.Keys == nil) {
+	if o.DB == nil || (serve && o.Keys == nil) || (o.Objects == nil && env.BucketName != "") {
 		// As lambdafn builds the relay's: the configuration Lambda's
 		// environment gives, with AWS_ENDPOINT_URL_<SERVICE> overrides (not
 		// the SDK's config loader, which links every other source of
@@ -189,6 +222,10 @@ func openStack(env Env, o Options, serve bool) (*Stack, error) {
 				}
 			})
 		}
+		if o.Objects == nil && env.BucketName != "" {
+			// Built by its first call: most containers never offload.
+			o.Objects = objects.New(cfg, aws.ToString(container.EndpointFor(os.Getenv, "s3")), env.BucketName, env.S3PathStyle)
+		}
 		if serve && o.Keys == nil {
 			if env.SiteKeysParameter == "" {
 				return nil, errors.New("sitefn: SITE_KEYS_PARAMETER is required (the site's keys are supplied, never generated per container)")
@@ -199,7 +236,15 @@ func openStack(env Env, o Options, serve bool) (*Stack, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
-	st, err := sitedynamo.New(sitedynamo.Config{DB: o.DB, Table: env.TableName, Clock: o.Clock, Meter: o.Meter})
+	log := o.Logger
+	st, err := sitedynamo.New(sitedynamo.Config{DB: o.DB, Table: env.TableName, Clock: o.Clock, Meter: o.Meter,
+		RetentionMs: env.RetentionMs, Objects: o.Objects,
+		OnObjectDeleteFailed: func(err error) {
+			// The bucket's lifecycle rule is the backstop; deletes that keep
+			// failing are what the template's alarm on this metric sees.
+			log.Warn("envelope object not deleted", slog.String("problem", err.Error()))
+			writeCountEMF(os.Stdout, MetricEnvelopeDeleteFailures, nil, time.Now())
+		}})
 	if err != nil {
 		return nil, err
 	}
@@ -334,6 +379,9 @@ const (
 	MetricSweepBacklogAge = "SweepBacklogAgeMs"
 	MetricSweepExpired    = "SweepExpired"
 	MetricSweepFailures   = "SweepFailures"
+	// MetricEnvelopeDeleteFailures counts the envelope object deletes that
+	// failed, from every function (a job ends in any of them).
+	MetricEnvelopeDeleteFailures = "EnvelopeDeleteFailures"
 )
 
 // sweepReserve is the time a sweep leaves itself before the function's
@@ -403,17 +451,30 @@ const MetricStreamFaults = "StreamFaults"
 // of a stream fault. The server logs the fault itself, with its job,
 // lease and reason; the record carries the count and the kind only.
 func writeStreamFaultEMF(out io.Writer, f site.StreamFault, now time.Time) {
+	writeCountEMF(out, MetricStreamFaults, map[string]string{"Kind": string(f.Kind)}, now)
+}
+
+// writeCountEMF writes one EMF record counting one event of metric, in
+// MetricsNamespace under the given dimensions; none is a sum across the
+// site's functions.
+func writeCountEMF(out io.Writer, metric string, dims map[string]string, now time.Time) {
+	names := slices.Sorted(maps.Keys(dims))
+	if names == nil {
+		names = []string{}
+	}
 	rec := map[string]any{
 		"_aws": map[string]any{
 			"Timestamp": now.UnixMilli(),
 			"CloudWatchMetrics": []any{map[string]any{
 				"Namespace":  MetricsNamespace,
-				"Dimensions": [][]string{{"Kind"}},
-				"Metrics":    []any{map[string]string{"Name": MetricStreamFaults, "Unit": "Count"}},
+				"Dimensions": [][]string{names},
+				"Metrics":    []any{map[string]string{"Name": metric, "Unit": "Count"}},
 			}},
 		},
-		"Kind":             string(f.Kind),
-		MetricStreamFaults: 1,
+		metric: 1,
+	}
+	for k, v := range dims {
+		rec[k] = v
 	}
 	b, _ := json.Marshal(rec)
 	fmt.Fprintln(out, string(b))

@@ -63,7 +63,8 @@ func TestTheRegistryIsTheSiteTemplate(t *testing.T) {
 // it; an HTTP function is sent one request (its first reads the keys), the
 // sweeper sweeps a table on DynamoDB Local. The template must grant each
 // function exactly the calls it made, on the keys' parameter alone, and
-// nothing outside DynamoDB and SSM, the only clients a site function links.
+// nothing outside DynamoDB, S3 and SSM, the only clients a site function
+// links.
 // A grant the code does not use lets a role read the site's private keys
 // for nothing; a call the grant misses answers every request 503 once
 // deployed.
@@ -139,8 +140,8 @@ func TestRolesGrantTheSSMCallsTheCodeMakes(t *testing.T) {
 }
 
 // ssmGrants is the SSM actions each site function's role allows, sorted,
-// each with the resources it is allowed on. A grant outside DynamoDB and
-// SSM fails the test.
+// each with the resources it is allowed on. A grant outside DynamoDB, S3
+// (the envelope bucket) and SSM fails the test.
 func ssmGrants(t *testing.T) map[string][]string {
 	t.Helper()
 	var tpl struct {
@@ -164,11 +165,11 @@ func ssmGrants(t *testing.T) map[string][]string {
 				}
 				for _, a := range oneOrMany(st["Action"]) {
 					switch service, _, _ := strings.Cut(a, ":"); service {
-					case "dynamodb":
+					case "dynamodb", "s3":
 					case "ssm":
 						out[f.LogicalID] = append(out[f.LogicalID], a+" on "+strings.Join(oneOrMany(st["Resource"]), ", "))
 					default:
-						t.Errorf("%s may %s: a site function calls DynamoDB and SSM alone", f.Name, a)
+						t.Errorf("%s may %s: a site function calls DynamoDB, S3 and SSM alone", f.Name, a)
 					}
 				}
 			}
@@ -194,6 +195,14 @@ func TestEnvNeedsATableAndPositiveDurations(t *testing.T) {
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	if _, err := LoadEnv(env(map[string]string{})); err == nil {
 		t.Error("no TABLE_NAME was accepted")
+	}
+	for _, bad := range []string{"0", "-1", "1.5", "3651", "a week"} {
+		if _, err := LoadEnv(env(map[string]string{"TABLE_NAME": "t", "ANSWER_RETENTION_DAYS": bad})); err == nil {
+			t.Errorf("ANSWER_RETENTION_DAYS=%q was accepted", bad)
+		}
+	}
+	if e, err := LoadEnv(env(map[string]string{"TABLE_NAME": "t", "ANSWER_RETENTION_DAYS": "7"})); err != nil || e.RetentionMs != 7*24*60*60_000 {
+		t.Errorf("ANSWER_RETENTION_DAYS=7: %+v %v", e, err)
 	}
 	if _, err := LoadEnv(env(map[string]string{"TABLE_NAME": "t", "LEASE_MS": "-1"})); err == nil {
 		t.Error("a negative LEASE_MS was accepted")

@@ -114,13 +114,25 @@ func (s *Server) Enqueue(ctx context.Context, in EnqueueInput) (sitestore.Job, e
 	if errors.Is(err, sitestore.ErrTooLarge) {
 		return sitestore.Job{}, invalid("%v", err)
 	}
+	// Create is idempotent by id: an id used before answers with that job.
+	j, _, err = s.opened(j, true, err)
 	return j, err
 }
 
 // Job sweeps, then reads: a job past its TTL reads expired even if the
-// scheduled sweep has not run.
+// scheduled sweep has not run. Its answer is opened (Outcome is the
+// device's whole outcome): this is the app reading it.
 func (s *Server) Job(ctx context.Context, id string) (sitestore.Job, bool, error) {
-	return s.store.Refresh(ctx, id)
+	return s.opened(s.store.Refresh(ctx, id))
+}
+
+// opened is a store read with the job's sealed answer opened.
+func (s *Server) opened(j sitestore.Job, found bool, err error) (sitestore.Job, bool, error) {
+	if err != nil || !found {
+		return j, found, err
+	}
+	j, err = s.answers.open(j)
+	return j, err == nil, err
 }
 
 // JobResult is what the app reads of a job (DeliveredResult).
@@ -134,7 +146,8 @@ type JobResult struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// ResultOf is a job as the app reads it.
+// ResultOf is a job as the app reads it, from the job as Job returns it
+// (its answer opened).
 func ResultOf(j sitestore.Job) JobResult {
 	return JobResult{JobID: j.ID, State: j.State, Outcome: j.Outcome, Provenance: j.Provenance, Reason: j.EndReason}
 }
@@ -155,7 +168,7 @@ func (s *Server) Result(ctx context.Context, id string) (JobResult, bool, error)
 // again (both halves are idempotent).
 func (s *Server) Cancel(ctx context.Context, id string) (sitestore.Job, bool, error) {
 	if s.cloud == nil {
-		return s.store.Cancel(ctx, id)
+		return s.opened(s.store.Cancel(ctx, id))
 	}
 	if _, found, err := s.store.Get(ctx, id); err != nil || !found {
 		return sitestore.Job{}, found, err
@@ -163,7 +176,7 @@ func (s *Server) Cancel(ctx context.Context, id string) (sitestore.Job, bool, er
 	if _, err := s.cloud.Cancel(ctx, id); err != nil {
 		return sitestore.Job{}, true, err
 	}
-	return s.store.Get(ctx, id)
+	return s.opened(s.store.Get(ctx, id))
 }
 
 // Subscribe calls onChange after every write this process makes to the

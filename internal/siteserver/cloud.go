@@ -73,7 +73,7 @@ func newCloudClient(s *Server, lane CloudLane) (*site.Client, error) {
 	if lane.RelayURL == "" || lane.SiteID == "" {
 		return nil, errors.New("siteserver: Config.Cloud needs RelayURL and SiteID")
 	}
-	ledger := &storeLedger{store: s.store, siteKeyID: s.siteKeyID, log: s.log}
+	ledger := &storeLedger{store: s.store, siteKeyID: s.siteKeyID, log: s.log, answers: s.answers}
 	c, err := site.New(site.Config{
 		RelayURL:   lane.RelayURL,
 		SiteID:     lane.SiteID,
@@ -240,6 +240,9 @@ type storeLedger struct {
 	// withdraw cancels a job at the relay (site.Client.Cancel), for a job
 	// this ledger ended while a device waits on its claim.
 	withdraw func(ctx context.Context, jobID string) (bool, error)
+	// answers seals a verified result before the store keeps it and opens
+	// it for Lookup (answer.go).
+	answers answers
 }
 
 // stubOf is the stub the relay was (or will be) sent. Its deadline is the
@@ -359,6 +362,9 @@ func (l *storeLedger) Lookup(ctx context.Context, jobID string) (site.Tracked, b
 	if err != nil || !found {
 		return site.Tracked{}, false, err
 	}
+	if j, err = l.answers.open(j); err != nil {
+		return site.Tracked{}, false, err
+	}
 	return l.trackedOf(j), true, nil
 }
 
@@ -412,11 +418,20 @@ func (l *storeLedger) End(ctx context.Context, e site.Ending) (bool, error) {
 	switch e.Fate {
 	case site.FateVerified:
 		r := e.Result
+		now, err := l.store.Now(ctx)
+		if err != nil {
+			return false, err
+		}
+		disposition, answer, err := l.answers.seal(e.JobID, r.Outcome, now)
+		if err != nil {
+			return false, err
+		}
 		res, err := l.store.Complete(ctx, sitestore.CompleteInput{
 			JobID:    e.JobID,
 			RunnerID: r.RunnerID,
 			Holder:   sitestore.HolderByDevice(r.Device, r.LeaseID),
-			Outcome:  r.Outcome,
+			Outcome:  disposition,
+			Answer:   answer,
 			// From the job, the relay's routing word and what the device
 			// signed; Untrusted is derived, never taken from the device.
 			Provenance: sitestore.Provenance{Audience: r.Audience, RunnerID: r.RunnerID, RunnerOwner: r.RunnerOwner,

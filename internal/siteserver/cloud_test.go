@@ -179,10 +179,24 @@ func echoOf(prompt string) string {
 	return "echo: " + daemon.ComposePrompt(protocol.KindGenerate, site.GeneratePayload(prompt))
 }
 
+// answer is a job's answer as the app reads it (opened from its seal);
+// the store itself holds the disposition alone.
+func (w *cloudWorld) answer(id string) string {
+	w.t.Helper()
+	if stored := w.job(id).Outcome; stored != nil && (stored.Text != nil || stored.Message != "") {
+		w.t.Fatalf("job %s: the store holds the answer in the clear: %+v", id, stored)
+	}
+	j, found, err := w.start(nil).Job(w.ctx, id)
+	if err != nil || !found {
+		w.t.Fatalf("job %s: found=%v err=%v", id, found, err)
+	}
+	return j.Outcome.TextOrEmpty()
+}
+
 func (w *cloudWorld) wantVerified(id, prompt string) {
 	w.t.Helper()
 	j := w.job(id)
-	if siteserver.FateOf(j) != site.FateVerified || j.State != sitestore.StateOK || j.Outcome.TextOrEmpty() != echoOf(prompt) {
+	if siteserver.FateOf(j) != site.FateVerified || j.State != sitestore.StateOK || w.answer(id) != echoOf(prompt) {
 		w.t.Fatalf("job %s: fate %s, %+v", id, siteserver.FateOf(j), j)
 	}
 	if j.Provenance == nil || j.Provenance.RunnerID != "runner-a" || !j.Provenance.Untrusted || j.Audience != protocol.AudienceTeam {

@@ -84,7 +84,7 @@ func (s *Server) heartbeat(d daemonCall) (reply, error) {
 // and a lease you no longer hold: who may know already knows which.
 func (s *Server) fetch(d daemonCall) (reply, error) {
 	var req protocol.FetchRequest
-	runner, _, refusal, err := s.authed(d, &req, func() string { return req.RunnerID })
+	runner, now, refusal, err := s.authed(d, &req, func() string { return req.RunnerID })
 	if refusal != nil || err != nil {
 		return deref(refusal), err
 	}
@@ -94,6 +94,10 @@ func (s *Server) fetch(d daemonCall) (reply, error) {
 	}
 	if !found || j.Lease == nil || j.Lease.RunnerID != runner.ID || j.Lease.ID != req.LeaseID {
 		return fail(protocol.CodeNotFound, "no such lease on this job"), nil
+	}
+	if sitestore.PastDeadline(j, now) {
+		// Nobody may start a job whose result would be refused.
+		return pastDeadline, nil
 	}
 	env, err := s.resealForDevice(j, runner.Device)
 	if err != nil {
@@ -109,7 +113,7 @@ func (s *Server) fetch(d daemonCall) (reply, error) {
 // duplicate, and an outcome nobody can verify is never stored.
 func (s *Server) result(d daemonCall) (reply, error) {
 	var req protocol.ResultRequest
-	runner, _, refusal, err := s.authed(d, &req, func() string { return req.RunnerID })
+	runner, now, refusal, err := s.authed(d, &req, func() string { return req.RunnerID })
 	if refusal != nil || err != nil {
 		return deref(refusal), err
 	}
@@ -145,15 +149,23 @@ func (s *Server) result(d daemonCall) (reply, error) {
 		Stop:         sealed.Ran.Stop,
 		StopReported: sealed.Ran.StopReported,
 	}
+	disposition, answer, err := s.answers.seal(req.JobID, sealed.Outcome, now)
+	if err != nil {
+		return reply{}, err
+	}
 	res, err := s.store.Complete(d.ctx, sitestore.CompleteInput{
 		JobID:      req.JobID,
 		RunnerID:   runner.ID,
 		Holder:     sitestore.HolderByLease(req.LeaseID, runner.ID),
-		Outcome:    sealed.Outcome,
+		Outcome:    disposition,
+		Answer:     answer,
 		Provenance: prov,
 	})
 	if err != nil {
 		return reply{}, err
+	}
+	if res.PastDeadline {
+		return pastDeadline, nil
 	}
 	state := j.State
 	if res.Job != nil {
@@ -180,6 +192,11 @@ func (s *Server) release(d daemonCall) (reply, error) {
 	}
 	return ok(protocol.ReleaseResponse{Released: nonNil(released)}), nil
 }
+
+// pastDeadline is the refusal of a fetch or a result after the job's
+// absolute deadline: the relay's answer to a late result (the job is gone,
+// swept or not), so a daemon hears one word from either lane.
+var pastDeadline = fail(protocol.CodeNotFound, "this job's deadline has passed")
 
 func deref(r *reply) reply {
 	if r == nil {

@@ -93,6 +93,7 @@ type Server struct {
 	basePath        string
 	log             *slog.Logger
 	onStreamFault   func(site.StreamFault)
+	answers         answers
 	// cloud is the cloud lane's transport, nil on the direct lane.
 	cloud *site.Client
 	// watch is the streaming jobs this process published, for one warning
@@ -125,6 +126,7 @@ func New(cfg Config) (*Server, error) {
 		log:             cfg.Logger,
 		onStreamFault:   cfg.OnStreamFault,
 	}
+	s.answers = answers{keys: s.keys, site: s.site, siteKeyID: s.siteKeyID}
 	if s.basePath == "" {
 		s.basePath = "/byollm"
 	}

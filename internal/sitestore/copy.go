@@ -21,6 +21,10 @@ func CopyJob(j Job) Job {
 		o := *j.Outcome
 		j.Outcome = &o
 	}
+	if j.Answer != nil {
+		a := *j.Answer
+		j.Answer = &a
+	}
 	if j.Provenance != nil {
 		p := *j.Provenance
 		j.Provenance = &p

@@ -275,15 +275,29 @@ func EndJob(j Job, outcome protocol.Outcome, reason string, now int64) (Job, boo
 	return j, true
 }
 
+// PastDeadline reports whether a job's absolute deadline (DeadlineAt, the
+// creator's bound) has passed: at or before now, or, for a job sealed to a
+// device, before the cut expiryCut allows while the relay may still list a
+// result accepted in the deadline's last instant. Such a job takes no result
+// and expires at the next sweep, whoever holds it. The TTL window is not an
+// absolute deadline: it bounds waiting in the queue, and time spent being
+// worked on does not count toward it.
+func PastDeadline(j Job, now int64) bool {
+	return j.DeadlineAt != 0 && j.DeadlineAt <= expiryCut(j, now, 0)
+}
+
 // CompleteJob is Complete's decision, in the reference's order:
 //  1. terminal is tested before the holder, and answered duplicate only to
 //     the same device under the same grant (anyone else gets the plain
 //     refusal they would get for a live job: a job id is not a terminality
 //     probe);
-//  2. expired refuses;
-//  3. the holder must hold the job (heldByHolder: its lane's rule; the zero
+//  2. past its absolute deadline (PastDeadline) the result is refused as
+//     the relay refuses it (PastDeadline in the result) and a live job
+//     expires in the same write;
+//  3. expired refuses;
+//  4. the holder must hold the job (heldByHolder: its lane's rule; the zero
 //     Holder holds nothing);
-//  4. otherwise the outcome is recorded, the lease dropped, the grant kept
+//  5. otherwise the outcome is recorded, the lease dropped, the grant kept
 //     in CompletedByLeaseID and any cancel request dropped.
 //
 // changed is whether the job must be written.
@@ -295,6 +309,17 @@ func CompleteJob(j Job, in CompleteInput, now int64) (out Job, res CompleteResul
 		sameGrant := in.Holder.lane == laneLease && in.Holder.leaseID != "" && j.CompletedByLeaseID == in.Holder.leaseID
 		jj := j
 		return j, CompleteResult{Duplicate: sameDevice && sameGrant, Job: &jj}, false
+	}
+	if PastDeadline(j, now) {
+		// The relay's word for a result after the deadline: the job is
+		// gone, swept or not. A live job ends here in the same write, as
+		// the next sweep would end it.
+		changed := j.State != StateExpired
+		if changed {
+			j = expire(j, now)
+		}
+		jj := j
+		return j, CompleteResult{PastDeadline: true, Job: &jj}, changed
 	}
 	if j.State == StateExpired {
 		jj := j
@@ -322,6 +347,10 @@ func CompleteJob(j Job, in CompleteInput, now int64) (out Job, res CompleteResul
 	outcome := in.Outcome
 	prov := in.Provenance
 	j.Outcome = &outcome
+	if in.Answer != nil {
+		a := *in.Answer
+		j.Answer = &a
+	}
 	j.Provenance = &prov
 	j.CancelRequested = false
 	j.AwaitingPublish = false
@@ -355,7 +384,10 @@ func Release(j Job, runnerID, leaseID, reason string, now int64) (Job, bool) {
 //     toward expiry, so a dead runner's job is offered again, not expired;
 //  2. an adopted lease past deadlineFor expires (a relay's lease is
 //     not this site's to lapse, but the deadline still bounds it);
-//  3. a queued job past its deadline, or past ClaimableAt+TTL, expires. A
+//  3. a job this site's runner holds, under a live lease, expires past its
+//     absolute deadline (PastDeadline): a daemon that keeps heartbeating
+//     does not keep a job alive past the bound its creator set;
+//  4. a queued job past its deadline, or past ClaimableAt+TTL, expires. A
 //     blocked job (ClaimableAt 0) never expires by TTL.
 //
 // "Past" is now, except for a job sealed to a device (expiryCut).
@@ -377,6 +409,9 @@ func ExpireJobBefore(j Job, now, sealedBefore int64) (Job, bool) {
 	}
 	cut := expiryCut(j, now, sealedBefore)
 	if (j.State == StateClaimed || j.State == StateRunning) && j.Adopted() && DeadlineFor(j, now) <= cut {
+		return expire(j, now), true
+	}
+	if (j.State == StateClaimed || j.State == StateRunning) && !j.Adopted() && j.DeadlineAt != 0 && j.DeadlineAt <= cut {
 		return expire(j, now), true
 	}
 	if j.State == StateQueued {
@@ -433,6 +468,9 @@ func DueAt(j Job) int64 {
 			}
 			return DeadlineFor(j, 0) + sealedGrace(j)
 		}
+		if j.DeadlineAt != 0 && j.DeadlineAt < j.Lease.ExpiresAt {
+			return j.DeadlineAt + sealedGrace(j)
+		}
 		return j.Lease.ExpiresAt
 	case StateQueued:
 		due := int64(0)
@@ -448,6 +486,17 @@ func DueAt(j Job) int64 {
 		return due + sealedGrace(j)
 	}
 	return 0
+}
+
+// RetainedUntil is when an ended job's record, its sealed answer with it,
+// is deleted: retentionMs after it ended (its last write, the ending one);
+// 0 while the job is live. A store deletes it at or after this instant
+// (the memory store at its next sweep, DynamoDB by its TTL).
+func RetainedUntil(j Job, retentionMs int64) int64 {
+	if !j.Ended() {
+		return 0
+	}
+	return j.UpdatedAt + retentionMs
 }
 
 // sealedGrace is how long after its deadline a sweep leaves a job

@@ -44,6 +44,14 @@ const (
 // DefaultTTLMs is the TTL a job gets when its creator names none (15 min).
 const DefaultTTLMs = 15 * 60_000
 
+// DefaultRetentionMs is how long an ended job's record, and the sealed
+// answer in it, is kept after the job ends when the deployer names no
+// retention: 7 days, long enough for an app to read a result it was away
+// for, short enough that a store holds a week of answers, not every answer
+// ever given. It must exceed protocol.ResultGraceMs, so that a result a
+// relay lists again after the job ended finds the job.
+const DefaultRetentionMs = 7 * 24 * 60 * 60_000
+
 // Job is a JobRecord. Envelope is filled by Create, Get and Refresh; what
 // other methods return may leave it empty (a claim has no use for the
 // ciphertext, and a store need not read it). Times are epoch ms from the store clock; 0 stands for
@@ -79,9 +87,19 @@ type Job struct {
 	DeadlineAt  int64
 	RefusedBy   []string
 	Attempts    int64
-	Outcome     *protocol.Outcome
-	Provenance  *Provenance
-	UpdatedAt   int64
+	// Outcome is how the job ended. For a result a device signed it holds
+	// the disposition alone (ok, error, canceled): the device's outcome,
+	// text, error code and message included, is Answer, sealed. For an end
+	// the site wrote itself (EndJob) it is the site's whole outcome, which
+	// carries no device's words. A reader that wants the answer opens
+	// Answer (siteserver does, when the app reads the job).
+	Outcome *protocol.Outcome
+	// Answer is the outcome a device reported, sealed by the site to its own
+	// key as Envelope is: the store, its backups and whoever reads them hold
+	// ciphertext only. nil until a device's result is recorded.
+	Answer     *protocol.SealedEnvelope
+	Provenance *Provenance
+	UpdatedAt  int64
 	// CancelRequested is the reference's separate cancel-request row: set
 	// when a held job is cancelled, delivered to its holder at heartbeat,
 	// dropped when the job completes.
@@ -333,9 +351,12 @@ type CompleteInput struct {
 	JobID string
 	// RunnerID is who is asking, for the duplicate answer only;
 	// authorisation is Holder.
-	RunnerID   string
-	Holder     Holder
+	RunnerID string
+	Holder   Holder
+	// Outcome is the disposition the store judges by (Job.Outcome), and
+	// Answer the whole outcome sealed to the site's own key (Job.Answer).
 	Outcome    protocol.Outcome
+	Answer     *protocol.SealedEnvelope
 	Provenance Provenance
 }
 
@@ -343,7 +364,11 @@ type CompleteInput struct {
 type CompleteResult struct {
 	Accepted  bool
 	Duplicate bool
-	Job       *Job
+	// PastDeadline: refused because the job's absolute deadline has passed
+	// (sitestore.PastDeadline); the daemon endpoint answers it as the
+	// relay answers a late result, not-found.
+	PastDeadline bool
+	Job          *Job
 }
 
 // ReleaseInput gives grants back.

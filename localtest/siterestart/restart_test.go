@@ -183,6 +183,9 @@ func runStreamRestart(t *testing.T) {
 	want := answer(streamPrompt())
 	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		j, found, err := st.Get(ctx, streamJob)
+		if err == nil {
+			j, err = siteserver.OpenAnswer(keys, j)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -303,6 +306,9 @@ func runRestarts(t *testing.T, kind daemonKind, jobs int) {
 	for i := range jobs {
 		id := jobID(i)
 		j, found, err := st.Get(ctx, id)
+		if err == nil {
+			j, err = siteserver.OpenAnswer(keys, j)
+		}
 		if err != nil || !found {
 			t.Errorf("job %s: lost (found=%v err=%v)", id, found, err)
 			continue

@@ -5,11 +5,23 @@
 //
 //	JOB#<id>    JOB           the job: its record as JSON (doc) without the
 //	                          envelope, a version (ver) and the id of the
-//	                          write that made it (wid), plus index keys
+//	                          write that made it (wid), plus index keys.
+//	                          A device's answer is in doc sealed to the
+//	                          site's own key (Answer), its disposition
+//	                          alone in the clear: the store never holds a
+//	                          prompt or an answer readable. Once the job
+//	                          has ended, TTL is Config.RetentionMs past
+//	                          its end (sitestore.RetainedUntil)
 //	JOB#<id>    ENV           the at-rest envelope, written once at create,
 //	                          read only by Get (fetch), deleted once the
 //	                          job has ended (Store.ended; TTL, a day past
-//	                          the envelope's deadline, is the backstop)
+//	                          the envelope's deadline, is the backstop).
+//	                          An envelope over MaxEnvelopeItemBytes is an
+//	                          object in the bucket (Config.Objects), put
+//	                          before the item that names it (obj) and
+//	                          deleted with it; a failed delete is counted
+//	                          (ObjectDeleteFailures) and left to the
+//	                          bucket's lifecycle rule
 //	CKPT#<id>   LEASE#<lease> the stream checkpoint of the job's run
 //	                          under that lease (seq, sealed envelope),
 //	                          written by a conditional PutItem only above

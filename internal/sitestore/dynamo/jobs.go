@@ -24,7 +24,10 @@ type envItem struct {
 	PK       string                  `dynamodbav:"pk"`
 	SK       string                  `dynamodbav:"sk"`
 	Envelope protocol.SealedEnvelope `dynamodbav:"envelope"`
-	TTL      int64                   `dynamodbav:"ttl,omitempty"`
+	// Object is the bucket key of an envelope too large to inline
+	// (Envelope is then empty); deleted with the item (Store.ended).
+	Object string `dynamodbav:"obj,omitempty"`
+	TTL    int64  `dynamodbav:"ttl,omitempty"`
 }
 
 // envelopeTTL is the TTL of an envelope item: a day past the envelope's
@@ -44,20 +47,39 @@ func (s *Store) Create(ctx context.Context, in sitestore.CreateInput) (sitestore
 	if j, found, err := s.Get(ctx, in.ID); err != nil || found {
 		return j, err
 	}
+	stored := envItem{PK: jobPK(in.ID), SK: skEnv, Envelope: in.Envelope, TTL: envelopeTTL(in.Envelope)}
 	if len(in.Envelope.Ciphertext) > MaxEnvelopeItemBytes {
-		return sitestore.Job{}, ErrTooLarge
+		if s.objects == nil {
+			return sitestore.Job{}, ErrTooLarge
+		}
+		k, err := s.offload(ctx, in.ID, in.Envelope)
+		if err != nil {
+			return sitestore.Job{}, err
+		}
+		stored.Envelope, stored.Object = protocol.SealedEnvelope{}, k
 	}
+	j, err := s.create(ctx, in, stored)
+	if err != nil || j.Envelope.Ciphertext != in.Envelope.Ciphertext {
+		// This create wrote nothing, or another create of the id won: the
+		// object, if any, is nobody's.
+		s.dropObject(context.WithoutCancel(ctx), stored.Object)
+	}
+	return j, err
+}
+
+// create is Create once the envelope is placed: stored is its item.
+func (s *Store) create(ctx context.Context, in sitestore.CreateInput, stored envItem) (sitestore.Job, error) {
 	deps := slices.Compact(slices.Sorted(slices.Values(in.DependsOn)))
 	ok, err := s.allOK(ctx, deps)
 	if err != nil {
 		return sitestore.Job{}, err
 	}
 	j := sitestore.NewJob(in, !ok, s.now(), s.defaultTTL)
-	item, err := itemOf(j, 1, "create", false, s.dueShards)
+	item, err := itemOf(j, 1, "create", false, s.dueShards, s.retention)
 	if err != nil {
 		return sitestore.Job{}, err
 	}
-	env, err := attributevalue.MarshalMap(envItem{PK: jobPK(j.ID), SK: skEnv, Envelope: in.Envelope, TTL: envelopeTTL(in.Envelope)})
+	env, err := attributevalue.MarshalMap(stored)
 	if err != nil {
 		return sitestore.Job{}, err
 	}
@@ -223,6 +245,11 @@ func (s *Store) Get(ctx context.Context, id string) (sitestore.Job, bool, error)
 				return sitestore.Job{}, false, err
 			}
 			env = e.Envelope
+			if e.Object != "" {
+				if env, err = s.fetchObject(ctx, e.Object); err != nil {
+					return sitestore.Job{}, false, fmt.Errorf("get job %s: %w", id, err)
+				}
+			}
 		}
 	}
 	j.Envelope = env

@@ -42,8 +42,10 @@ func CreateTable(ctx context.Context, api ddb.TableCreator, name string) error {
 	return nil
 }
 
-// ttlAttribute is the site table's TTL attribute. Only envelope items
-// carry it: the backstop for an ended job's envelope whose delete failed.
+// ttlAttribute is the site table's TTL attribute. An envelope or
+// checkpoint item carries it as the backstop for an ended job's envelope
+// whose delete failed; an ended job's item carries it as the end of its
+// retention (Config.RetentionMs).
 const ttlAttribute = "ttl"
 
 // tableInput is the CreateTable input for a site table named name: the
@@ -111,12 +113,14 @@ const (
 	// unbounded).
 	claimScanLimit = 400
 	// MaxEnvelopeItemBytes is the largest at-rest envelope kept inline; an
-	// item is at most 400 KB. Larger payloads are refused (ErrTooLarge)
-	// rather than silently truncated.
+	// item is at most 400 KB. A larger one is offloaded to the bucket
+	// (Config.Objects) up to the protocol's ceiling, and refused
+	// (ErrTooLarge) by a store without one, never truncated.
 	MaxEnvelopeItemBytes = 350 * 1024
 )
 
-// ErrTooLarge is Create's refusal of an envelope over MaxEnvelopeItemBytes.
+// ErrTooLarge is Create's refusal of an envelope over MaxEnvelopeItemBytes
+// with no bucket to offload it to, or over the protocol's ceiling.
 var ErrTooLarge = sitestore.ErrTooLarge
 
 // Config is what New needs.
@@ -141,6 +145,12 @@ type Config struct {
 	// SweepWorkers bounds the shards a full sweep works at once; 0 is
 	// DefaultSweepWorkers.
 	SweepWorkers int
+	// RetentionMs is how long an ended job's item, its sealed answer with
+	// it, is kept: its TTL is set that long after the job ended
+	// (sitestore.RetainedUntil), and DynamoDB deletes it after that
+	// (typically within a few days of it; a read before then still finds
+	// the job). 0 is sitestore.DefaultRetentionMs.
+	RetentionMs int64
 	// RunnerRefreshMs is how stale a runner's stored heartbeat time may
 	// grow before a heartbeat of an otherwise unchanged runner rewrites it
 	// (TouchRunner); 0 is DefaultRunnerRefreshMs.
@@ -154,6 +164,14 @@ type Config struct {
 	AWS *aws.Config
 	// Streams overrides the client AWS would build.
 	Streams StreamsAPI
+	// Objects, when set, keeps an at-rest envelope over
+	// MaxEnvelopeItemBytes in a bucket; without it such an envelope is
+	// refused (ErrTooLarge). The object is deleted when the job ends.
+	Objects Objects
+	// OnObjectDeleteFailed, when set, hears each object delete that
+	// failed (also counted, ObjectDeleteFailures): the object then stays
+	// until the bucket's lifecycle rule.
+	OnObjectDeleteFailed func(error)
 }
 
 // Store is the DynamoDB site store.
@@ -169,6 +187,7 @@ type Store struct {
 	prevDueShards int
 	sweepWorkers  int
 	runnerRefresh int64
+	retention     int64
 	// inlineNext picks the shard the next in-line sweep reads: round
 	// robin from a random start, so every shard is read by some claim or
 	// heartbeat of every instance, and no two instances march in step.
@@ -176,6 +195,10 @@ type Store struct {
 	awsConfig  *aws.Config
 	streamsAPI StreamsAPI
 	reader     *streamReader // nil: no table stream is read
+
+	objects              Objects
+	onObjectDeleteFailed func(error)
+	objectDeleteFailures atomic.Int64
 }
 
 var (
@@ -193,7 +216,9 @@ func New(cfg Config) (*Store, error) {
 	}
 	s := &Store{db: cfg.DB, table: cfg.Table, clock: cfg.Clock, defaultTTL: cfg.DefaultTTLMs, inlineLimit: cfg.InlineSweepLimit,
 		dueShards: cmp.Or(cfg.DueShards, DefaultDueShards), prevDueShards: cfg.PreviousDueShards,
-		sweepWorkers: cmp.Or(cfg.SweepWorkers, DefaultSweepWorkers), runnerRefresh: cmp.Or(cfg.RunnerRefreshMs, DefaultRunnerRefreshMs)}
+		sweepWorkers: cmp.Or(cfg.SweepWorkers, DefaultSweepWorkers), runnerRefresh: cmp.Or(cfg.RunnerRefreshMs, DefaultRunnerRefreshMs),
+		retention: cmp.Or(cfg.RetentionMs, sitestore.DefaultRetentionMs),
+		objects:   cfg.Objects, onObjectDeleteFailed: cfg.OnObjectDeleteFailed}
 	s.inlineNext.Store(rand.Uint32())
 	if s.clock == nil {
 		s.clock = clock.System{}
@@ -290,6 +315,9 @@ type jobItem struct {
 	DSK int64  `dynamodbav:"dsk,omitempty"`
 	GPK string `dynamodbav:"gpk,omitempty"`
 	GSK string `dynamodbav:"gsk,omitempty"`
+	// TTL is set once the job has ended: DynamoDB deletes the item, its
+	// sealed answer with it, after the retention.
+	TTL int64 `dynamodbav:"ttl,omitempty"`
 }
 
 // stored is a job as read: the record and the version it was read at.
@@ -305,8 +333,10 @@ func claimKey(claimableAt int64, id string) string { return fmt.Sprintf("%016d#%
 // itemOf builds the item for j at version ver. Every index key is derived
 // from the record here and nowhere else, so an index cannot disagree with
 // the job it points at. unblockPending marks a job completed ok whose
-// dependents are still to be told; shards is the due index's shard count.
-func itemOf(j sitestore.Job, ver int64, wid string, unblockPending bool, shards int) (map[string]types.AttributeValue, error) {
+// dependents are still to be told; shards is the due index's shard count;
+// retention is Config.RetentionMs, from which an ended job's item gets its
+// TTL (sitestore.RetainedUntil, in epoch seconds as DynamoDB reads it).
+func itemOf(j sitestore.Job, ver int64, wid string, unblockPending bool, shards int, retention int64) (map[string]types.AttributeValue, error) {
 	rec := j
 	rec.Envelope = protocol.SealedEnvelope{}
 	doc, err := json.Marshal(rec)
@@ -314,6 +344,9 @@ func itemOf(j sitestore.Job, ver int64, wid string, unblockPending bool, shards 
 		return nil, err
 	}
 	it := jobItem{PK: jobPK(j.ID), SK: skJob, Doc: string(doc), Ver: ver, WID: wid}
+	if until := sitestore.RetainedUntil(j, retention); until != 0 {
+		it.TTL = (until + 999) / 1000
+	}
 	queue := "Q#T"
 	if j.Audience != protocol.AudienceTeam {
 		queue = "Q#P#" + j.Owner
@@ -374,7 +407,7 @@ var errConflict = errors.New("conflict")
 
 // putJob writes j over version ver (0: the item must not exist).
 func (s *Store) putJob(ctx context.Context, j sitestore.Job, ver int64, wid string, unblockPending bool) error {
-	item, err := itemOf(j, ver+1, wid, unblockPending, s.dueShards)
+	item, err := itemOf(j, ver+1, wid, unblockPending, s.dueShards, s.retention)
 	if err != nil {
 		return err
 	}
@@ -454,7 +487,13 @@ func (s *Store) ended(ctx context.Context, id string, ending bool) {
 	if !ending {
 		return
 	}
-	_, _ = s.db.DeleteItem(context.WithoutCancel(ctx), &dynamodb.DeleteItemInput{TableName: &s.table, Key: key(jobPK(id), skEnv)})
+	ctx = context.WithoutCancel(ctx)
+	out, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.table, Key: key(jobPK(id), skEnv),
+		ReturnValues: types.ReturnValueAllOld})
+	if err == nil && out != nil {
+		// An envelope offloaded to the bucket goes with its item.
+		s.dropObject(ctx, objectOf(out.Attributes))
+	}
 }
 
 // backoff waits a little, more each time, before re-reading a contended

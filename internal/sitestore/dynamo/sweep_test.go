@@ -188,7 +188,7 @@ func TestSweeperClearsALoadInBoundedMemory(t *testing.T) {
 					j := sitestore.Job{ID: fmt.Sprintf("load-%06d", i), Kind: protocol.KindGenerate, Owner: "o",
 						State: sitestore.StateQueued, ClaimableAt: 1_000_000 + int64(i%1000), TTLMs: 100,
 						CreatedAt: 1_000_000, UpdatedAt: 1_000_000}
-					item, err := itemOf(j, 1, "load", false, s.dueShards)
+					item, err := itemOf(j, 1, "load", false, s.dueShards, s.retention)
 					if err != nil {
 						loadErr.Store(err)
 						return

@@ -23,12 +23,16 @@ type Options struct {
 	// DefaultTTLMs is the TTL of a job created without one; 0 means
 	// sitestore.DefaultTTLMs.
 	DefaultTTLMs int64
+	// RetentionMs is how long an ended job is kept (sitestore.RetainedUntil);
+	// 0 means sitestore.DefaultRetentionMs.
+	RetentionMs int64
 }
 
 // Store is the memory site store. Safe for concurrent use.
 type Store struct {
 	clock      clock.Clock
 	defaultTTL int64
+	retention  int64
 
 	mu       sync.Mutex
 	jobs     map[string]sitestore.Job
@@ -48,7 +52,7 @@ var (
 
 // New returns an empty store.
 func New(o Options) *Store {
-	s := &Store{clock: o.Clock, defaultTTL: o.DefaultTTLMs}
+	s := &Store{clock: o.Clock, defaultTTL: o.DefaultTTLMs, retention: cmp.Or(o.RetentionMs, sitestore.DefaultRetentionMs)}
 	if s.clock == nil {
 		s.clock = clock.System{}
 	}
@@ -149,6 +153,17 @@ func (s *Store) expireDue(now int64, changed *[]string) []sitestore.Job {
 func (s *Store) expireDueBefore(now, sealedBefore int64, changed *[]string) []sitestore.Job {
 	var out []sitestore.Job
 	for _, id := range s.sortedIDs() {
+		if until := sitestore.RetainedUntil(s.jobs[id], s.retention); until != 0 && until <= now {
+			// Its retention is over: the record, its answer and its
+			// checkpoint go.
+			delete(s.jobs, id)
+			for k := range s.checkpoints {
+				if k.jobID == id {
+					delete(s.checkpoints, k)
+				}
+			}
+			continue
+		}
 		if j, ok := sitestore.ExpireJobBefore(s.jobs[id], now, sealedBefore); ok {
 			s.write(j, changed)
 			out = append(out, sitestore.CopyJob(j))

@@ -106,6 +106,17 @@ func (e *env) complete(j sitestore.Job, runner string, outcome protocol.Outcome)
 	return res
 }
 
+// renew is held's runner heartbeating its lease (10 s leases).
+func (e *env) renew(runner string, held sitestore.Job) sitestore.RenewResult {
+	e.Helper()
+	res, err := e.s.RenewLeases(e.ctx, sitestore.RenewInput{RunnerID: runner, LeaseMs: 10_000,
+		Leases: []protocol.GrantRef{{JobID: held.ID, LeaseID: held.Lease.ID}}})
+	if err != nil {
+		e.Fatalf("renew %s: %v", held.ID, err)
+	}
+	return res
+}
+
 func (e *env) state(id string) string {
 	e.Helper()
 	return e.get(id).State

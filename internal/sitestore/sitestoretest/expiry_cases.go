@@ -81,6 +81,64 @@ var expiryCases = []testCase{
 			e.Fatalf("reclaim: %+v", second)
 		}
 	}},
+	{"a job held and heartbeated past its absolute deadline expires at the next sweep, and its late result is refused", func(e *env) {
+		in := job("a", "alice")
+		in.DeadlineAt = e.now() + 25_000
+		e.create(in)
+		held := e.claimOne("r1", "alice") // 10 s leases, renewed every 5 s
+		for range 4 {
+			e.advance(5_000)
+			if res := e.renew("r1", held); len(res.Lost) != 0 {
+				e.Fatalf("renewal before the deadline lost the lease: %+v", res)
+			}
+		}
+		e.advance(5_000)
+		// At the deadline, with the lease renewed 5 s ago and live.
+		if got := e.get("a"); got.State != sitestore.StateRunning || got.Lease == nil || got.Lease.ExpiresAt <= e.now() {
+			e.Fatalf("the lease should be live at the deadline: %+v", got)
+		}
+		changed, err := e.s.ExpireDue(e.ctx)
+		if err != nil || !equal(ids(changed), []string{"a"}) {
+			e.Fatalf("the sweep at the deadline changed %v (%v), want [a]", ids(changed), err)
+		}
+		e.wantState("a", sitestore.StateExpired)
+		if got := e.get("a"); got.Lease != nil {
+			e.Fatalf("an expired job keeps its lease: %+v", got.Lease)
+		}
+		res := e.complete(held, "r1", okOutcome())
+		if res.Accepted || !res.PastDeadline {
+			e.Fatalf("late result: %+v", res)
+		}
+		if got := e.get("a"); got.State != sitestore.StateExpired || got.Outcome != nil {
+			e.Fatalf("the late result was recorded: %+v", got)
+		}
+		if lost := e.renew("r1", held).Lost; len(lost) != 1 {
+			e.Fatalf("a heartbeat after expiry kept the lease: %+v", lost)
+		}
+	}},
+	{"a result after the absolute deadline is refused before any sweep, and the job expires in that write", func(e *env) {
+		in := job("a", "alice")
+		in.DeadlineAt = e.now() + 8_000
+		e.create(in)
+		held := e.claimOne("r1", "alice") // the lease outlives the deadline
+		e.advance(8_000)
+		res := e.complete(held, "r1", okOutcome())
+		if res.Accepted || !res.PastDeadline || res.Job == nil || res.Job.State != sitestore.StateExpired {
+			e.Fatalf("late result: %+v", res)
+		}
+		e.wantState("a", sitestore.StateExpired)
+	}},
+	{"a result one millisecond before the absolute deadline is accepted", func(e *env) {
+		in := job("a", "alice")
+		in.DeadlineAt = e.now() + 8_000
+		e.create(in)
+		held := e.claimOne("r1", "alice")
+		e.advance(7_999)
+		if res := e.complete(held, "r1", okOutcome()); !res.Accepted {
+			e.Fatalf("result in time: %+v", res)
+		}
+		e.wantState("a", sitestore.StateOK)
+	}},
 	{"a finished job never expires", func(e *env) {
 		in := job("a", "alice")
 		in.TTLMs = 100

@@ -1,0 +1,105 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/byorelay/byorelay/internal/platform/clock"
+	"github.com/byorelay/byorelay/internal/platform/objects"
+	"github.com/byorelay/byorelay/internal/sitestore"
+	"github.com/byorelay/byorelay/internal/sitestore/sitestoretest"
+	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/protocol"
+)
+
+// failingDeletes is the bucket with every delete refused: a stand-in for a
+// missing s3:DeleteObject grant, which moto cannot be told to refuse.
+type failingDeletes struct{ Objects }
+
+func (failingDeletes) Delete(context.Context, string) error { return errors.New("access denied") }
+
+func bigEnvelope(id string, now int64) protocol.SealedEnvelope {
+	return protocol.SealedEnvelope{Ciphertext: strings.Repeat("c", MaxEnvelopeItemBytes+1), RecipientKeyID: "site",
+		SenderKeyID: "site", Direction: protocol.DirectionPayload, DeadlineAt: now + protocol.EnvelopeMaxAgeMs}
+}
+
+// TestAnEnvelopeOverTheItemLimitIsOffloadedOrRefused: with a bucket (moto)
+// an envelope over MaxEnvelopeItemBytes is stored as an object, read back
+// whole by Get, and the object is deleted when the job ends (cancelled
+// here); a delete that fails is counted and reported. Without a bucket the
+// same envelope is refused ErrTooLarge and nothing is stored.
+func TestAnEnvelopeOverTheItemLimitIsOffloadedOrRefused(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewManual(sitestoretest.Start)
+	bucket := strings.ToLower(localtest.UniqueName("site-env"))
+	s3c := localtest.S3Client(t)
+	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatal(err)
+	}
+	objs := objects.New(localtest.AWSConfig(localtest.MotoEndpoint(t)), "", bucket, true)
+	table := newTable(t)
+	var reported []error
+	s, err := New(Config{DB: localtest.DynamoClient(t), Table: table, Clock: clk, Objects: objs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inBucket := func() int {
+		t.Helper()
+		out, err := s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(out.Contents)
+	}
+	env := bigEnvelope("big", clk.Now().UnixMilli())
+	if _, err := s.Create(ctx, sitestore.CreateInput{ID: "big", Kind: protocol.KindGenerate, Envelope: env, SizeClass: "large", Owner: "alice"}); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if n := inBucket(); n != 1 {
+		t.Fatalf("%d objects in the bucket after create, want 1", n)
+	}
+	if again, err := s.Create(ctx, sitestore.CreateInput{ID: "big", Kind: protocol.KindGenerate, Envelope: env, SizeClass: "large", Owner: "alice"}); err != nil || again.Envelope != env {
+		t.Fatalf("an idempotent create: %v", err)
+	}
+	if n := inBucket(); n != 1 {
+		t.Fatalf("%d objects in the bucket after a repeated create, want 1", n)
+	}
+	j, found, err := s.Get(ctx, "big")
+	if err != nil || !found || j.Envelope != env {
+		t.Fatalf("get: found=%v err=%v, envelope whole=%v", found, err, j.Envelope == env)
+	}
+	if _, _, err := s.Cancel(ctx, "big"); err != nil {
+		t.Fatal(err)
+	}
+	if n := inBucket(); n != 0 {
+		t.Fatalf("%d objects in the bucket after the job ended, want 0", n)
+	}
+
+	failing, err := New(Config{DB: localtest.DynamoClient(t), Table: table, Clock: clk, Objects: failingDeletes{objs},
+		OnObjectDeleteFailed: func(err error) { reported = append(reported, err) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := failing.Create(ctx, sitestore.CreateInput{ID: "kept", Kind: protocol.KindGenerate, Envelope: env, SizeClass: "large", Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := failing.Cancel(ctx, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	if failing.ObjectDeleteFailures() != 1 || len(reported) != 1 {
+		t.Fatalf("a failed delete: counted %d, reported %v", failing.ObjectDeleteFailures(), reported)
+	}
+
+	bare := replica(t, table, clk, nil)
+	if _, err := bare.Create(ctx, sitestore.CreateInput{ID: "refused", Kind: protocol.KindGenerate, Envelope: env, SizeClass: "large", Owner: "alice"}); !errors.Is(err, sitestore.ErrTooLarge) {
+		t.Fatalf("a store without a bucket: %v, want ErrTooLarge", err)
+	}
+	if _, found, err := bare.Get(ctx, "refused"); err != nil || found {
+		t.Fatalf("a refused create stored the job: found=%v err=%v", found, err)
+	}
+}
