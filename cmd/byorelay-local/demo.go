@@ -171,7 +171,7 @@ func demoSteps(ctx context.Context, o demoOptions, out io.Writer) error {
 		return err
 	}
 	dev, err := daemon.New(daemon.Config{
-		RelayURL: relayURL, Keys: deviceKeys, Backend: backend, HeartbeatInterval: time.Second,
+		RelayURL: relayURL, Keys: deviceKeys, Backend: backend, Service: demo.Service, HeartbeatInterval: time.Second,
 		OnEvent: func(e daemon.Event) { narrateDevice(n, e) },
 	})
 	if err != nil {

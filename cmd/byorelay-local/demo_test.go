@@ -7,19 +7,20 @@ import (
 	"testing"
 
 	"github.com/byorelay/byorelay/cmd/internal/localstack"
+	"github.com/byorelay/byorelay/internal/controlplane/grants"
 	"github.com/byorelay/byorelay/localtest/demo"
 )
 
 // demoStack is the local stack's shape in one process (demo.MemoryStack)
 // with the demo projection imported from the demo keys in dir, named in
 // dir's stack.env as serve names itself.
-func demoStack(t *testing.T, dir string) string {
+func demoStack(t *testing.T, dir string, author *grants.Author) string {
 	t.Helper()
 	world, err := demo.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stack, token, err := demo.MemoryStack(t.Context(), world, "http://control.invalid/approve")
+	stack, token, err := demo.MemoryStack(t.Context(), world, "http://control.invalid/approve", author)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,8 +34,25 @@ func demoStack(t *testing.T, dir string) string {
 }
 
 func TestTheDemoPairsADeviceAndFinishesEveryJob(t *testing.T) {
+	t.Run("direct mode", func(t *testing.T) { runTheDemo(t, nil) })
+	// With grants on, every job needs a grant for a service its owner
+	// mapped: the demo world maps the demo owner's to the demo device's.
+	t.Run("with grants", func(t *testing.T) {
+		seed, err := grants.NewSeed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		author, err := grants.New(seed, grants.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runTheDemo(t, author)
+	})
+}
+
+func runTheDemo(t *testing.T, author *grants.Author) {
 	dir := t.TempDir()
-	url := demoStack(t, dir)
+	url := demoStack(t, dir, author)
 	var stdout, stderr bytes.Buffer
 	// No --relay: the demo finds the stack through the env file serve writes.
 	code := runDemo(t.Context(), []string{"--demo-dir", dir, "--jobs", "2", "--timeout", "20s"}, &stdout, &stderr)

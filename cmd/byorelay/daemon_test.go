@@ -54,7 +54,7 @@ func TestTheDaemonPairsOnceKeepsItsStateAndStopsCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stack, token, err := demo.MemoryStack(t.Context(), world, "http://control.invalid/approve")
+	stack, token, err := demo.MemoryStack(t.Context(), world, "http://control.invalid/approve", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

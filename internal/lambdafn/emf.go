@@ -75,13 +75,14 @@ func (m *EMF) Claimed(jobs int) {
 	m.emit(nil, nil, metric{MetricClaims, 1}, metric{MetricJobsGranted, float64(jobs)})
 }
 
-// Grant implements relay.Metrics.
-func (m *EMF) Grant(granted, permanent bool) {
-	if granted {
-		m.emit(nil, nil, metric{MetricGrants, 1})
-		return
-	}
-	m.emit([]string{"Permanent"}, map[string]any{"Permanent": boolString(permanent)}, metric{MetricGrantsDeclined, 1})
+// Granted implements relay.Metrics.
+func (m *EMF) Granted() { m.emit(nil, nil, metric{MetricGrants, 1}) }
+
+// Declined implements relay.Metrics: dimensioned by reason, a set bounded
+// by the grant law's words, and by whether the decline was final.
+func (m *EMF) Declined(reason string, permanent bool) {
+	m.emit([]string{"Reason", "Permanent"}, map[string]any{"Reason": reason, "Permanent": boolString(permanent)},
+		metric{MetricGrantsDeclined, 1})
 }
 
 // Refused implements relay.Metrics.

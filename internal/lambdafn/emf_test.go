@@ -73,8 +73,8 @@ func TestEMFWritesOneValidRecordPerEvent(t *testing.T) {
 	var out bytes.Buffer
 	m := NewEMF(&out, "byorelay", "byorelay-claim", clock.NewManual(at))
 	m.Claimed(2)
-	m.Grant(true, false)
-	m.Grant(false, true)
+	m.Granted()
+	m.Declined("not-a-member", true)
 	m.Refused("claim", "unauthorized")
 	m.Conflict("claim")
 	m.Swept(3, 1)
@@ -100,8 +100,11 @@ func TestEMFWritesOneValidRecordPerEvent(t *testing.T) {
 	if recs[0].Values[MetricClaims] != 1.0 || recs[0].Values[MetricJobsGranted] != 2.0 {
 		t.Errorf("claim record = %v", recs[0].Values)
 	}
-	if recs[2].Values["Permanent"] != "true" || recs[2].Values[MetricGrantsDeclined] != 1.0 {
+	if recs[2].Values["Reason"] != "not-a-member" || recs[2].Values["Permanent"] != "true" || recs[2].Values[MetricGrantsDeclined] != 1.0 {
 		t.Errorf("decline record = %v", recs[2].Values)
+	}
+	if got := recs[2].AWS.CloudWatchMetrics[0].Dimensions; len(got) != 2 || len(got[1]) != 3 || got[1][1] != "Reason" {
+		t.Errorf("decline dimensions = %v, want the total and the per-reason set", got)
 	}
 	refusal := recs[3]
 	if refusal.Values["Endpoint"] != "claim" || refusal.Values["Code"] != "unauthorized" {

@@ -121,6 +121,7 @@ func (r *Relay) authorGrants(c *call, d daemonRequest, who caller, caps []protoc
 				Owner:        who.owner,
 				RunnerID:     who.runnerID,
 				Capabilities: caps,
+				Projection:   d.proj,
 			})
 			if err != nil {
 				return nil, err
@@ -132,7 +133,7 @@ func (r *Relay) authorGrants(c *call, d daemonRequest, who caller, caps []protoc
 			if decision.Declined != nil {
 				reason = decision.Declined.Reason
 			}
-			r.metrics.Grant(false, permanent)
+			r.metrics.Declined(reason, permanent)
 			r.decide(c, "grant-declined", slog.String("job", job.ID), slog.Bool("permanent", permanent), slog.String("reason", reason))
 			if permanent {
 				refused = append(refused, ref)
@@ -141,7 +142,7 @@ func (r *Relay) authorGrants(c *call, d daemonRequest, who caller, caps []protoc
 			}
 			continue
 		}
-		r.metrics.Grant(true, false)
+		r.metrics.Granted()
 		r.decide(c, "grant-authored", slog.String("job", job.ID), slog.String("grantId", decision.Granted.GrantID))
 		job.Grant = decision.Granted
 		withGrants = append(withGrants, job)

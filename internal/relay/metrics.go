@@ -9,9 +9,11 @@ type Metrics interface {
 	// Claimed is one claim request that granted jobs jobs (0 included: an
 	// empty claim is the normal answer of an idle queue).
 	Claimed(jobs int)
-	// Grant is one authorGrant answer: granted, or declined permanently or
-	// not.
-	Grant(granted, permanent bool)
+	// Granted is one authorGrant answer that signed a grant.
+	Granted()
+	// Declined is one that declined: its reason (a short, bounded word the
+	// author chose) and whether it was final for the device.
+	Declined(reason string, permanent bool)
 	// Refused is one refusal served: the endpoint and the wire error code.
 	Refused(endpoint, code string)
 	// Conflict is one operation that lost to another replica (a store that
@@ -27,7 +29,8 @@ type Metrics interface {
 type NopMetrics struct{}
 
 func (NopMetrics) Claimed(int)               {}
-func (NopMetrics) Grant(bool, bool)          {}
+func (NopMetrics) Granted()                  {}
+func (NopMetrics) Declined(string, bool)     {}
 func (NopMetrics) Refused(string, string)    {}
 func (NopMetrics) Conflict(string)           {}
 func (NopMetrics) Swept(int, int)            {}

@@ -128,6 +128,11 @@ type GrantRequest struct {
 	Owner        string
 	RunnerID     string
 	Capabilities []protocol.Capability
+	// Projection is the read the claim routed by, handed on so the control
+	// plane checks policy against the same snapshot the route filter used:
+	// two code paths over one read, and no second read per claim. Nil when
+	// there is none, which an author must decline, never admit.
+	Projection *projection.Projection
 }
 
 // GrantDecision is the control plane's answer: exactly one of Granted or
@@ -138,10 +143,11 @@ type GrantDecision struct {
 }
 
 // Decline is a refused grant. Permanent means never offer this job to this
-// device again (a person removed from a team); otherwise the job goes back
+// device again (a person removed from a team, a consent withdrawn): the job
+// is released as refused, as a daemon's refusal is; otherwise it goes back
 // with a not-before, because a plain release would be re-claimed at once and
-// spin. Reason is for the log: the relay never branches on it, or it would
-// be a second implementation of a policy it does not own.
+// spin. Reason is for the log and the metrics: the relay never branches on
+// it, or it would be a second implementation of a policy it does not own.
 type Decline struct {
 	Permanent bool
 	Reason    string

@@ -32,6 +32,10 @@ const (
 	Owner    = "demo-user"
 	// JobID is the job the sample events enqueue, seal and report on.
 	JobID = "demo-job-1"
+	// Service is the service the demo's own device advertises for every
+	// kind, and the one the demo owner's consent maps each kind to: with
+	// grants on, a job is granted only for the service its owner mapped.
+	Service = "default"
 )
 
 // World is the demo's keys. It holds private keys: it lives on the
@@ -108,11 +112,16 @@ func read(path string) (*protocol.Keys, error) {
 }
 
 // Fixture is the demo projection: the site registered, the daemon approved
-// for its owner, the owner consented to the site.
+// for its owner, the owner consented to the site with every kind of a stub
+// naming no purpose mapped to their own Service.
 func (w *World) Fixture() projection.Fixture {
 	f := projection.EmptyFixture()
 	f.Sites = []projection.SiteRecord{{SiteID: SiteID, Site: w.Site.Public()}}
 	f.Devices = []projection.DeviceRecord{{Owner: Owner, RunnerID: RunnerID, Device: w.Daemon.Public()}}
-	f.Consents = []projection.ConsentRecord{{Owner: Owner, SiteID: SiteID}}
+	consent := projection.ConsentRecord{Owner: Owner, SiteID: SiteID}
+	for _, kind := range protocol.JobKinds {
+		consent.Mappings = append(consent.Mappings, projection.Mapping{Purpose: projection.ReservedPurpose, Kind: kind, Service: Service})
+	}
+	f.Consents = []projection.ConsentRecord{consent}
 	return f
 }

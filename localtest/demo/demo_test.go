@@ -72,6 +72,11 @@ func TestFixtureRoutesTheDemoDaemonToTheDemoSite(t *testing.T) {
 	if d, ok := p.DeviceFor(RunnerID); !ok || d.Device != w.Daemon.Public() {
 		t.Errorf("device = %+v %v", d, ok)
 	}
+	for _, kind := range protocol.JobKinds {
+		if m, ok := p.MappingFor(Owner, SiteID, projection.ReservedPurpose, kind); !ok || m.Service != Service || m.ServiceOwner != "" {
+			t.Errorf("the demo owner's %s is mapped to %+v %v, want their own %s", kind, m, ok, Service)
+		}
+	}
 }
 
 func TestPrepareFillsAndSignsADaemonEvent(t *testing.T) {

@@ -1,6 +1,7 @@
 package peers
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 )
@@ -20,17 +21,53 @@ type DaemonOptions struct {
 	Origin string
 	// Model is the stand-in model its openai-http backend points at.
 	Model *Model
-	// Offer is the service's offer scope; "" is private.
+	// Offer is the services' offer scope; "" is private.
 	Offer string
+	// Services, when set, replace the one service on Model with one named
+	// service per entry, each on its own model.
+	Services []Service
+	// Manual makes the daemon claim only when Tick says so, until Run.
+	Manual bool
+	// Defaults is the daemon config's defaults (kind to service name): its
+	// own choice, never sent to the relay.
+	Defaults map[string]string
+}
+
+// Service is one named openai-http service of a daemon, on a stand-in
+// model.
+type Service struct {
+	Name  string
+	Model *Model
 }
 
 // StartDaemon starts a daemon in a fresh home directory. It begins the
 // device-code flow at once: UserCode is the code a person would type.
 func StartDaemon(t testing.TB, o DaemonOptions) *Daemon {
 	t.Helper()
-	args := []string{"--origin", o.Origin, "--home", t.TempDir(), "--modelUrl", o.Model.URL, "--model", o.Model.Name}
+	args := []string{"--origin", o.Origin, "--home", t.TempDir()}
+	if o.Model != nil {
+		args = append(args, "--modelUrl", o.Model.URL, "--model", o.Model.Name)
+	}
 	if o.Offer != "" {
 		args = append(args, "--offer", o.Offer)
+	}
+	if len(o.Services) > 0 {
+		type service struct {
+			Name     string `json:"name"`
+			Model    string `json:"model"`
+			ModelURL string `json:"modelUrl"`
+		}
+		var services []service
+		for _, s := range o.Services {
+			services = append(services, service{Name: s.Name, Model: s.Model.Name, ModelURL: s.Model.URL})
+		}
+		args = append(args, "--services", mustJSON(t, services))
+	}
+	if o.Manual {
+		args = append(args, "--tickMs", "stdin")
+	}
+	if o.Defaults != nil {
+		args = append(args, "--defaults", mustJSON(t, o.Defaults))
 	}
 	return &Daemon{Start(t, "daemon.mjs", nil, args...)}
 }
@@ -111,25 +148,51 @@ func (d *Daemon) Finished(t testing.TB, jobID string) string {
 	}
 }
 
+// Tick has a Manual daemon tick once (a heartbeat and a claim) and waits
+// for the tick to end.
+func (d *Daemon) Tick(t testing.TB) {
+	t.Helper()
+	want := d.ticks() + 1
+	d.Send(t, "tick")
+	d.waitTicks(t, want)
+}
+
+// Run hands a Manual daemon's ticks back to a 100 ms timer.
+func (d *Daemon) Run(t testing.TB) { d.Send(t, "run") }
+
 // WaitTicks waits until the daemon has completed n more ticks (each one
 // heartbeat and one claim) than it had when called.
 func (d *Daemon) WaitTicks(t testing.TB, n int) {
 	t.Helper()
-	ticks := func() int {
-		count := 0
-		for _, ev := range d.Events() {
-			if ev.Name == "tick" {
-				count++
-			}
+	d.waitTicks(t, d.ticks()+n)
+}
+
+func (d *Daemon) ticks() int {
+	count := 0
+	for _, ev := range d.Events() {
+		if ev.Name == "tick" {
+			count++
 		}
-		return count
 	}
-	want := ticks() + n
+	return count
+}
+
+func (d *Daemon) waitTicks(t testing.TB, want int) {
+	t.Helper()
 	deadline := time.Now().Add(StepTimeout)
-	for ticks() < want {
+	for d.ticks() < want {
 		if time.Now().After(deadline) {
-			t.Fatalf("daemon did not tick %d times within %s\n%s", n, StepTimeout, d.Log())
+			t.Fatalf("daemon did not reach %d ticks within %s\n%s", want, StepTimeout, d.Log())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+func mustJSON(t testing.TB, v any) string {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
 }

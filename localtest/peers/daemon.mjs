@@ -5,6 +5,16 @@
 //
 //   node daemon.mjs --origin URL --home DIR --modelUrl URL/v1 --model NAME
 //                   [--label L] [--tickMs 100] [--offer private]
+//                   [--services JSON] [--defaults JSON]
+//
+// --tickMs stdin ticks once per line written to stdin instead of on a
+// timer, so a test decides when the daemon claims, until a line "run"
+// hands the ticks back to a 100 ms timer.
+//
+// --services replaces the one service ("primary", on --model at --modelUrl)
+// with several, [{"name","model","modelUrl"}], each answering llm.generate
+// and llm.chat at the --offer scope; --defaults is the config's defaults
+// ({"llm.chat": "alpha"}), which the daemon keeps to itself.
 //
 // Pairs through the device-code flow (prints {"event":"code",userCode}; the
 // test approves it), then prints {"event":"paired",...} and ticks until
@@ -13,22 +23,31 @@ import { join } from "node:path";
 import { load, emit, fail, flags, sleep } from "./load.mjs";
 
 const args = flags({ label: "byorelay-peer-test", tickMs: "100", offer: "private" });
-for (const name of ["origin", "home", "modelUrl", "model"]) {
+const named = args.services === undefined
+  ? [{ name: "primary", model: args.model, modelUrl: args.modelUrl }]
+  : JSON.parse(args.services);
+for (const name of ["origin", "home"]) {
   if (args[name] === undefined) fail(`--${name} is required`);
+}
+for (const service of named) {
+  if (!service.model || !service.modelUrl) fail(`service ${service.name}: --model and --modelUrl are required`);
 }
 const byollm = await load("byollm");
 
+const services = {};
+for (const service of named) {
+  services[service.name] = {
+    model: service.model,
+    kinds: ["llm.generate", "llm.chat"],
+    type: "openai-http",
+    baseUrl: service.modelUrl,
+    offer: args.offer,
+  };
+}
 const loaded = byollm.resolveConfig(
   byollm.DaemonConfig.parse({
-    services: {
-      primary: {
-        model: args.model,
-        kinds: ["llm.generate", "llm.chat"],
-        type: "openai-http",
-        baseUrl: args.modelUrl,
-        offer: args.offer,
-      },
-    },
+    services,
+    ...(args.defaults === undefined ? {} : { defaults: JSON.parse(args.defaults) }),
     concurrency: 4,
   }),
 );
@@ -60,12 +79,30 @@ const capabilities = loaded.routes.map((route) => ({
 // Closing stdin stops the daemon at any point, releasing what it holds.
 let runner;
 let stopping = false;
+let manual = args.tickMs === "stdin";
+let asked = 0;
+let wake = () => {};
 process.stdin.resume();
+process.stdin.on("data", (chunk) => {
+  for (const line of chunk.toString().split("\n").slice(0, -1)) {
+    // "run" hands the ticks back to the timer (every 100 ms).
+    if (line === "run") manual = false;
+    else asked++;
+  }
+  wake();
+});
 process.stdin.on("end", async () => {
   stopping = true;
   await runner?.shutdown("shutdown");
   process.exit(0);
 });
+
+// nextTick waits for the next tick: the timer's, or a line on stdin.
+async function nextTick() {
+  if (!manual) return sleep(args.tickMs === "stdin" ? 100 : Number(args.tickMs));
+  while (manual && asked === 0) await new Promise((resolve) => (wake = resolve));
+  if (manual) asked--;
+}
 
 const paired = await byollm.connect({
   client: new byollm.ProtocolClient({ origin: args.origin }),
@@ -112,6 +149,7 @@ runner = new byollm.Runner({
   },
 });
 
+if (manual) await nextTick();
 while (!stopping) {
   try {
     // Printed so a test can wait for whole ticks (each a heartbeat and a
@@ -120,5 +158,5 @@ while (!stopping) {
   } catch (error) {
     emit("tick-error", { message: error instanceof Error ? error.message : String(error) });
   }
-  await sleep(Number(args.tickMs));
+  await nextTick();
 }

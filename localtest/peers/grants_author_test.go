@@ -33,6 +33,14 @@ const teammate = "bob"
 // through lambdafn.Options the way a deployment's SSM key is.
 func startStackWithGrants(t *testing.T) (origin string, st *lambdafn.Stack) {
 	t.Helper()
+	origin, st, _ = startStackWithGrantsLogged(t)
+	return origin, st
+}
+
+// startStackWithGrantsLogged is startStackWithGrants with the relay's
+// decision records kept, for a test that reads why a grant was declined.
+func startStackWithGrantsLogged(t *testing.T) (origin string, st *lambdafn.Stack, logs *decisionLog) {
+	t.Helper()
 	ctx := context.Background()
 	seed, err := grants.NewSeed()
 	if err != nil {
@@ -51,8 +59,9 @@ func startStackWithGrants(t *testing.T) (origin string, st *lambdafn.Stack) {
 	if err := dynamo.CreateTable(ctx, dynamodb.NewFromConfig(cfg), table); err != nil {
 		t.Fatal(err)
 	}
+	logs = &decisionLog{}
 	st, err = lambdafn.Open(lambdafn.Env{TableName: table, VerificationURL: peers.VerificationURL, MetricsNamespace: "byorelay"},
-		lambdafn.Options{AWS: &cfg, Logger: slog.New(slog.DiscardHandler), MetricsOut: io.Discard, Grants: author})
+		lambdafn.Options{AWS: &cfg, Logger: slog.New(slog.NewJSONHandler(logs, nil)), MetricsOut: io.Discard, Grants: author})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,11 +71,12 @@ func startStackWithGrants(t *testing.T) (origin string, st *lambdafn.Stack) {
 	}
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
-	return ts.URL, st
+	return ts.URL, st, logs
 }
 
 // worldWithTeam is a World on that stack where the owner's roster holds
-// teammate, who consented to the site too.
+// teammate, who consented to the site too and mapped their llm.generate
+// work to the owner's "primary" (the one service of peers.StartDaemon).
 func worldWithTeam(t *testing.T, origin string) *peers.World {
 	t.Helper()
 	ctx := context.Background()
@@ -77,12 +87,7 @@ func worldWithTeam(t *testing.T, origin string) *peers.World {
 	if _, err := w.Admin.PutRoster(ctx, "alice-team", controlplane.RosterRequest{Owner: owner, Members: []string{teammate}}); err != nil {
 		t.Fatal(err)
 	}
-	// The teammate chose the owner's service for their jobs: with grants
-	// on, an unmapped slot is refused at enqueue (slot-unsatisfiable).
-	if _, err := w.Admin.Map(ctx, controlplane.MapRequest{Owner: teammate, SiteID: siteID, Kind: "llm.generate",
-		Service: peers.DaemonService, ServiceOwner: owner}); err != nil {
-		t.Fatal(err)
-	}
+	mapSlot(t, w, teammate, "primary", owner)
 	return w
 }
 
@@ -194,5 +199,16 @@ func TestATeammatesPrivateJobIsDeclinedBeforeTheDaemon(t *testing.T) {
 	call(t, w.Origin, w.Site.Request(t, "pending", time.Now(), nil), &pending)
 	if len(pending.Jobs) != 0 {
 		t.Fatalf("pending after the decline: %+v", pending.Jobs)
+	}
+}
+
+// mapSlot maps who's llm.generate work at the site (a stub naming no
+// purpose) to service in serviceOwner's namespace, through the admin API.
+func mapSlot(t *testing.T, w *peers.World, who, service, serviceOwner string) {
+	t.Helper()
+	if _, err := w.Admin.Map(context.Background(), controlplane.MapRequest{
+		Owner: who, SiteID: siteID, Kind: protocol.KindGenerate, Service: service, ServiceOwner: serviceOwner,
+	}); err != nil {
+		t.Fatalf("map %s's llm.generate to %s's %s: %v", who, serviceOwner, service, err)
 	}
 }

@@ -188,6 +188,20 @@ func (s *Script) Log() string {
 	return b.String()
 }
 
+// Send writes one line to the script's stdin.
+func (s *Script) Send(t testing.TB, line string) {
+	t.Helper()
+	s.mu.Lock()
+	stdin := s.stdin
+	s.mu.Unlock()
+	if stdin == nil {
+		t.Fatalf("%s has stopped", s.name)
+	}
+	if _, err := io.WriteString(stdin, line+"\n"); err != nil {
+		t.Fatalf("%s stdin: %v", s.name, err)
+	}
+}
+
 // Stop closes the script's stdin, which asks it to finish, and kills it if
 // it has not exited within stopWait. Safe to call more than once.
 func (s *Script) Stop(t testing.TB) {

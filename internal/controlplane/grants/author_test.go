@@ -9,6 +9,7 @@ import (
 
 	"github.com/byorelay/byorelay/internal/controlplane/grants"
 	"github.com/byorelay/byorelay/internal/platform/clock"
+	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/protocol"
 )
@@ -36,8 +37,20 @@ func capability(kind, service, scope string) protocol.Capability {
 }
 
 // request is bob's llm.generate job, claimed by alice's device, which
-// offers one service for it to her team.
+// offers one service for it to her team: bob is on alice's team and mapped
+// his llm.generate work (any purpose it names here) to alice's qwen.
 func request() relay.GrantRequest {
+	var mappings []projection.Mapping
+	for _, purpose := range []string{grants.ReservedPurpose, "summaries"} {
+		mappings = append(mappings, projection.Mapping{Purpose: purpose, Kind: "llm.generate", Service: "qwen", ServiceOwner: alice})
+	}
+	p, err := projection.New(projection.Fixture{
+		Consents: []projection.ConsentRecord{{SiteID: "site-1", Owner: bob, Mappings: mappings}},
+		Rosters:  []projection.RosterRecord{{ID: "alice-team", Owner: alice, Members: []string{bob}}},
+	})
+	if err != nil {
+		panic(err)
+	}
 	return relay.GrantRequest{
 		Job: protocol.ClaimedStub{
 			ID: "job-1", Kind: "llm.generate", Owner: bob, Site: "site-key-id", Audience: "team",
@@ -48,6 +61,7 @@ func request() relay.GrantRequest {
 		Owner:        alice,
 		RunnerID:     "runner-1",
 		Capabilities: []protocol.Capability{capability("llm.generate", "qwen", "team"), capability("embed.text", "nomic", "private")},
+		Projection:   p,
 	}
 }
 
@@ -126,59 +140,6 @@ func TestInjectedIDSourceIsUsedAndItsFailureFailsClaim(t *testing.T) {
 	broken := newAuthor(t, grants.Options{NewGrantID: func() (string, error) { return "", errors.New("no entropy") }})
 	if d, err := broken.Grant(context.Background(), request()); err == nil {
 		t.Fatalf("decision %+v with no grant id, want an error", d)
-	}
-}
-
-func TestTheServiceIsTheOneThatServesTheJobToItsOwner(t *testing.T) {
-	tests := []struct {
-		name    string
-		owner   string // the job's owner; the device is alice's
-		caps    []protocol.Capability
-		service string // "" when declined
-		reason  string
-	}{
-		{"a teammate's job goes to the one team service for its kind", bob,
-			[]protocol.Capability{capability("llm.generate", "private-one", "private"), capability("llm.generate", "shared", "team")}, "shared", ""},
-		{"the owner's own job may use a private service", alice,
-			[]protocol.Capability{capability("llm.generate", "mine", "private")}, "mine", ""},
-		{"a service advertised under several rows is still one service", bob,
-			[]protocol.Capability{capability("llm.generate", "qwen", "team"), capability("llm.generate", "qwen", "team")}, "qwen", ""},
-		{"a teammate's job on a device offering its kind only privately is declined", bob,
-			[]protocol.Capability{capability("llm.generate", "mine", "private")}, "", grants.ReasonResolvedElsewhere},
-		{"a scope this build does not know does not widen", bob,
-			[]protocol.Capability{capability("llm.generate", "odd", "everyone")}, "", grants.ReasonResolvedElsewhere},
-		{"a device that does not serve the kind is declined", alice,
-			[]protocol.Capability{capability("embed.text", "nomic", "team")}, "", grants.ReasonResolvedElsewhere},
-		{"two services for the kind are not guessed between", alice,
-			[]protocol.Capability{capability("llm.generate", "local", "private"), capability("llm.generate", "metered", "team")}, "", grants.ReasonAmbiguousService},
-		{"two team services for a teammate are not guessed between", bob,
-			[]protocol.Capability{capability("llm.generate", "a", "team"), capability("llm.generate", "b", "team")}, "", grants.ReasonAmbiguousService},
-	}
-	a := newAuthor(t, grants.Options{})
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			in := request()
-			in.Job.Owner = tt.owner
-			in.Capabilities = tt.caps
-			d, err := a.Grant(context.Background(), in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tt.reason != "" {
-				if d.Granted != nil || d.Declined == nil || d.Declined.Reason != tt.reason {
-					t.Fatalf("decision %+v, want declined %s", d, tt.reason)
-				}
-				// Transient: the owner can change the offer, and a permanent
-				// refusal would outlive the change.
-				if d.Declined.Permanent {
-					t.Fatal("declined permanently")
-				}
-				return
-			}
-			if d.Declined != nil || d.Granted == nil || d.Granted.Service != tt.service {
-				t.Fatalf("decision %+v, want granted for %s", d, tt.service)
-			}
-		})
 	}
 }
 

@@ -9,39 +9,69 @@
 // point of it, jobs of roster members the relay routes to it. Without a key
 // a daemon is in direct mode and serves its owner only.
 //
-// # Policy: what this author declines, and what it leaves to the relay
+// # The grant law
 //
-// The reference engine re-checks, in order: consent (refused or paused),
-// membership, the person's mapping of (purpose, kind) to a service, and that
-// this device offers that service to this person. byorelay's relay already
-// rules out the first two before it asks: its claim routes are built from
-// the same projection, read in the same request, with consent, pause,
-// revocation and rosters applied (projection.RoutesFor), and a job whose
-// site the projection cannot place is declined by the relay itself. Checking
-// them again here against the same snapshot would be a second copy of one
-// policy, free to drift from the first.
+// Each grant is decided by the reference engine's law, in its order and
+// words (law.go); the first step that fails is the reason:
 //
-// byorelay has no mapping store, so the mapping's answer (which service)
-// comes from what the device advertised, under the reference's own offer law:
+//  1. The job owner's consent for the site: none (never given, or revoked)
+//     declines "not-consented", permanently; paused declines
+//     "consent-paused", transiently (a pause is its owner's to lift).
+//  2. Membership, asked only about other people: a job owner who may not
+//     use the device owner's machines (on none of their rosters, or
+//     removed) declines "not-a-member", permanently. A device always runs
+//     its own owner's work.
+//  3. The person's mapping for (purpose, kind), the purpose being the
+//     stub's or the reserved "default": none declines "unmapped",
+//     transiently (they may map it a minute from now). Nothing is guessed
+//     from what the device advertises: a device with two services for a
+//     kind runs the one its owner mapped, and an unmapped slot waits even
+//     where one service would fit.
+//  4. The mapped service's owner (the person themselves unless the mapping
+//     names another) is the claiming device's owner, or the decline is
+//     "resolved-elsewhere", transient: a service id means something only in
+//     its owner's namespace, so a teammate's same-named service is another
+//     machine.
+//  5. The device advertised the mapped service for the job's kind, at a
+//     scope that widens to others ("team"; an allowlist, so a scope this
+//     build does not know stays narrow), or the job is its owner's own, for
+//     whom "private" counts. Otherwise "resolved-elsewhere", transient: an
+//     owner narrowing an offer for a minute must not unpick the job from
+//     this device for good.
 //
-//   - A service is eligible for a job if it serves the job's kind and either
-//     the job is the device owner's own, or its offer scope widens to others
-//     (an allowlist: only "team"; a scope this build does not know stays
-//     narrow, so a renamed scope fails closed).
-//   - Exactly one eligible service: granted for it.
-//   - None: declined "resolved-elsewhere", transient, as the reference does
-//     (the owner may widen the offer; a permanent refusal would outlive that).
-//   - More than one: declined "ambiguous-service", transient. The wire does
-//     not say which one is the owner's default, and picking one could run a
-//     person's work on a metered service nobody chose for it (the substitution
-//     NO_PAYLOAD_ROUTING forbids). The remedy is the owner's: offer one
-//     service per kind to whom the job belongs.
+// The grant names the mapped service. With no policy read to check against
+// the decline is "store-unavailable", transient: a failed read says
+// nothing about the job.
 //
-// Nothing here declines permanently: the two permanent reasons of the
-// reference (not-consented, not-a-member) are the relay's to enforce.
+// The relay releases a permanent decline as refused (never offered to this
+// device again), exactly as it does a daemon's refusal, and a transient one
+// with a not-before. Every decline is logged (decision=grant-declined) and
+// counted by reason (relay.Metrics).
 //
-// The key is the one secret byorelay holds. It enters as a 32-byte seed
-// (base64) from an SSM SecureString parameter when deployed (SeedFromParameter),
-// or from a git-ignored file locally (LoadOrCreateSeedFile); it is never
-// logged (protocol.Keys redacts itself) and never written anywhere else.
+// # The authority, over the filter's read
+//
+// The relay's claim routes are built from the projection (consent, pause,
+// revocation and rosters applied by projection.RoutesFor) and the author
+// checks the law against that same projection, handed over in
+// relay.GrantRequest: two code paths over one read, so a claim costs no
+// second read, and the two cannot disagree about what the world was. The
+// filter is an optimisation; the law is the authority. A grant is the
+// device's only evidence of consent and membership, so a routing bug must
+// become a decline here, never a validly signed admission.
+//
+// # Custody of the key
+//
+// The author signs through a Signer, which holds the key. Two do:
+//
+//   - SeedSigner: a 32-byte seed (base64) held in the process's memory,
+//     from an SSM SecureString parameter when deployed (SeedFromParameter)
+//     or from a git-ignored file locally (LoadOrCreateSeedFile). It is never
+//     logged (protocol.Keys redacts itself) and never written anywhere
+//     else, but every function that signs can read it.
+//   - KMSSigner: an AWS KMS key of spec ECC_NIST_EDWARDS25519. The private
+//     key never leaves KMS; a function may ask for signatures (kms:Sign)
+//     and nothing more, and each grant is one call to KMS.
+//
+// Either way the signature covers protocol.GrantStatement's bytes, so the
+// grant a device receives is the same bytes whichever signer made it.
 package grants
