@@ -283,4 +283,3 @@ func TestMapUniqueAndThePersonView(t *testing.T) {
 		})
 	}
 }
-
