@@ -352,7 +352,7 @@ func (ls *localStack) memoryBackend(ctx context.Context, opts serveOptions, auth
 	if err != nil {
 		return backend{}, err
 	}
-	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: control, Pairings: routing, Logger: log})
+	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: control, Pairings: routing, Presence: routing, Queue: routing, Logger: log})
 	res, err := admin.Import(ctx, ls.demo.Fixture())
 	if err != nil {
 		return backend{}, fmt.Errorf("import demo projection: %w", err)

@@ -140,6 +140,8 @@ func Open(env Env, opts Options) (*Stack, error) {
 		return controlplane.AdminHandler(controlplane.NewAdmin(controlplane.AdminConfig{
 			Store:    st.Control,
 			Pairings: st.Store,
+			Presence: st.Store,
+			Queue:    st.Store,
 			Clock:    clk,
 			Logger:   log,
 		}))

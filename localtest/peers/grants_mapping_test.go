@@ -84,14 +84,48 @@ func TestARealDaemonRunsJobsOnTheMappedService(t *testing.T) {
 	}
 	daemon.Tick(t) // its first heartbeat: what it advertises is known
 
-	// Unmapped: the owner's own job is claimed, declined unmapped and put
-	// back for this device, transiently; the daemon never sees it.
+	// Both jobs are published while their slots are mapped (with grants
+	// on, the enqueue refuses an unmapped slot, slot-unsatisfiable, and a
+	// slot whose service no live device of its owner advertises,
+	// slot-waiting), and the choices change before any claim: the owner
+	// unmaps theirs, as a consent made before mappings existed is; the
+	// teammate maps "beta" in their own namespace, so this device's beta
+	// is a lookalike on another person's machine.
+	mapSlot(t, w, owner, "alpha", "")
+	mapSlot(t, w, teammate, "beta", owner)
 	unmapped := enqueueStub(t, w, owner, protocol.AudiencePrivate)
+	elsewhere := enqueueStub(t, w, teammate, protocol.AudienceTeam)
+	if _, err := w.Admin.Unmap(ctx, controlplane.UnmapRequest{Owner: owner, SiteID: siteID, Kind: protocol.KindGenerate}); err != nil {
+		t.Fatal(err)
+	}
+	mapSlot(t, w, teammate, "beta", "")
+
+	// Unmapped: the owner's own job is claimed, declined unmapped and put
+	// back for this device, transiently; the daemon never sees it. The
+	// admin API's view of the owner lists it as waiting on an unmapped
+	// slot, with the services that could answer it.
 	daemon.Tick(t)
+	eventually(t, "both jobs to be declined and put back", func() bool {
+		a, _, err := st.Store.Job(ctx, siteID, unmapped)
+		b, _, err2 := st.Store.Job(ctx, siteID, elsewhere)
+		return err == nil && err2 == nil && a.RetryAfter[pairing.RunnerID] > 0 && b.RetryAfter[pairing.RunnerID] > 0
+	})
 	if reason, permanent := logs.declined(unmapped); reason != "unmapped" || permanent {
 		t.Fatalf("the unmapped job was declined %q (permanent %v), want unmapped", reason, permanent)
 	}
 	waitsFor(t, st, unmapped, pairing.RunnerID)
+	view, err := w.Admin.Person(ctx, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(view.Sites) != 1 || len(view.Sites[0].Waiting) != 1 || view.Sites[0].Waiting[0].JobID != unmapped ||
+		len(view.Sites[0].Waiting[0].Candidates) != 2 {
+		t.Fatalf("the admin view of %s: %+v, want %s waiting, answerable by alpha and beta", owner, view, unmapped)
+	}
+	if reason, permanent := logs.declined(elsewhere); reason != "resolved-elsewhere" || permanent {
+		t.Fatalf("the teammate's job was declined %q (permanent %v), want resolved-elsewhere", reason, permanent)
+	}
+	waitsFor(t, st, elsewhere, pairing.RunnerID)
 
 	// Mapped to beta: a job runs on beta, though the daemon's default is
 	// alpha.
@@ -105,18 +139,6 @@ func TestARealDaemonRunsJobsOnTheMappedService(t *testing.T) {
 		t.Fatalf("beta was asked %q after the remap", got)
 	}
 
-	// The teammate mapped "beta" in their own namespace: this device's
-	// beta is a lookalike on another person's machine.
-	mapSlot(t, w, teammate, "beta", "")
-	elsewhere := enqueueStub(t, w, teammate, protocol.AudienceTeam)
-	eventually(t, "the teammate's job to be declined and put back", func() bool {
-		job, _, err := st.Store.Job(ctx, siteID, elsewhere)
-		return err == nil && job.RetryAfter[pairing.RunnerID] > 0
-	})
-	if reason, permanent := logs.declined(elsewhere); reason != "resolved-elsewhere" || permanent {
-		t.Fatalf("the teammate's job was declined %q (permanent %v), want resolved-elsewhere", reason, permanent)
-	}
-	waitsFor(t, st, elsewhere, pairing.RunnerID)
 	for _, ev := range daemon.RunnerEvents(t) {
 		if ev.JobID == unmapped || ev.JobID == elsewhere {
 			t.Fatalf("the daemon saw a declined job: %+v", ev)
