@@ -302,17 +302,19 @@ func coldStartEnv(ctx context.Context, ddb, moto string) (func(name string) (env
 	wakeups := []string{"WAKEUP_GROUP=" + coldTable + "-wakeups",
 		"SWEEPER_ARN=arn:aws:lambda:us-east-1:123456789012:function:" + coldTable + "-sweeper",
 		"WAKEUP_ROLE_ARN=arn:aws:iam::123456789012:role/" + coldTable + "-wakeup"}
-	grantKey := "GRANT_KEY_PARAMETER=" + coldGrantKeyParam
-	site := append(slices.Clone(common), "SITE_KEYS_PARAMETER="+coldSiteKeysParam, "PAIRING_TTL_MS=600000")
+	// The seed option, as the template sets it when GrantKmsKeyId is empty.
+	grantKey := []string{"GRANT_KEY_PARAMETER=" + coldGrantKeyParam, "GRANT_KMS_KEY_ID="}
+	site := append(slices.Clone(common), "SITE_KEYS_PARAMETER="+coldSiteKeysParam, "PAIRING_TTL_MS=600000",
+		"BUCKET_NAME="+coldTable+"-site-envelopes", "ANSWER_RETENTION_DAYS=7")
 	return func(name string) ([]string, string) {
 		fn := "AWS_LAMBDA_FUNCTION_NAME=" + coldTable + "-" + name
 		switch {
 		case name == helloName:
 			return []string{fn}, ""
 		case name == lambdafn.Pair:
-			return append(slices.Clone(relay), fn, grantKey), "reads the grant key from SSM on its first request"
+			return append(append(slices.Clone(relay), fn), grantKey...), "reads the grant key from SSM on its first request"
 		case name == lambdafn.Claim || name == lambdafn.CatchAll:
-			return append(append(slices.Clone(relay), wakeups...), fn, grantKey), "reads the grant key from SSM on its first request"
+			return append(append(append(slices.Clone(relay), wakeups...), fn), grantKey...), "reads the grant key from SSM on its first request"
 		case strings.HasPrefix(name, "site"):
 			// The sweeper is set SITE_KEYS_PARAMETER too (the template's
 			// Globals) but never reads it.

@@ -341,7 +341,11 @@ func TestAReRunStreamIsNeverShownSpliced(t *testing.T) {
 	// B runs the job again, under a new lease, and says something else.
 	settle(daemonB, sealer, func() bool { return siteserver.FateOf(jobOf(t, siteStore, "j")) != "" })
 	result := runB.text(runB.words)
-	if j := jobOf(t, siteStore, "j"); siteserver.FateOf(j) != site.FateVerified || j.Outcome.TextOrEmpty() != result {
+	j, err := siteserver.OpenAnswer(shop.Keys, jobOf(t, siteStore, "j"))
+	if err != nil {
+		t.Fatalf("open the job's answer: %v", err)
+	}
+	if siteserver.FateOf(j) != site.FateVerified || j.Outcome.TextOrEmpty() != result {
 		t.Fatalf("the job ended %s with %q; want B's %q", siteserver.FateOf(j), j.Outcome.TextOrEmpty(), result)
 	}
 
