@@ -490,3 +490,12 @@ type LapsedInput struct {
 func (r SweepResult) All() []Job {
 	return append(append([]Job{}, r.Requeued...), r.Removed...)
 }
+
+// QueuedLister lists one person's queued jobs at one site, oldest first:
+// the operator's view of work that waits, never a request path. A store
+// reads only that person's queue partitions, so the cost follows limit,
+// not the size of the queue. Jobs sent back to the one device that
+// abandoned them (the sticky queue) are not listed.
+type QueuedLister interface {
+	QueuedFor(ctx context.Context, siteID, owner string, limit int) ([]Job, error)
+}

@@ -335,12 +335,14 @@ func (ls *localStack) memoryBackend(ctx context.Context, opts serveOptions, auth
 	if author != nil {
 		cfg.ControlPlanePublic = author.Public()
 		cfg.AuthorGrant = author.Grant
+		// With grants only, as in the Lambda stack (lambdafn.Satisfiable).
+		cfg.Satisfiable = lambdafn.Satisfiable(controlplane.NewSlots(control, routing))
 	}
 	r, err := relay.New(cfg)
 	if err != nil {
 		return backend{}, err
 	}
-	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: control, Pairings: routing, Logger: log})
+	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: control, Pairings: routing, Presence: routing, Queue: routing, Logger: log})
 	res, err := admin.Import(ctx, ls.demo.Fixture())
 	if err != nil {
 		return backend{}, fmt.Errorf("import demo projection: %w", err)

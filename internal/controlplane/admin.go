@@ -16,6 +16,8 @@ import (
 type Admin struct {
 	store    *Store
 	pairings store.PairingCodes
+	presence Presences
+	queue    store.QueuedLister
 	clock    clock.Clock
 	log      *slog.Logger
 }
@@ -26,6 +28,10 @@ type AdminConfig struct {
 	// Pairings is where the relay keeps pending pairings; without it,
 	// approval by user code is refused.
 	Pairings store.PairingCodes
+	// Presence and Queue are the routing store's presence and queues, which
+	// the person view and map-unique read; without them those answer 501.
+	Presence Presences
+	Queue    store.QueuedLister
 	// Clock stamps a rotated key's retirement; the system clock if nil.
 	Clock  clock.Clock
 	Logger *slog.Logger
@@ -33,7 +39,7 @@ type AdminConfig struct {
 
 // NewAdmin returns an Admin.
 func NewAdmin(cfg AdminConfig) *Admin {
-	a := &Admin{store: cfg.Store, pairings: cfg.Pairings, clock: cfg.Clock, log: cfg.Logger}
+	a := &Admin{store: cfg.Store, pairings: cfg.Pairings, presence: cfg.Presence, queue: cfg.Queue, clock: cfg.Clock, log: cfg.Logger}
 	if a.clock == nil {
 		a.clock = clock.System{}
 	}

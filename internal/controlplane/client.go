@@ -188,6 +188,19 @@ func (c *Client) SetSitePurposes(ctx context.Context, siteID string, purposes []
 	return out, c.call(ctx, http.MethodPut, "/sites/"+url.PathEscape(siteID)+"/purposes", SitePurposesRequest{Purposes: purposes}, &out)
 }
 
+// MapUnique maps every unmapped slot whose owner's devices offer exactly
+// one service for its kind (or, with dryRun, says what it would map).
+func (c *Client) MapUnique(ctx context.Context, dryRun bool) (MapUniqueResponse, error) {
+	var out MapUniqueResponse
+	return out, c.call(ctx, http.MethodPost, "/mappings/unique", MapUniqueRequest{DryRun: dryRun}, &out)
+}
+
+// Person is the operator's view of one person.
+func (c *Client) Person(ctx context.Context, owner string) (PersonResponse, error) {
+	var out PersonResponse
+	return out, c.call(ctx, http.MethodGet, "/people/"+url.PathEscape(owner), nil, &out)
+}
+
 // PutRoster creates or replaces a roster.
 func (c *Client) PutRoster(ctx context.Context, id string, req RosterRequest) (RosterResponse, error) {
 	var out RosterResponse

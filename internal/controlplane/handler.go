@@ -41,7 +41,9 @@ const maxBodyBytes = 8 << 20
 //	POST   /admin/consents/revoke           revoke a consent
 //	POST   /admin/mappings                  map a person's (purpose, kind) at a site to a service
 //	POST   /admin/mappings/delete           unmap it
+//	POST   /admin/mappings/unique           map every slot whose owner's devices offer one service ({"dryRun":true} to ask)
 //	PUT    /admin/sites/{siteId}/purposes   set the purposes a site declares
+//	GET    /admin/people/{owner}            a person's consents, mappings, services and jobs waiting on an unmapped slot
 //	PUT    /admin/rosters/{id}              create or replace a roster
 //	DELETE /admin/rosters/{id}              delete a roster
 //
@@ -70,7 +72,9 @@ func AdminHandler(a *Admin) http.Handler {
 	mux.HandleFunc("POST "+AdminPrefix+"/consents/revoke", h.consent((*Admin).RevokeConsent))
 	mux.HandleFunc("POST "+AdminPrefix+"/mappings", h.mapSlot)
 	mux.HandleFunc("POST "+AdminPrefix+"/mappings/delete", h.unmapSlot)
+	mux.HandleFunc("POST "+AdminPrefix+"/mappings/unique", h.mapUnique)
 	mux.HandleFunc("PUT "+AdminPrefix+"/sites/{siteId}/purposes", h.sitePurposes)
+	mux.HandleFunc("GET "+AdminPrefix+"/people/{owner}", h.person)
 	mux.HandleFunc("PUT "+AdminPrefix+"/rosters/{id}", h.putRoster)
 	mux.HandleFunc("DELETE "+AdminPrefix+"/rosters/{id}", h.deleteRoster)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -205,6 +209,20 @@ func (h *handler) unmapSlot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := h.admin.Unmap(r.Context(), req)
+	h.answer(w, r, res, err)
+}
+
+func (h *handler) mapUnique(w http.ResponseWriter, r *http.Request) {
+	var req MapUniqueRequest
+	if !h.decode(w, r, &req) {
+		return
+	}
+	res, err := h.admin.MapUnique(r.Context(), req)
+	h.answer(w, r, res, err)
+}
+
+func (h *handler) person(w http.ResponseWriter, r *http.Request) {
+	res, err := h.admin.Person(r.Context(), r.PathValue("owner"))
 	h.answer(w, r, res, err)
 }
 

@@ -117,7 +117,7 @@ func TestMappingsAreOnePerSlotAndLiveWithTheConsent(t *testing.T) {
 	}
 }
 
-func TestAMappingThatCouldNeverRouteIsRefusedAndWritesNothing(t *testing.T) {
+func TestAMappingThatCouldNeverRouteIsRefused(t *testing.T) {
 	for _, tc := range storages {
 		t.Run(tc.name, func(t *testing.T) {
 			a, _ := tc.pair(t)
@@ -178,7 +178,7 @@ func TestASitesPurposesAreSetAndCleared(t *testing.T) {
 	}
 }
 
-func TestMappingsAndPurposesRoundTripThroughExportAndImport(t *testing.T) {
+func TestMappingsRoundTripThroughExportAndImport(t *testing.T) {
 	for _, tc := range storages {
 		t.Run(tc.name, func(t *testing.T) {
 			a, _ := tc.pair(t)

@@ -139,6 +139,8 @@ func Open(env Env, opts Options) (*Stack, error) {
 		return controlplane.AdminHandler(controlplane.NewAdmin(controlplane.AdminConfig{
 			Store:    st.Control,
 			Pairings: st.Store,
+			Presence: st.Store,
+			Queue:    st.Store,
 			Clock:    clk,
 			Logger:   log,
 		}))
@@ -195,6 +197,7 @@ func (st *Stack) openRelay(cfg aws.Config, endpoint endpointFunc, clk clock.Cloc
 		DaemonFloor:     env.DaemonFloor,
 		Logger:          st.log,
 		Metrics:         st.relayMetrics,
+		Satisfiable:     Satisfiable(controlplane.NewSlots(st.Control, st.Store)),
 	}
 	if env.OriginSecretParameter != "" {
 		rcfg.OriginSecrets = NewSSMOriginSecrets(params, env.OriginSecretParameter, clk, st.log).Secrets
@@ -254,11 +257,27 @@ func grantAuthor(ctx context.Context, params *paramstore.Client, name string, cl
 // relay without grants (direct mode).
 func relayWithGrants(cfg relay.Config, author *grants.Author) (*relay.Relay, error) {
 	if author == nil {
+		// No slot is asked about without grants: a daemon in direct mode
+		// runs its owner's work on its own default service, so a person's
+		// mappings choose nothing and refusing their unmapped jobs would
+		// refuse work that runs.
+		cfg.Satisfiable = nil
 		return relay.New(cfg)
 	}
 	cfg.ControlPlanePublic = author.Public()
 	cfg.AuthorGrant = author.Grant
 	return relay.New(cfg)
+}
+
+// Satisfiable is the relay's enqueue-time question, answered by the
+// control plane's slots over the projection the enqueue read. Only a relay
+// with grants asks it (relayWithGrants): mappings decide which service a
+// grant names, and without grants nothing names one.
+func Satisfiable(slots *controlplane.Slots) relay.Satisfiable {
+	return func(ctx context.Context, q relay.SatisfiableQuery) (relay.Verdict, error) {
+		v, err := slots.Satisfiable(ctx, q.Projection, q.SiteID, q.Owner, q.Purpose, q.Kind)
+		return relay.Verdict(v), err
+	}
 }
 
 // awsConfig is the given configuration, or the environment's; endpoint

@@ -60,10 +60,11 @@ func (r *Relay) enqueue(c *call, s siteRequest) (reply, error) {
 	// the next job. Nothing turns a failed read into a refusal.
 	if r.cfg.Satisfiable != nil {
 		verdict, err := r.cfg.Satisfiable(c.ctx, SatisfiableQuery{
-			SiteID:  siteID,
-			Owner:   req.Stub.Owner,
-			Purpose: req.Stub.Purpose,
-			Kind:    req.Stub.Kind,
+			SiteID:     siteID,
+			Owner:      req.Stub.Owner,
+			Purpose:    req.Stub.Purpose,
+			Kind:       req.Stub.Kind,
+			Projection: s.proj,
 		})
 		if err != nil {
 			r.decide(c, "refuse-satisfiable-unavailable", slog.String("error", err.Error()))

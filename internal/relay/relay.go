@@ -174,6 +174,10 @@ type SatisfiableQuery struct {
 	Owner   string
 	Purpose string
 	Kind    string
+	// Projection is the projection the enqueue read (its site's scope),
+	// which holds the site's declared purposes, so the answer need not read
+	// the site again.
+	Projection *projection.Projection
 }
 
 // Satisfiable asks whoever holds the mappings (the control plane) whether a

@@ -6,6 +6,10 @@ import (
 	"time"
 )
 
+// DaemonService is the id of the one service daemon.mjs configures, which
+// it advertises for llm.generate and llm.chat: what a mapping names.
+const DaemonService = "primary"
+
 // Daemon is a running byollm 0.1.1 daemon (daemon.mjs).
 type Daemon struct {
 	*Script

@@ -31,6 +31,8 @@ type SiteOptions struct {
 	// Count is how many jobs it enqueues; 0 is one. With more than one,
 	// job i's prompt is Prompt + " #i" (i from 1).
 	Count int
+	// Purpose is the jobs' purpose; "" names none.
+	Purpose string
 }
 
 // StartSite starts the site. Its keys reach it the way a deployment
@@ -42,9 +44,30 @@ func StartSite(t testing.TB, o SiteOptions) *Site {
 		t.Fatal(err)
 	}
 	env := []string{"BYOLLM_SITE_KEYS=" + base64.StdEncoding.EncodeToString(stored)}
-	return &Site{Start(t, "site.mjs", env,
-		"--relay", o.Relay, "--siteId", o.SiteID, "--owner", o.Owner, "--prompt", o.Prompt,
-		"--count", strconv.Itoa(max(o.Count, 1)), "--timeoutMs", "55000")}
+	args := []string{"--relay", o.Relay, "--siteId", o.SiteID, "--owner", o.Owner, "--prompt", o.Prompt,
+		"--count", strconv.Itoa(max(o.Count, 1)), "--timeoutMs", "55000"}
+	if o.Purpose != "" {
+		args = append(args, "--purpose", o.Purpose)
+	}
+	return &Site{Start(t, "site.mjs", env, args...)}
+}
+
+// Refused is a job the relay would not take at enqueue, as the site's own
+// client reported it: the error class it threw and the protocol's code.
+type Refused struct {
+	Prompt    string `json:"prompt"`
+	Error     string `json:"error"`
+	Code      string `json:"code"`
+	Retryable bool   `json:"retryable"`
+	Message   string `json:"message"`
+}
+
+// Refused waits for the next job the relay refused at enqueue.
+func (s *Site) Refused(t testing.TB) Refused {
+	t.Helper()
+	var r Refused
+	s.Wait(t, "refused", StepTimeout).Decode(t, &r)
+	return r
 }
 
 // Enqueued is the site's record of a job it published.

@@ -6,10 +6,14 @@
 // own store.
 //
 //   BYOLLM_SITE_KEYS=<base64 StoredKeys JSON> node site.mjs --relay URL
-//       --siteId ID --owner OWNER --prompt TEXT [--count 1] [--pumpMs 100] [--timeoutMs 20000]
+//       --siteId ID --owner OWNER --prompt TEXT [--count 1] [--purpose P]
+//       [--pumpMs 100] [--timeoutMs 20000]
 //
 // With --count above 1, job i's prompt is "TEXT #i" (i from 1). Prints
-// {"event":"enqueued",jobId,prompt,audience,sizeClass} per job, one
+// {"event":"enqueued",jobId,prompt,audience,sizeClass} per job, or
+// {"event":"refused",prompt,error,code,retryable,message} for a job the
+// relay would not take (the error class the server's own client threw:
+// EnqueueRefused for a 409 refusal, RelayUnavailable otherwise), one
 // {"event":"pump",...} per cycle that did something, and one
 // {"event":"result",...} per job as it ends, with its terminal state,
 // outcome and provenance; exits 0 once every job has ended, or when stdin
@@ -32,11 +36,25 @@ const count = Number(args.count);
 const jobs = [];
 for (let i = 1; i <= count; i++) {
   const prompt = count === 1 ? args.prompt : `${args.prompt} #${i}`;
-  const job = await app.enqueue({
-    kind: "llm.generate",
-    payload: { prompt },
-    owner: args.owner,
-  });
+  let job;
+  try {
+    job = await app.enqueue({
+      kind: "llm.generate",
+      payload: { prompt },
+      owner: args.owner,
+      ...(args.purpose === undefined ? {} : { purpose: args.purpose }),
+    });
+  } catch (error) {
+    if (!(error instanceof server.EnqueueRefused) && !(error instanceof server.RelayUnavailable)) throw error;
+    emit("refused", {
+      prompt,
+      error: error.name,
+      code: error.code,
+      retryable: error.retryable ?? false,
+      message: error.message,
+    });
+    continue;
+  }
   jobs.push(job.id);
   emit("enqueued", {
     jobId: job.id,

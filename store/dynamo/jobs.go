@@ -127,6 +127,35 @@ func (s *Store) absentAfter(j *jobItem, graceMs int64) bool {
 	return j.Gone || (j.State == string(store.StateDone) && j.Deadline+graceMs <= now) || (j.TTL != 0 && j.TTL*1000 <= now)
 }
 
+// QueuedFor lists up to limit of owner's queued jobs at siteID, oldest
+// first (store.QueuedLister): one query of at most limit items in each of
+// the person's queue partitions, one per job kind, audience and stream
+// lane (8 with the protocol's two kinds), never a scan.
+func (s *Store) QueuedFor(ctx context.Context, siteID, owner string, limit int) ([]store.Job, error) {
+	now := s.now()
+	var items []*jobItem
+	for _, kind := range protocol.JobKinds {
+		for _, private := range []bool{false, true} {
+			for _, streaming := range []bool{false, true} {
+				got, _, err := s.queue(ctx, queueKey(siteID, owner, kind, private, streaming), int32(limit), now)
+				if err != nil {
+					return nil, err
+				}
+				for _, j := range got {
+					if j.State == string(store.StateQueued) && !j.Gone {
+						items = append(items, j)
+					}
+				}
+			}
+		}
+	}
+	slices.SortFunc(items, func(a, b *jobItem) int { return strings.Compare(a.Seq, b.Seq) })
+	if len(items) > limit {
+		items = items[:limit]
+	}
+	return s.toJobs(ctx, items)
+}
+
 // Jobs lists every job of every site in enqueue order. A scan: for debug
 // pages and tests, never on a request path.
 func (s *Store) Jobs(ctx context.Context) ([]store.Job, error) {

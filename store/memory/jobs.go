@@ -47,6 +47,19 @@ func (s *Store) Jobs(ctx context.Context) ([]store.Job, error) {
 	return s.list(func(*store.Job) bool { return true }, copyJob), nil
 }
 
+// QueuedFor lists up to limit of owner's queued jobs at siteID, oldest
+// first (store.QueuedLister).
+func (s *Store) QueuedFor(ctx context.Context, siteID, owner string, limit int) ([]store.Job, error) {
+	now := s.now()
+	out := s.list(func(j *store.Job) bool {
+		return j.SiteID == siteID && j.Stub.Owner == owner && j.State == store.StateQueued && j.Stub.DeadlineAt > now
+	}, copyJob)
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
 // Awaiting lists the site's jobs it must seal for, leaving out claims that
 // have lapsed but that no sweep has reached: a site must not seal to a
 // device whose claim is over.

@@ -57,6 +57,12 @@ commands:
                                 (O's own when not given; P's rosters must name O)
   unmap --owner O --site S --kind K [--purpose U]
                                 remove that choice: O's jobs of that slot wait, unmapped
+  map-unique [--dry-run]        map every unmapped slot (purpose "default" and each declared one, every
+                                kind) whose owner's devices advertise exactly one service for the kind,
+                                and list the slots left for a person to choose (README, "Upgrading")
+  person OWNER                  a person's consents and mappings, the services their and their
+                                teammates' devices advertise, and their queued jobs waiting on a slot
+                                nobody mapped, with the live services that could answer each
   roster set ID --owner O [--members a,b,...]
   roster delete ID
 
@@ -160,6 +166,8 @@ var commands = map[string]commandSpec{
 	"site":          {flags: []string{"purposes"}, parse: parseSite},
 	"map":           {flags: []string{"owner", "site", "kind", "service", "service-owner", "purpose"}, parse: parseMap},
 	"unmap":         {flags: []string{"owner", "site", "kind", "purpose"}, parse: parseUnmap},
+	"map-unique":    {flags: []string{"dry-run"}, parse: parseMapUnique},
+	"person":        {parse: parsePerson},
 	"pairings":      {parse: parsePairings},
 	"pairing":       {parse: parsePairing},
 	"approve":       {flags: []string{"owner", "runner"}, parse: parseApprove},
@@ -174,6 +182,7 @@ type commandFlags struct {
 	owner, runner, site, members string
 	kind, service, serviceOwner  string
 	purpose, purposes            string
+	dryRun                       bool
 }
 
 // register defines the named flags on fs.
@@ -181,6 +190,10 @@ func (f *commandFlags) register(fs *flag.FlagSet, names []string) {
 	vars := map[string]*string{"owner": &f.owner, "runner": &f.runner, "site": &f.site, "members": &f.members,
 		"kind": &f.kind, "service": &f.service, "service-owner": &f.serviceOwner, "purpose": &f.purpose, "purposes": &f.purposes}
 	for _, name := range names {
+		if name == "dry-run" {
+			fs.BoolVar(&f.dryRun, name, false, "")
+			continue
+		}
 		fs.StringVar(vars[name], name, "", "")
 	}
 }
@@ -334,6 +347,32 @@ func parseUnmap(pos []string, f commandFlags) (command, error) {
 			return err
 		}
 		return p.show(func(w io.Writer) error { return renderMappings(w, res) })
+	}, nil
+}
+
+func parseMapUnique(pos []string, f commandFlags) (command, error) {
+	if err := need(pos, 0, "map-unique [--dry-run]"); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, c *controlplane.Client, p *printer) error {
+		res, err := c.MapUnique(ctx, f.dryRun)
+		if err != nil {
+			return err
+		}
+		return p.show(func(w io.Writer) error { return renderMapUnique(w, res) })
+	}, nil
+}
+
+func parsePerson(pos []string, _ commandFlags) (command, error) {
+	if err := need(pos, 1, "person OWNER"); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, c *controlplane.Client, p *printer) error {
+		res, err := c.Person(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		return p.show(func(w io.Writer) error { return renderPerson(w, res) })
 	}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -208,6 +209,70 @@ func renderMappings(w io.Writer, res controlplane.MappingsResponse) error {
 		if _, err := fmt.Fprintf(w, "  purpose %s, kind %s -> service %s of %s\n", m.Purpose, m.Kind, m.Service, owner); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// renderMapUnique is map-unique's answer: a line a slot.
+func renderMapUnique(w io.Writer, res controlplane.MapUniqueResponse) error {
+	verb := "mapped"
+	if res.DryRun {
+		verb = "would map"
+	}
+	for _, s := range res.Mapped {
+		if _, err := fmt.Fprintf(w, "%s: %s at %s, purpose %s, kind %s -> service %s\n", verb, s.Owner, s.SiteID, s.Purpose, s.Kind, s.Service); err != nil {
+			return err
+		}
+	}
+	for _, s := range res.Left {
+		why := "no device of theirs advertises a service for it"
+		if len(s.Offered) > 1 {
+			why = "their devices offer " + strings.Join(s.Offered, ", ") + ": theirs to choose"
+		}
+		if _, err := fmt.Fprintf(w, "left: %s at %s, purpose %s, kind %s (%s)\n", s.Owner, s.SiteID, s.Purpose, s.Kind, why); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(w, "%d slot(s) %s, %d left unmapped\n", len(res.Mapped), verb, len(res.Left))
+	return err
+}
+
+// renderPerson is person's answer.
+func renderPerson(w io.Writer, res controlplane.PersonResponse) error {
+	fmt.Fprintf(w, "person %s; teammates (whose devices may run their work): %s\n", res.Owner, orDash(strings.Join(res.Teammates, ", ")))
+	for _, s := range res.Sites {
+		state := ""
+		if s.Paused {
+			state = " (paused)"
+		}
+		fmt.Fprintf(w, "site %s%s\n", s.SiteID, state)
+		if len(s.Mappings) == 0 {
+			fmt.Fprintln(w, "  no mappings")
+		}
+		for _, m := range s.Mappings {
+			owner := m.ServiceOwner
+			if owner == "" {
+				owner = res.Owner
+			}
+			fmt.Fprintf(w, "  purpose %s, kind %s -> service %s of %s\n", m.Purpose, m.Kind, m.Service, owner)
+		}
+		for _, j := range s.Waiting {
+			var could []string
+			for _, c := range j.Candidates {
+				could = append(could, c.Service+" of "+c.Owner)
+			}
+			fmt.Fprintf(w, "  waiting, unmapped: job %s (purpose %s, kind %s); could answer it: %s\n", j.JobID, j.Purpose, j.Kind, orDash(strings.Join(slices.Compact(could), ", ")))
+		}
+		if s.MoreWaiting {
+			fmt.Fprintf(w, "  (more queued jobs than the %d read)\n", controlplane.MaxListedWaiting)
+		}
+	}
+	for _, svc := range res.Services {
+		live := "not seen lately"
+		if svc.Live {
+			live = "live"
+		}
+		fmt.Fprintf(w, "service %s of %s for %s on %s, offered %s, %s\n", svc.Service, svc.Owner, svc.Kind, svc.RunnerID, svc.OfferScope, live)
 	}
 	return nil
 }
