@@ -154,6 +154,11 @@ func TestEnqueue(t *testing.T) {
 				verdict, failure = c.verdict, c.err
 				expect(t, w.siteCall(w.site, "enqueue", enqueueBody(w.site, stub)), c.status, c.body)
 			}
+			// The projection the enqueue read, which holds the site.
+			if _, ok := asked.Projection.SiteFor("site-a"); !ok {
+				t.Fatalf("asked with a projection that does not hold the site: %+v", asked)
+			}
+			asked.Projection = nil
 			if asked != (relay.SatisfiableQuery{SiteID: "site-a", Owner: "alice", Purpose: "summarise", Kind: "llm.generate"}) {
 				t.Fatalf("asked %+v", asked)
 			}

@@ -40,7 +40,7 @@ func newStack(t *testing.T) *stack {
 	pairings := memory.New(store.Options{Clock: clk})
 	s := controlplane.NewStore(controlplane.NewMemoryStorage())
 	admin := controlplane.NewAdmin(controlplane.AdminConfig{
-		Store: s, Pairings: pairings, Clock: clk,
+		Store: s, Pairings: pairings, Presence: pairings, Queue: pairings, Clock: clk,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	srv := httptest.NewServer(controlplane.AdminHandler(admin))
@@ -271,5 +271,46 @@ func TestTheCLIMapsAndUnmapsSlotsAndSetsASitesPurposes(t *testing.T) {
 	}
 	if out := s.mustRun(t, "site", "purposes", "shop"); !strings.Contains(out, "declares every purpose") {
 		t.Fatalf("clearing the purposes printed %q", out)
+	}
+}
+
+func TestTheCLIShowsAPersonAndMapsUniqueSlots(t *testing.T) {
+	s := newStack(t)
+	ctx := t.Context()
+	site, device := keys(t), keys(t)
+	s.mustRun(t, "site", "add", "shop", writeJSON(t, site.Public()))
+	s.mustRun(t, "consent", "add", "--owner", "alice", "--site", "shop")
+	code := protocol.NewUserCode()
+	if _, err := s.pairings.PutPairing(ctx, store.PendingPairing{
+		DeviceCode: protocol.NewDeviceCode(), UserCode: code, Device: device.Public(),
+		Label: "laptop", Platform: "linux", ExpiresAt: s.clock.Now().UnixMilli() + store.PairingCodeTTLMs,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.mustRun(t, "approve", code, "--owner", "alice", "--runner", "r-alice")
+	if _, err := s.pairings.Seen(ctx, store.Sighting{RunnerID: "r-alice", Owner: "alice", Device: device.Public(),
+		Capabilities: []protocol.Capability{{Kind: "llm.chat", Service: "qwen", OfferScope: "private"}}}); err != nil {
+		t.Fatal(err)
+	}
+	stub := protocol.JobStub{ID: "job-1", Kind: "llm.chat", Owner: "alice", Site: site.KeyID(), Audience: "team", DeadlineAt: s.clock.Now().Add(time.Hour).UnixMilli()}
+	if _, err := s.pairings.Enqueue(ctx, store.EnqueueInput{ID: stub.ID, SiteID: "shop", Stub: stub}); err != nil {
+		t.Fatal(err)
+	}
+	if out := s.mustRun(t, "person", "alice"); !strings.Contains(out, "waiting, unmapped: job job-1 (purpose default, kind llm.chat); could answer it: qwen of alice") {
+		t.Fatalf("person printed %q", out)
+	}
+	if out := s.mustRun(t, "map-unique", "--dry-run"); !strings.Contains(out, "would map: alice at shop, purpose default, kind llm.chat -> service qwen") ||
+		!strings.Contains(out, "left: alice at shop, purpose default, kind llm.generate") {
+		t.Fatalf("map-unique --dry-run printed %q", out)
+	}
+	if _, ok := s.projection(t).MappingFor("alice", "shop", "default", "llm.chat"); ok {
+		t.Fatal("a dry run mapped")
+	}
+	s.mustRun(t, "map-unique")
+	if m, ok := s.projection(t).MappingFor("alice", "shop", "default", "llm.chat"); !ok || m.Service != "qwen" {
+		t.Fatalf("map-unique mapped %+v %v", m, ok)
+	}
+	if out := s.mustRun(t, "person", "alice"); strings.Contains(out, "waiting") {
+		t.Fatalf("after map-unique the job still waits: %q", out)
 	}
 }

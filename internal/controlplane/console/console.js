@@ -329,6 +329,110 @@
     await refresh();
   }
 
+  // One person's view (GET /admin/people/{owner}): their mappings, with
+  // an unmap button each; their queued jobs whose slot nobody mapped, with
+  // the live services that could answer; and every service their own and
+  // their teammates' devices advertise, with a button that maps it for the
+  // site and purpose chosen above the table.
+  async function showPerson() {
+    const owner = $("person").value.trim();
+    const status = $("person-status");
+    if (owner === "") {
+      say(status, "name the person", false);
+      return;
+    }
+    let v;
+    try {
+      v = await api("GET", "/people/" + encodeURIComponent(owner));
+    } catch (e) {
+      if (e.status === 401) refuse();
+      else say(status, e.message, false);
+      return;
+    }
+    accepted();
+    $("person-view").hidden = false;
+    status.textContent = "";
+    const mappings = $("person-mappings");
+    const waiting = $("person-waiting");
+    const services = $("person-services");
+    const sites = $("person-site");
+    mappings.replaceChildren();
+    waiting.replaceChildren();
+    services.replaceChildren();
+    sites.replaceChildren();
+    for (const site of v.sites) {
+      const opt = document.createElement("option");
+      opt.value = opt.textContent = site.siteId;
+      sites.appendChild(opt);
+      if (site.mappings.length === 0) {
+        const row = mappings.insertRow();
+        cell(row, site.siteId + (site.paused ? " (paused)" : ""));
+        const td = cell(row, "no mappings: every job of this site is unmapped");
+        td.colSpan = 5;
+        td.className = "muted";
+      }
+      for (const m of site.mappings) {
+        const row = mappings.insertRow();
+        cell(row, site.siteId + (site.paused ? " (paused)" : ""));
+        cell(row, m.purpose);
+        cell(row, m.kind);
+        cell(row, m.service);
+        cell(row, m.owner || owner);
+        button(cell(row, ""), "Unmap", true, () => change(status, "POST", "/mappings/delete",
+          { owner, siteId: site.siteId, purpose: m.purpose, kind: m.kind }, "unmapped " + m.purpose + " / " + m.kind));
+      }
+      for (const j of site.waiting) {
+        const row = waiting.insertRow();
+        cell(row, site.siteId);
+        cell(row, j.jobId);
+        cell(row, j.purpose);
+        cell(row, j.kind);
+        cell(row, j.candidates.map((c) => c.service + " of " + c.owner).join(", ") || "nothing live advertises " + j.kind);
+      }
+      if (site.moreWaiting) {
+        const td = cell(waiting.insertRow(), "more queued jobs than are listed");
+        td.colSpan = 5;
+        td.className = "muted";
+      }
+    }
+    if (waiting.rows.length === 0) {
+      const td = cell(waiting.insertRow(), "none");
+      td.colSpan = 5;
+      td.className = "muted";
+    }
+    for (const svc of v.services) {
+      const row = services.insertRow();
+      cell(row, svc.service);
+      cell(row, svc.kind);
+      cell(row, svc.owner);
+      cell(row, svc.runnerId);
+      cell(row, svc.offerScope);
+      cell(row, svc.live ? "live" : "not lately");
+      button(cell(row, ""), "Map", false, () => {
+        const purpose = $("person-purpose").value.trim();
+        const req = { owner, siteId: sites.value, kind: svc.kind, service: svc.service };
+        if (purpose !== "") req.purpose = purpose;
+        if (svc.owner !== owner) req.serviceOwner = svc.owner;
+        change(status, "POST", "/mappings", req, "mapped " + (purpose || "default") + " / " + svc.kind + " to " + svc.service + " of " + svc.owner);
+      });
+    }
+    if (services.rows.length === 0) {
+      const td = cell(services.insertRow(), "no device of this person or their teammates has advertised a service");
+      td.colSpan = 7;
+      td.className = "muted";
+    }
+  }
+
+  async function change(status, method, path, body, done) {
+    try {
+      await api(method, path, body);
+      await showPerson();
+      say(status, done, true);
+    } catch (e) {
+      say(status, e.message, false);
+    }
+  }
+
   // A token in the fragment (the link serve prints) never reaches a
   // server or a log; keep it, then take it out of the address bar.
   function tokenFromFragment() {
@@ -377,6 +481,7 @@
     $("decide-form").addEventListener("submit", (e) => { e.preventDefault(); decide(true); });
     $("deny").addEventListener("click", () => decide(false));
     $("refresh").addEventListener("click", refresh);
+    $("person-form").addEventListener("submit", (e) => { e.preventDefault(); showPerson(); });
     $("refresh-pending").addEventListener("click", () => { listed = ""; refreshPending(); });
     if (token === "") {
       setState("needs-token");
