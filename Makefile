@@ -173,11 +173,11 @@ LAMBDA_GOFLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w"
 FN    ?= claim
 EVENT ?= events/$(FN).json
 
-## validate: cfn-lint on template.yaml (it applies the SAM transform), as it stands (edge off) and with the edge options on
+## validate: cfn-lint on template.yaml (it applies the SAM transform), as it stands (edge off), with the edge options on and with the grant key in KMS
 validate:
 	cfn-lint template.yaml site-template.yaml
-	$(GO) test -count=1 -run '^TestTemplateWithTheEdgeOnPassesCfnLint$$' .
-	@echo "validate: ok (cfn-lint passes template.yaml, with and without the edge, and site-template.yaml)"
+	$(GO) test -count=1 -run '^(TestTemplateWithTheEdgeOnPassesCfnLint|TestTemplateWithKMSGrantKeyPassesCfnLint)$$' .
+	@echo "validate: ok (cfn-lint passes template.yaml, with and without the edge and with the grant key in KMS, and site-template.yaml)"
 
 ## build-lambdas: every function as deployed (linux/LAMBDA_ARCH, arm64 unless set; static) into bin/lambda/<fn>/bootstrap
 build-lambdas:

@@ -440,6 +440,18 @@ func TestVectorGrant(t *testing.T) {
 	equal(t, "grant signature", signed.Signature, g.Signature)
 	equal(t, "signed grant", signed, g)
 
+	// Signed where the key is held apart (a KMS), over the statement's
+	// bytes and attached: the same grant, byte for byte.
+	elsewhere := ed25519.Sign(ed25519.NewKeyFromSeed(mustHex(t, v.Keys["control-plane"].Ed25519SeedHex)), statement)
+	attached, err := AttachGrantSignature(claims, elsewhere)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "grant signed elsewhere", attached, g)
+	if _, err := AttachGrantSignature(claims, elsewhere[:63]); err == nil {
+		t.Error("AttachGrantSignature took a 63-byte signature")
+	}
+
 	check := GrantCheck{Owner: "bob", JobID: "job_1", ControlPlanePublic: cp.Public().Identity}
 	for _, now := range []int64{1800000001000, 1799999970000, 1800000120000} {
 		check.Now = now

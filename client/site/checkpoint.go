@@ -2,6 +2,9 @@ package site
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,79 +25,105 @@ const (
 	CheckpointInterval = time.Second
 )
 
-// CheckpointLedger is a Ledger that also keeps each job's durable
-// checkpoint: the stream's text up to seq (its UTF-16 length), sealed to
-// the site's own key. Stream writes and reads checkpoints only through a
-// ledger that is one (siteserver's cloud lane over the site store is);
+// CheckpointLedger is a Ledger that also keeps each stream's durable
+// checkpoint: the text of one lease's run of a job up to seq (its UTF-16
+// length), sealed to the site's own key. A stream belongs to its lease (a
+// re-run under another lease says something else), so checkpoints are
+// kept by job and lease. Stream writes and reads checkpoints only through
+// a ledger that is one (siteserver's cloud lane over the site store is);
 // with the default memory ledger there is no durable plane.
 type CheckpointLedger interface {
-	// PutCheckpoint stores sealed as jobID's checkpoint when seq is above
-	// the stored one's (compare-and-set); false, nothing written,
-	// otherwise, so a writer that read less cannot roll it back.
-	PutCheckpoint(ctx context.Context, jobID string, seq int64, sealed protocol.SealedEnvelope) (bool, error)
-	// Checkpoint reads jobID's checkpoint; false if none.
-	Checkpoint(ctx context.Context, jobID string) (seq int64, sealed protocol.SealedEnvelope, ok bool, err error)
+	// PutCheckpoint stores sealed as the checkpoint of jobID's run under
+	// leaseID when seq is above the stored one's for that job and lease
+	// (compare-and-set); false, nothing written, otherwise, so a writer
+	// that read less cannot roll it back, and another lease's run never
+	// replaces it.
+	PutCheckpoint(ctx context.Context, jobID, leaseID string, seq int64, sealed protocol.SealedEnvelope) (bool, error)
+	// Checkpoint reads the checkpoint of jobID's run under leaseID; false
+	// if none.
+	Checkpoint(ctx context.Context, jobID, leaseID string) (seq int64, sealed protocol.SealedEnvelope, ok bool, err error)
 }
 
 // checkpointEnvelope is the checkpoint's envelope context: the site to
 // itself, as the at-rest payload is, but direction result, so that a
 // checkpoint put where a payload belongs never opens as one (Open checks
 // the signed direction), and bound to the job id so that one job's
-// checkpoint never opens as another's.
+// checkpoint never opens as another's. The lease is bound inside the
+// sealed content (checkpointContent).
 func (c *Client) checkpointEnvelope(jobID string, createdAt int64) protocol.EnvelopeContext {
 	self := c.keys.KeyID()
 	return protocol.EnvelopeContext{JobID: jobID, SenderKeyID: self, RecipientKeyID: self,
 		DeadlineAt: createdAt + protocol.EnvelopeMaxAgeMs, Direction: protocol.DirectionResult}
 }
 
-// readCheckpoint is the job's checkpointed text, "" if there is none or it
-// does not open: a checkpoint is an optimisation, never an error. A text
+// checkpointContent is what a checkpoint seals: the text and the lease
+// whose run said it. The lease is inside the seal, so a checkpoint of one
+// lease stored (or moved) under another's key does not open as its.
+type checkpointContent struct {
+	LeaseID string `json:"leaseId"`
+	Text    string `json:"text"`
+}
+
+// readCheckpoint is the checkpointed text of run, "" if there is none or
+// it cannot be used: a checkpoint is an optimisation, never an error, but
+// a read that failed or one that does not open is a fault to hear. A text
 // whose length is not its sequence is discarded, so the offsets served
 // from it are the text's own.
-func (c *Client) readCheckpoint(ctx context.Context, jobID string) string {
+func (c *Client) readCheckpoint(ctx context.Context, run streamRun) string {
 	l, ok := c.ledger.(CheckpointLedger)
 	if !ok {
 		return ""
 	}
-	seq, sealed, found, err := l.Checkpoint(ctx, jobID)
-	if err != nil || !found {
+	seq, sealed, found, err := l.Checkpoint(ctx, run.jobID, run.leaseID)
+	if err != nil {
+		c.fault(run.fault(FaultCheckpoint, "the checkpoint could not be read", err))
+		return ""
+	}
+	if !found {
 		return ""
 	}
 	self := c.keys.KeyID()
-	text, err := protocol.Open(sealed, c.keys, c.keys.Public().Identity, protocol.ExpectedEnvelope{
-		JobID: jobID, SenderKeyID: self, RecipientKeyID: self, Direction: protocol.DirectionResult})
-	if err != nil || stream.UTF16Len(text) != seq {
+	plain, err := protocol.Open(sealed, c.keys, c.keys.Public().Identity, protocol.ExpectedEnvelope{
+		JobID: run.jobID, SenderKeyID: self, RecipientKeyID: self, Direction: protocol.DirectionResult})
+	if err != nil {
+		c.fault(run.fault(FaultTampered, "the checkpoint does not open", err))
 		return ""
 	}
-	return text
+	var content checkpointContent
+	dec := json.NewDecoder(strings.NewReader(plain))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&content); err != nil || content.LeaseID != run.leaseID || stream.UTF16Len(content.Text) != seq {
+		c.fault(run.fault(FaultTampered, "the checkpoint is not this lease's or not its stored length", err))
+		return ""
+	}
+	return content.Text
 }
 
 // checkpointer writes one reader's text at the cadence, from its own
 // goroutine, so the reader never waits on the store.
 type checkpointer struct {
-	c         *Client
-	ledger    CheckpointLedger
-	jobID     string
-	createdAt int64
-	kick      chan struct{}
-	stop      chan struct{}
-	stopped   chan struct{}
+	c       *Client
+	ledger  CheckpointLedger
+	run     streamRun
+	kick    chan struct{}
+	stop    chan struct{}
+	stopped chan struct{}
 
 	mu      sync.Mutex
 	text    string
 	written int64 // the sequence the store is known to hold at least
 }
 
-// startCheckpoints starts a checkpointer for jobID holding held (already
+// startCheckpoints starts a checkpointer for run holding held (already
 // checkpointed); nil when the ledger keeps no checkpoints.
-func (c *Client) startCheckpoints(ctx context.Context, jobID string, createdAt int64, held string) *checkpointer {
+func (c *Client) startCheckpoints(ctx context.Context, run streamRun, held string) *checkpointer {
 	l, ok := c.ledger.(CheckpointLedger)
 	if !ok {
 		return nil
 	}
-	k := &checkpointer{c: c, ledger: l, jobID: jobID, createdAt: createdAt, kick: make(chan struct{}, 1),
+	k := &checkpointer{c: c, ledger: l, run: run, kick: make(chan struct{}, 1),
 		stop: make(chan struct{}), stopped: make(chan struct{}), text: held, written: stream.UTF16Len(held)}
-	go k.run(ctx)
+	go k.loop(ctx)
 	return k
 }
 
@@ -124,7 +153,7 @@ func (k *checkpointer) close() {
 	<-k.stopped
 }
 
-func (k *checkpointer) run(ctx context.Context) {
+func (k *checkpointer) loop(ctx context.Context) {
 	defer close(k.stopped)
 	tick := time.NewTicker(CheckpointInterval)
 	defer tick.Stop()
@@ -146,7 +175,8 @@ func (k *checkpointer) run(ctx context.Context) {
 
 // flush writes the held text if it is longer than what the store holds. A
 // refused write means the store holds as much or more (another reader's):
-// nothing to write until this text passes it.
+// nothing to write until this text passes it. A failed one is heard
+// (OnStreamFault) and tried again at the next cadence.
 func (k *checkpointer) flush(ctx context.Context) {
 	k.mu.Lock()
 	text, seq, written := k.text, stream.UTF16Len(k.text), k.written
@@ -154,12 +184,19 @@ func (k *checkpointer) flush(ctx context.Context) {
 	if seq <= written {
 		return
 	}
-	sealed, err := protocol.Seal(text, k.c.keys, k.c.keys.Public().Encryption, k.c.checkpointEnvelope(k.jobID, k.createdAt))
+	plain, err := json.Marshal(checkpointContent{LeaseID: k.run.leaseID, Text: text})
 	if err != nil {
+		k.c.fault(k.run.fault(FaultCheckpoint, "the checkpoint could not be encoded", err))
 		return
 	}
-	if _, err := k.ledger.PutCheckpoint(ctx, k.jobID, seq, sealed); err != nil {
-		return // tried again at the next cadence
+	sealed, err := protocol.Seal(string(plain), k.c.keys, k.c.keys.Public().Encryption, k.c.checkpointEnvelope(k.run.jobID, k.run.createdAt))
+	if err != nil {
+		k.c.fault(k.run.fault(FaultCheckpoint, "the checkpoint could not be sealed", err))
+		return
+	}
+	if _, err := k.ledger.PutCheckpoint(ctx, k.run.jobID, k.run.leaseID, seq, sealed); err != nil {
+		k.c.fault(k.run.fault(FaultCheckpoint, fmt.Sprintf("the checkpoint write at %d units failed", seq), err))
+		return
 	}
 	k.mu.Lock()
 	k.written = max(k.written, seq)

@@ -101,3 +101,52 @@ func relayErrorFrom(endpoint string, resp *http.Response, body []byte) error {
 	}
 	return e
 }
+
+// StreamFault is something that went wrong reading a live stream or
+// keeping its checkpoint (docs/streaming.md). None of them costs the
+// reader correct text, only smoothness: the stream ends stale and the
+// sealed result still arrives. But each says something an operator needs
+// to hear: a store that refuses checkpoints, a relay that breaks the
+// lane's rules, a frame someone altered.
+type StreamFault struct {
+	Kind FaultKind
+	// JobID and LeaseID name the stream: the job, and the lease whose run
+	// it is ("" when the fault came before a grant was read).
+	JobID   string
+	LeaseID string
+	// Reason says what happened, in words fit for a log line; it never
+	// carries the stream's text.
+	Reason string
+	// Err is the underlying error, when there is one.
+	Err error
+}
+
+// FaultKind tells the faults apart, so each can be counted and alarmed on
+// by itself.
+type FaultKind string
+
+const (
+	// FaultCheckpoint: a checkpoint write or read failed in the ledger.
+	FaultCheckpoint FaultKind = "checkpoint"
+	// FaultTampered: something sealed did not open: a frame that does not
+	// authenticate under its lease's key while that lease still holds the
+	// job, or a checkpoint that does not open for its job and lease.
+	FaultTampered FaultKind = "tampered"
+	// FaultRelay: the relay broke the lane's rules (a gap, a frame out of
+	// order, text in the clear, a seal past the text it sent, a malformed
+	// event), refused the attach, or did not answer it within
+	// AttachTimeout.
+	FaultRelay FaultKind = "relay"
+	// FaultLease: the run the stream belongs to stopped being the job's:
+	// its lease lapsed (the relay said stale) or the job was claimed again
+	// under another lease (its frames are another run's).
+	FaultLease FaultKind = "lease"
+)
+
+func (f StreamFault) String() string {
+	s := string(f.Kind) + ": " + f.Reason
+	if f.Err != nil {
+		s += ": " + f.Err.Error()
+	}
+	return s
+}

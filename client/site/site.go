@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -70,6 +71,12 @@ type Config struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Ledger keeps the published jobs; nil keeps them in process memory.
 	Ledger Ledger
+	// OnStreamFault hears every checkpoint write that failed and every
+	// stream that ended early for a fault, with its kind and reason
+	// (StreamFault); nil logs each at warning level on slog.Default(), so
+	// none vanishes. It is called from the reading goroutine and from the
+	// checkpoint writer, possibly at once, and must not block.
+	OnStreamFault func(StreamFault)
 }
 
 // Client is one site's connection to a relay. Safe for concurrent use.
@@ -84,7 +91,8 @@ type Client struct {
 	backoff   time.Duration
 	sleep     func(ctx context.Context, d time.Duration) error
 
-	ledger Ledger
+	ledger  Ledger
+	onFault func(StreamFault)
 
 	mu sync.Mutex
 	// collect are ids whose fate this site has taken from a results list,
@@ -117,6 +125,7 @@ func New(cfg Config) (*Client, error) {
 		backoff:   cfg.RetryBackoff,
 		sleep:     cfg.Sleep,
 		ledger:    cfg.Ledger,
+		onFault:   cfg.OnStreamFault,
 		collect:   map[string]bool{},
 	}
 	if c.ledger == nil {
@@ -143,6 +152,20 @@ func New(cfg Config) (*Client, error) {
 		c.sleep = clock.Sleep
 	}
 	return c, nil
+}
+
+// fault tells the hook, or the default logger, of f.
+func (c *Client) fault(f StreamFault) {
+	if c.onFault != nil {
+		c.onFault(f)
+		return
+	}
+	attrs := []slog.Attr{slog.String("kind", string(f.Kind)), slog.String("job", f.JobID),
+		slog.String("lease", f.LeaseID), slog.String("reason", f.Reason)}
+	if f.Err != nil {
+		attrs = append(attrs, slog.String("error", f.Err.Error()))
+	}
+	slog.Default().LogAttrs(context.Background(), slog.LevelWarn, "site: stream fault", attrs...)
 }
 
 // KeyID is this site's key id: what its stubs name as `site`.

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/byorelay/byorelay/internal/stream"
@@ -44,96 +47,178 @@ var (
 // its counter checked and its offsets conformed, so the text yielded is
 // always a prefix of what the device produced. The job must have been
 // sealed to a device by this client (Pump) before a stream can be read.
+//
+// A stream is one run of the job: the lease the ledger's grant names when
+// Stream starts. Its checkpoint is that lease's only, and the text never
+// crosses into another run: when the job is claimed again under another
+// lease (its device died and its lease lapsed), the stream ends with
+// ErrStreamStale, and so does one whose text ever stops extending what
+// was already yielded; the sealed result is the answer then, and a fresh
+// Stream reads the new run from its start. Every fault on the way is told
+// to Config.OnStreamFault.
 func (c *Client) Stream(ctx context.Context, jobID string) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
-		key, tracked, err := c.streamKey(ctx, jobID)
+		run, err := c.streamRunOf(ctx, jobID)
 		if err != nil {
 			yield("", err)
 			return
 		}
-		// The durable plane first: the checkpointed text is yielded as one
-		// delta and the relay is asked only for what follows it, so a
-		// reader whose relay frames are gone still has what was said.
-		held := c.readCheckpoint(ctx, jobID)
-		if held != "" && !yield(held, nil) {
+		c.readRun(ctx, run, yield)
+	}
+}
+
+// readRun is Stream for one run.
+func (c *Client) readRun(ctx context.Context, run streamRun, yield func(string, error) bool) {
+	// The durable plane first: the run's checkpointed text is yielded as
+	// one delta and the relay is asked only for what follows it, so a
+	// reader whose relay frames are gone still has what was said.
+	yielded := c.readCheckpoint(ctx, run)
+	if yielded != "" && !yield(yielded, nil) {
+		return
+	}
+	cp := c.startCheckpoints(ctx, run, yielded)
+	defer cp.close()
+	violated := false
+	onViolation := func(v seal.Violation) {
+		violated = true
+		c.fault(c.violationFault(ctx, run, v))
+	}
+	for {
+		from := stream.UTF16Len(yielded)
+		reader := seal.NewReader(run.key, run.jobID, from, yielded, onViolation)
+		stopped, diverged := false, false
+		err := c.attach(ctx, run.jobID, from, func(raw []byte) bool {
+			reader.Feed(raw)
+			text := reader.Text()
+			if !strings.HasPrefix(text, yielded) {
+				// Fail closed: text that does not extend what was yielded
+				// is not this reader's to show, whatever ends it.
+				diverged = true
+				return false
+			}
+			if len(text) > len(yielded) {
+				cp.offer(text)
+				if !yield(text[len(yielded):], nil) {
+					stopped = true
+					return false
+				}
+				yielded = text
+			}
+			_, done := reader.Terminal()
+			return !done
+		})
+		switch {
+		case stopped:
+			return
+		case diverged:
+			c.fault(run.fault(FaultRelay, "the live text stopped extending the text already read", nil))
+			yield("", ErrStreamStale)
 			return
 		}
-		cp := c.startCheckpoints(ctx, jobID, tracked.CreatedAt, held)
-		defer cp.close()
-		for {
-			from := stream.UTF16Len(held)
-			reader := seal.NewReader(key, jobID, from, held, nil)
-			stopped := false
-			err := c.attach(ctx, jobID, from, func(raw []byte) bool {
-				before := reader.Text()
-				reader.Feed(raw)
-				if after := reader.Text(); len(after) > len(before) && strings.HasPrefix(after, before) {
-					cp.offer(after)
-					if !yield(after[len(before):], nil) {
-						stopped = true
-						return false
-					}
-				}
-				_, done := reader.Terminal()
-				return !done
-			})
-			if stopped {
-				return
-			}
-			if end, done := reader.Terminal(); done {
-				switch end.Type {
-				case stream.TypeEnd:
-					switch end.Status {
-					case stream.StatusComplete:
-						yield("", nil)
-					case stream.StatusInterrupted:
-						yield("", ErrStreamInterrupted)
-					default:
-						yield("", ErrStreamStale)
-					}
-				case stream.TypeAbsent:
-					yield("", ErrStreamAbsent)
+		if end, done := reader.Terminal(); done {
+			switch end.Type {
+			case stream.TypeEnd:
+				switch end.Status {
+				case stream.StatusComplete:
+					yield("", nil)
+				case stream.StatusInterrupted:
+					yield("", ErrStreamInterrupted)
 				default:
 					yield("", ErrStreamStale)
 				}
-				return
+			case stream.TypeAbsent:
+				yield("", ErrStreamAbsent)
+			default:
+				if !violated {
+					c.fault(run.fault(FaultLease, "the relay ended the stream stale: its lease lapsed, or the job ended without the stream's seal", nil))
+				}
+				yield("", ErrStreamStale)
 			}
-			if ctx.Err() != nil {
-				yield("", ctx.Err())
-				return
-			}
-			if err != nil && !errors.Is(err, errAttachClosed) {
-				yield("", err)
-				return
-			}
-			// The relay closed its time-boxed response without a terminal:
-			// attach again from what is held.
-			held = reader.Text()
+			return
 		}
+		if ctx.Err() != nil {
+			yield("", ctx.Err())
+			return
+		}
+		if errors.Is(err, errAttachTimeout) {
+			// A relay that does not answer puts the reader on the durable
+			// plane (the checkpoint it was given, then the result) rather
+			// than holding it.
+			c.fault(run.fault(FaultRelay, fmt.Sprintf("the relay did not answer the attach within %v", AttachTimeout), nil))
+			yield("", ErrStreamStale)
+			return
+		}
+		if err != nil && !errors.Is(err, errAttachClosed) {
+			c.fault(run.fault(FaultRelay, "the attach failed", err))
+			yield("", err)
+			return
+		}
+		// The relay closed its time-boxed response without a terminal:
+		// attach again from what is held.
 	}
+}
+
+// violationFault is the fault a reader's violation is: a frame that does
+// not open is another run's when the ledger's grant has moved to another
+// lease (the job was claimed again), and tampering while it has not.
+func (c *Client) violationFault(ctx context.Context, run streamRun, v seal.Violation) StreamFault {
+	if !v.Unopened {
+		return run.fault(FaultRelay, v.Reason, nil)
+	}
+	if now, err := c.streamRunOf(ctx, run.jobID); err == nil && now.leaseID != run.leaseID {
+		return run.fault(FaultLease, "the job was claimed again under another lease: "+v.Reason, nil)
+	}
+	return run.fault(FaultTampered, v.Reason, nil)
 }
 
 // errAttachClosed is an attach whose body ended without a terminal.
 var errAttachClosed = errors.New("site: attach closed")
 
-// streamKey derives the job's stream key from the grant the ledger holds,
-// never from this process's memory: with a durable ledger, a job sealed by
-// another process (or by this one before a restart) is read the same way.
-func (c *Client) streamKey(ctx context.Context, jobID string) (seal.Key, Tracked, error) {
+// errAttachTimeout is an attach the relay did not answer in time.
+var errAttachTimeout = errors.New("site: the relay did not answer the attach")
+
+// streamRun is the one run of a job a stream belongs to: the lease the
+// ledger's grant names, the key derived for it, and when the job was
+// created (its checkpoint's envelope deadline).
+type streamRun struct {
+	jobID, leaseID string
+	key            seal.Key
+	createdAt      int64
+}
+
+func (r streamRun) fault(kind FaultKind, reason string, err error) StreamFault {
+	return StreamFault{Kind: kind, JobID: r.jobID, LeaseID: r.leaseID, Reason: reason, Err: err}
+}
+
+// tag names the run to a browser (its event ids) without handing it the
+// relay's lease id: a digest of the lease.
+func (r streamRun) tag() string {
+	sum := sha256.Sum256([]byte("byorelay/v1/stream-run|" + r.leaseID))
+	return hex.EncodeToString(sum[:8])
+}
+
+// streamRunOf is the run the ledger's grant names, its key derived from
+// the grant, never from this process's memory: with a durable ledger, a
+// job sealed by another process (or by this one before a restart) is read
+// the same way.
+func (c *Client) streamRunOf(ctx context.Context, jobID string) (streamRun, error) {
 	t, ok, err := c.ledger.Lookup(ctx, jobID)
 	if err != nil {
-		return seal.Key{}, Tracked{}, ledgerErr(err)
+		return streamRun{}, ledgerErr(err)
 	}
 	if !ok || t.Stream == nil || t.Stream.LeaseID == "" {
-		return seal.Key{}, Tracked{}, ErrStreamAbsent
+		return streamRun{}, ErrStreamAbsent
 	}
 	lease, device := t.Stream.LeaseID, t.Stream.Device
 	deviceKeyID, err := protocol.KeyID(device.Identity)
 	if err != nil {
-		return seal.Key{}, Tracked{}, err
+		return streamRun{}, err
 	}
 	key, err := seal.SiteKey(c.keys, device, seal.Context{JobID: jobID, LeaseID: lease, DeviceKeyID: deviceKeyID, SiteKeyID: c.keys.KeyID()})
-	return key, t, err
+	if err != nil {
+		return streamRun{}, err
+	}
+	return streamRun{jobID: jobID, leaseID: lease, key: key, createdAt: t.CreatedAt}, nil
 }
 
 // attach reads one SSE attach, handing each event's data to each until it
@@ -159,8 +244,6 @@ func (c *Client) attach(ctx context.Context, jobID string, from int64, each func
 	}
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	idle := time.AfterFunc(attachIdle, cancel)
-	defer idle.Stop()
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, url, bytes.NewReader(raw))
 	if err != nil {
 		return err
@@ -168,11 +251,24 @@ func (c *Client) attach(ctx context.Context, jobID string, from int64, each func
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	protocol.SignSiteRequest(c.keys, "attach", c.siteID, c.clock.Now().UnixMilli(), raw).SetHeaders(req.Header, protocol.HeaderSite)
+	var unanswered atomic.Bool
+	answer := time.AfterFunc(AttachTimeout, func() {
+		unanswered.Store(true)
+		cancel()
+	})
 	resp, err := client.Do(req)
+	if !answer.Stop() && unanswered.Load() {
+		if err == nil {
+			resp.Body.Close()
+		}
+		return errAttachTimeout
+	}
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
+	idle := time.AfterFunc(attachIdle, cancel)
+	defer idle.Stop()
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("site: attach: HTTP %d", resp.StatusCode)
 	}
@@ -205,9 +301,20 @@ func (c *Client) attach(ctx context.Context, jobID string, from int64, each func
 	return errAttachClosed
 }
 
-// attachIdle is how long an attach may say nothing (three of the relay's
-// keep-alive intervals) before it is taken for dead.
+// attachIdle is how long an answered attach may say nothing (three of the
+// relay's keep-alive intervals) before it is taken for dead.
 const attachIdle = 45 * time.Second
+
+// AttachTimeout bounds how long the relay may take to answer an attach
+// (its status and headers, which an SSE attach sends at once, before any
+// frame): a relay that has not answered by then is taken for hung, and
+// the reader goes to the durable plane (the checkpoint, then the sealed
+// result) instead of waiting on it; the stream ends ErrStreamStale. It
+// bounds the first answer only: an answered stream may wait as long as
+// its device takes to say something. A relay that answers an attach in
+// the long-poll form answers only when it has events, so a quiet stream
+// there meets this bound; the SSE attach is the one to point at.
+const AttachTimeout = 2 * time.Second
 
 // Authorize decides whether the browser request r may read jobID's stream.
 // It is consulted before anything reveals whether the job or its stream
@@ -224,20 +331,28 @@ var ErrNoAuthorize = errors.New("site: StreamHandler needs an authorize function
 const streamRefusal = "no such stream"
 
 // StreamHandler re-serves a job's live stream to a browser as Server-Sent
-// Events: GET ?job=<id> answers `id: <offset>` and `data: {"text": …}`
-// per delta, then one `event: end` (data {"ok": true}); after a stream
-// that ended without its seal, `event: result` (data {"text": …}, the
-// verified result whole, superseding what was sent) once the ledger has
-// it, or else `event: stale`, `event: interrupted` (the device stopped
-// before the end) or `event: absent`. A ledger that keeps
-// checkpoints (CheckpointLedger) is read first, so the text so far is sent
-// even when the relay's frames are gone. The offset is the lane's: UTF-16 code units of text
-// sent so far. A browser resuming with `Last-Event-ID` (EventSource does
-// on reconnect) or `?from=<offset>` is sent the text after that offset
-// only (the larger of the two when both are given), so no character is
-// lost or repeated; with neither, it gets the whole text so far. authorize
-// runs first; a refusal and a job this site's ledger does not hold are
-// the same 404. A known job not sealed yet is waited for up to a minute.
+// Events: GET ?job=<id> answers `id: <run>:<offset>` and
+// `data: {"text": …}` per delta, then one `event: end` (data {"ok": true});
+// after a stream that ended without its seal, `event: result` (data
+// {"text": …}, the verified result whole, superseding what was sent) once
+// the ledger has it, or else `event: stale`, `event: interrupted` (the
+// device stopped before the end) or `event: absent`. A ledger that keeps
+// checkpoints (CheckpointLedger) is read first, so the text so far is
+// sent even when the relay's frames are gone.
+//
+// The offset is the lane's: UTF-16 code units of text sent so far; the
+// run names the lease whose stream it is (a digest, not the lease id). A
+// browser resuming with `Last-Event-ID` (EventSource does on reconnect)
+// or `?from=<run>:<offset>` is sent the text after that offset only (the
+// larger of the two when both are given), so no character is lost or
+// repeated. An offset of another run (the job was claimed again under
+// another lease since), or one that names no run and so cannot be checked
+// (a bare `?from=<offset>`), is not resumed: the browser is sent
+// `event: restart` (data {}), which says to drop the text it holds, then
+// the current run from its start. With neither it gets the whole text so
+// far. authorize runs first; a refusal and a job this site's ledger does
+// not hold are the same 404. A known job not sealed yet is waited for up
+// to a minute.
 func (c *Client) StreamHandler(authorize Authorize) (http.Handler, error) {
 	if authorize == nil {
 		return nil, ErrNoAuthorize
@@ -248,9 +363,9 @@ func (c *Client) StreamHandler(authorize Authorize) (http.Handler, error) {
 			http.Error(w, "job is required", http.StatusBadRequest)
 			return
 		}
-		from, ok := resumeOffset(r)
+		points, ok := resumePoints(r)
 		if !ok {
-			http.Error(w, "from and Last-Event-ID are a non-negative offset", http.StatusBadRequest)
+			http.Error(w, "from and Last-Event-ID are a non-negative offset, or a run and an offset (<run>:<offset>)", http.StatusBadRequest)
 			return
 		}
 		ctx := r.Context()
@@ -265,8 +380,10 @@ func (c *Client) StreamHandler(authorize Authorize) (http.Handler, error) {
 			http.Error(w, streamRefusal, http.StatusNotFound)
 			return
 		}
+		var run streamRun
+		var runErr error
 		for wait := time.Now().Add(time.Minute); ; {
-			if _, _, err := c.streamKey(ctx, jobID); err == nil || time.Now().After(wait) {
+			if run, runErr = c.streamRunOf(ctx, jobID); runErr == nil || time.Now().After(wait) {
 				break
 			}
 			select {
@@ -289,8 +406,17 @@ func (c *Client) StreamHandler(authorize Authorize) (http.Handler, error) {
 				flusher.Flush()
 			}
 		}
+		deltas := func(yield func(string, error) bool) { yield("", runErr) }
+		var from int64
+		if runErr == nil {
+			deltas = func(yield func(string, error) bool) { c.readRun(ctx, run, yield) }
+			var resumed bool
+			if from, resumed = resumeIn(points, run.tag()); !resumed {
+				send("restart", struct{}{})
+			}
+		}
 		var offset int64
-		for delta, err := range c.Stream(ctx, jobID) {
+		for delta, err := range deltas {
 			switch {
 			case err == nil && delta != "":
 				start := offset
@@ -301,7 +427,7 @@ func (c *Client) StreamHandler(authorize Authorize) (http.Handler, error) {
 				if start < from {
 					delta = afterUTF16(delta, from-start)
 				}
-				fmt.Fprintf(w, "id: %s\n", strconv.FormatInt(offset, 10))
+				fmt.Fprintf(w, "id: %s:%s\n", run.tag(), strconv.FormatInt(offset, 10))
 				send("", map[string]string{"text": delta})
 			case err == nil:
 				send("end", map[string]bool{"ok": true})
@@ -352,22 +478,51 @@ func (c *Client) awaitResult(ctx context.Context, jobID string) (string, bool) {
 	}
 }
 
-// resumeOffset is where a browser resumes: the larger of Last-Event-ID and
-// ?from=, 0 when neither is given; false for one that is not a
-// non-negative integer.
-func resumeOffset(r *http.Request) (int64, bool) {
-	var from int64
+// resumePoint is one place a browser asked to resume: an offset, and the
+// run it is in ("" when the browser named none).
+type resumePoint struct {
+	run    string
+	offset int64
+}
+
+// resumePoints are the places a browser asked to resume at, from
+// Last-Event-ID and ?from=, each `<offset>` or `<run>:<offset>`; false
+// for one that is neither (an offset that is not a non-negative integer).
+func resumePoints(r *http.Request) ([]resumePoint, bool) {
+	var points []resumePoint
 	for _, v := range []string{r.Header.Get("Last-Event-ID"), r.URL.Query().Get("from")} {
 		if v == "" {
 			continue
 		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			return 0, false
+		run, offset, named := strings.Cut(v, ":")
+		if !named {
+			run, offset = "", v
 		}
-		from = max(from, n)
+		n, err := strconv.ParseInt(offset, 10, 64)
+		if err != nil || n < 0 || (named && run == "") {
+			return nil, false
+		}
+		points = append(points, resumePoint{run: run, offset: n})
 	}
-	return from, true
+	return points, true
+}
+
+// resumeIn is where a browser resumes in the run tagged run: the largest
+// offset it named in that run; 0 when it named nothing to resume. false
+// when it asked to resume but named no point in this run (another run's,
+// or a bare offset that cannot be checked against a re-run): it must
+// drop what it holds and take this run from its start.
+func resumeIn(points []resumePoint, run string) (int64, bool) {
+	var from int64
+	matched, asked := false, false
+	for _, p := range points {
+		if p.run == run {
+			from, matched = max(from, p.offset), true
+		} else if p.run != "" || p.offset > 0 {
+			asked = true
+		}
+	}
+	return from, matched || !asked
 }
 
 // afterUTF16 is s without its first n UTF-16 code units. An offset inside

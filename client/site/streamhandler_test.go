@@ -100,7 +100,8 @@ func TestAStreamHandlerRefusesAMalformedResumeOffset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, target := range []string{"/stream?job=known&from=-1", "/stream?job=known&from=x", "/stream?job=known&from=1.5"} {
+	for _, target := range []string{"/stream?job=known&from=-1", "/stream?job=known&from=x", "/stream?job=known&from=1.5",
+		"/stream?job=known&from=:5", "/stream?job=known&from=abc:-1", "/stream?job=known&from=abc:x", "/stream?job=known&from=a:b:1"} {
 		if a := get(t, h, target); a.status != http.StatusBadRequest {
 			t.Fatalf("%s: %+v, want 400", target, a)
 		}

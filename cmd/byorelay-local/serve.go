@@ -57,6 +57,7 @@ type serveOptions struct {
 	quiet       bool
 	verbose     bool
 	grants      bool
+	grantKMSKey string
 	exposeAdmin bool
 }
 
@@ -79,6 +80,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.BoolVar(&o.verbose, "v", false, "also log every routed request (function, status, time)")
 	fs.BoolVar(&o.exposeAdmin, "expose-admin", false, "allow a non-loopback --host: the admin API (guarded by the per-run token,\nsent in clear over plain HTTP) is then reachable from the network too")
 	fs.BoolVar(&o.grants, "grants", false, "author grants with a control-plane key kept in the demo dir: daemons paired\nfrom now on run in relayed mode (a grant on every job, roster members' jobs too)")
+	fs.StringVar(&o.grantKMSKey, "grant-kms-key", "", "author grants as --grants does, signed by this AWS KMS key (id or ARN; key spec\nECC_NIST_EDWARDS25519) instead of a key file, as GrantKmsKeyId does when deployed;\nregion, credentials and AWS_ENDPOINT_URL_KMS come from the environment")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: byorelay-local serve [flags]\n\nThe local stack: DynamoDB Local and every function of template.yaml on one\nport, routed as API Gateway routes them, with a demo projection; or, with\n--store memory, the relay alone in this process's memory.\n\n")
 		fs.PrintDefaults()
@@ -97,6 +99,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	}
 	if o.lease < time.Millisecond || o.awaiting < time.Millisecond {
 		return o, errors.New("--lease and --awaiting must be at least 1ms")
+	}
+	if o.grants && o.grantKMSKey != "" {
+		return o, errors.New("--grants keeps the key in a file and --grant-kms-key in KMS: pass one")
 	}
 	if o.dueShards < 1 || o.dueShards > dynamo.MaxDueShards {
 		return o, fmt.Errorf("--due-shards must be from 1 to %d", dynamo.MaxDueShards)
@@ -163,7 +168,7 @@ type localStack struct {
 	stackEnv    string   // the file `byorelay-local demo` and `admin` read to find this stack
 	adminToken  string   // the admin API's bearer token for this run
 	hosts       []string // Host headers the admin API answers to; nil: any
-	grantKey    string   // the control-plane key file; "" in direct mode
+	grantKey    string   // where the control-plane key is held (a file, or a KMS key ARN); "" in direct mode
 	imported    bool     // the demo projection was imported (the table had none)
 	version     int64    // the demo import's version stamp, when imported
 	debug       bool
@@ -232,6 +237,11 @@ func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger, progre
 	}
 
 	var author *grants.Author
+	if opts.grantKMSKey != "" {
+		if author, ls.grantKey, err = kmsAuthor(ctx, opts.grantKMSKey); err != nil {
+			return nil, err
+		}
+	}
 	if opts.grants {
 		ls.grantKey = filepath.Join(ls.demoDir, grantKeyFile)
 		seed, err := grants.LoadOrCreateSeedFile(ls.grantKey)

@@ -34,6 +34,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	offer := fs.String("offer", "private", "private (the owner's own work only) or team (also work a control plane grants)")
 	service := fs.String("service", "default", "service name advertised for each kind")
 	heartbeat := fs.Duration("heartbeat", 10*time.Second, "longest gap between heartbeats; keep it well under the relay's lease")
+	stream := fs.Bool("stream", true, "take jobs a site publishes as live streams and stream their answers as they are produced\n(--stream=false: take only jobs published whole)")
 	var backend backendflag.Flags
 	backend.Register(fs)
 	fs.Usage = func() {
@@ -54,7 +55,7 @@ func runDaemon(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if err := serveDevice(ctx, deviceOptions{
 		relayURL: *relayURL, statePath: *statePath, label: *label, concurrency: *concurrency,
-		offer: *offer, service: *service, heartbeat: *heartbeat, backend: backend,
+		offer: *offer, service: *service, heartbeat: *heartbeat, stream: *stream, backend: backend,
 	}, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "byorelay daemon: %v\n", err)
 		if errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error(), "connection refused") {
@@ -69,6 +70,7 @@ type deviceOptions struct {
 	relayURL, statePath, label, offer, service string
 	concurrency                                int
 	heartbeat                                  time.Duration
+	stream                                     bool
 	backend                                    backendflag.Flags
 }
 
@@ -106,7 +108,11 @@ func serveDevice(ctx context.Context, o deviceOptions, stdout, stderr io.Writer)
 	cfg := daemon.Config{
 		RelayURL: state.RelayURL, Keys: keys, Backend: be, Concurrency: o.concurrency,
 		OfferScope: o.offer, Service: o.service, HeartbeatInterval: o.heartbeat,
-		Logger: slog.New(slog.NewTextHandler(stderr, nil)),
+		// On by default: a site that publishes a job as a live stream
+		// (examples/chat -stream) has it offered only to a device that
+		// opts in, and both backends here can stream.
+		Streams: daemon.Streaming{Enabled: o.stream},
+		Logger:  slog.New(slog.NewTextHandler(stderr, nil)),
 	}
 	if state.Pairing != nil {
 		cfg.Pairing = *state.Pairing

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
@@ -12,7 +13,11 @@ import (
 // appLane is the site app (siteserver.Server) behind the page, on either
 // lane: the same calls whether the site serves daemons itself or publishes
 // through a relay.
-type appLane struct{ app *siteserver.Server }
+type appLane struct {
+	app *siteserver.Server
+	// stream publishes each job as a live stream (-stream, cloud lane).
+	stream bool
+}
 
 // live is the cloud lane's stream of a job's answer as it is produced,
 // authorised for the job's owner only: another person's job, and one that
@@ -29,10 +34,13 @@ func (a appLane) Ask(ctx context.Context, owner, prompt string) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	// On the cloud lane the answer streams into the page as it is
-	// produced (a device that cannot stream still answers it whole).
-	streaming := a.app.Lane() == siteserver.LaneCloud
-	j, err := a.app.Enqueue(ctx, siteserver.EnqueueInput{Kind: "llm.generate", Payload: payload, Owner: owner, Streaming: streaming})
+	// Whole unless the deployer says its people's devices stream: the
+	// relay offers a streaming job only to a device that opts in, and
+	// neither the site nor the relay's site plane can tell who will claim
+	// (docs/decisions/0022-cloud-lane-jobs.md). A job published whole is
+	// taken by every daemon, one that streams included.
+	j, err := a.app.Enqueue(ctx, siteserver.EnqueueInput{Kind: "llm.generate", Payload: payload, Owner: owner,
+		Streaming: a.stream && a.app.Lane() == siteserver.LaneCloud})
 	return j.ID, err
 }
 
@@ -42,7 +50,8 @@ func (a appLane) View(ctx context.Context, owner, jobID string) (JobView, bool, 
 	if err != nil || !found || j.Owner != owner {
 		return JobView{}, false, err
 	}
-	v := JobView{ID: j.ID, State: j.State, Done: j.Terminal() || j.State == sitestore.StateExpired}
+	v := JobView{ID: j.ID, State: j.State, Done: j.Terminal() || j.State == sitestore.StateExpired,
+		Waiting: siteserver.Waiting(j, time.Now().UnixMilli())}
 	if o := j.Outcome; o != nil {
 		if o.Text != nil {
 			v.Answer = *o.Text

@@ -23,10 +23,11 @@ func TestMain(m *testing.M) { localtest.Main(m) }
 // local stack over DynamoDB Local, with the site registered and the owner's
 // consent recorded by an operator): published as a stub, claimed by a Go
 // daemon paired with the relay, sealed to it, and its verified answer
-// arrives on the job's event stream.
+// arrives on the job's event stream. With -stream the job is published as
+// a live stream, which the daemon (opted in) streams to /live.
 func TestTheCloudLaneAnswersAPromptThroughByorelay(t *testing.T) {
 	w := peers.NewWorld(t, peers.StartByorelay(t).Origin)
-	o := options{lane: "cloud", owner: peers.Owner, relay: w.Origin, siteID: peers.SiteID}
+	o := options{lane: "cloud", owner: peers.Owner, relay: w.Origin, siteID: peers.SiteID, stream: true}
 	store, err := openStore(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

@@ -59,6 +59,8 @@ type options struct {
 	owner  string
 	relay  string
 	siteID string
+	// stream publishes cloud-lane jobs as live streams (appLane.Ask).
+	stream bool
 	// table and ddbEndpoint pick a durable store (store.go).
 	table       string
 	ddbEndpoint string
@@ -74,6 +76,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.owner, "owner", "demo-user", "the signed-in person (a real site takes it from its session)")
 	fs.StringVar(&o.relay, "relay", "", "cloud lane: the relay's origin")
 	fs.StringVar(&o.siteID, "site", "", "cloud lane: this site's id at the relay")
+	fs.BoolVar(&o.stream, "stream", false, "cloud lane: publish each job as a live stream, which only a device that opts in to streams takes\n(byorelay daemon does by default; a byollm 0.1.1 daemon never does, so leave it off if your people run one)")
 	fs.StringVar(&o.table, "table", "", "keep jobs in this DynamoDB table (made if absent) instead of process memory")
 	fs.StringVar(&o.ddbEndpoint, "ddb-endpoint", "", "with -table: a DynamoDB endpoint such as DynamoDB Local's")
 	if err := fs.Parse(args); err != nil {
@@ -88,6 +91,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if o.lane == "cloud" && (o.relay == "" || o.siteID == "") {
 		fmt.Fprintln(stderr, "chat: -lane cloud needs -relay and -site")
+		return 2
+	}
+	if o.stream && o.lane != "cloud" {
+		fmt.Fprintln(stderr, "chat: -stream is the cloud lane's (the direct lane answers whole)")
 		return 2
 	}
 	if err := serve(ctx, o, stdout); err != nil {
@@ -155,7 +162,7 @@ func build(o options, keys *protocol.Keys, origin string, store sitestore.Store)
 	if err != nil {
 		return nil, nil, err
 	}
-	lane := appLane{app: app}
+	lane := appLane{app: app, stream: o.stream}
 	if o.lane == "cloud" {
 		// The app publishes, seals for claims and collects results on its
 		// own loops; each job's end is in the store, which Subscribe hears.

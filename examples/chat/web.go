@@ -21,6 +21,9 @@ type JobView struct {
 	Done   bool   `json:"done"`
 	Answer string `json:"answer,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// Waiting says why a queued job has not started, when the site knows
+	// (siteserver.Waiting).
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // Lane is what this web backend needs of the site app, whichever lane

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/internal/controlplane"
-	"github.com/byorelay/byorelay/internal/controlplane/grants"
 	"github.com/byorelay/byorelay/internal/lambdafn"
 	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/projection"
@@ -282,13 +281,5 @@ func TestMapUniqueAndThePersonView(t *testing.T) {
 				t.Fatalf("after mapping, bob's view %+v, %v", view, err)
 			}
 		})
-	}
-}
-
-// A slot mapped without a purpose is the slot a grant for a purpose-less
-// stub names: one reserved purpose, not two that happen to agree.
-func TestTheReservedPurposeIsTheGrantsOne(t *testing.T) {
-	if projection.ReservedPurpose != grants.ReservedPurpose {
-		t.Fatalf("mappings use %q, grants %q", projection.ReservedPurpose, grants.ReservedPurpose)
 	}
 }

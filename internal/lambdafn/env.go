@@ -62,6 +62,11 @@ type Env struct {
 	// pairing and authors no grants, so paired daemons are in direct mode.
 	// Set only on the functions that pair or claim: no other one needs it.
 	GrantKeyParameter string
+	// GrantKMSKeyID is the other place the control-plane key may be held
+	// (GRANT_KMS_KEY_ID): an AWS KMS key of spec ECC_NIST_EDWARDS25519, by
+	// key id or ARN, which signs each grant without the function ever
+	// holding the key. At most one of the two is set.
+	GrantKMSKeyID string
 	// OriginSecretParameter names the SSM parameter holding the edge's
 	// secret (ORIGIN_SECRET_PARAMETER); set, the relay refuses 403 every
 	// request that does not carry it (or, during a rotation, the value of
@@ -89,6 +94,7 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 		WakeupRoleARN:    getenv("WAKEUP_ROLE_ARN"),
 
 		GrantKeyParameter:     getenv("GRANT_KEY_PARAMETER"),
+		GrantKMSKeyID:         getenv("GRANT_KMS_KEY_ID"),
 		OriginSecretParameter: getenv("ORIGIN_SECRET_PARAMETER"),
 	}
 	if e.TableName == "" {
@@ -116,6 +122,11 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 	}
 	if e.MetricsNamespace == "" {
 		e.MetricsNamespace = "byorelay"
+	}
+	if e.GrantKeyParameter != "" && e.GrantKMSKeyID != "" {
+		// Two keys would be one handed to devices and one left to confuse:
+		// which one signs is a choice the deployment makes, not this code.
+		return Env{}, fmt.Errorf("lambdafn: GRANT_KEY_PARAMETER and GRANT_KMS_KEY_ID are two places for one key; set one")
 	}
 	set := 0
 	for _, v := range []string{e.WakeupGroup, e.SweeperARN, e.WakeupRoleARN} {

@@ -42,6 +42,7 @@ func TestLoadEnvRefusesWhatWouldFailLater(t *testing.T) {
 		{"more due shards than allowed", map[string]string{"TABLE_NAME": "t", "DUE_SHARDS": "5000"}, "DUE_SHARDS"},
 		{"a debug flag that is neither", map[string]string{"TABLE_NAME": "t", "DEBUG": "yes"}, "DEBUG"},
 		{"half a wake-up configuration", map[string]string{"TABLE_NAME": "t", "WAKEUP_GROUP": "g"}, "WAKEUP_GROUP"},
+		{"two places for the grant key", map[string]string{"TABLE_NAME": "t", "GRANT_KEY_PARAMETER": "/k", "GRANT_KMS_KEY_ID": "k"}, "GRANT_KMS_KEY_ID"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -88,8 +88,9 @@ func TestNoFunctionLinksDeveloperTooling(t *testing.T) {
 // function that links it, so a function links the clients of the services
 // its stack calls and no others: a relay function (lambdafn.Stack)
 // DynamoDB (the store), S3 (envelopes too large to inline), SNS (churn
-// reports), SSM (the grant key and the origin secret) and EventBridge
-// Scheduler (the claim's sweeper wake-ups); a site function (sitefn, which
+// reports), SSM (the grant key and the origin secret), KMS (the grant key
+// when KMS holds it) and EventBridge Scheduler (the claim's sweeper
+// wake-ups); a site function (sitefn, which
 // imports none of lambdafn's clients) DynamoDB and SSM (its keys).
 // dynamodbstreams comes with attributevalue, and the service/internal
 // packages with the clients that use them. No function links the SDK's
@@ -100,7 +101,7 @@ func TestFunctionsLinkTheSDKClientsOfServicesTheyCall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	relay := "dynamodb dynamodbstreams s3 scheduler sns ssm"
+	relay := "dynamodb dynamodbstreams kms s3 scheduler sns ssm"
 	site := "dynamodb dynamodbstreams ssm"
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(lines) != len(Functions())+8 {

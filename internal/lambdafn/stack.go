@@ -48,7 +48,8 @@ type Options struct {
 	// and the clock's metrics stay EMF on MetricsOut.
 	RelayMetrics relay.Metrics
 	// Grants authors grants with a key the caller holds (the local stack's);
-	// nil reads one from Env.GrantKeyParameter when that is set.
+	// nil signs with Env.GrantKeyParameter's seed or Env.GrantKMSKeyID's
+	// KMS key when one is set.
 	Grants *grants.Author
 }
 
@@ -202,15 +203,15 @@ func (st *Stack) openRelay(cfg aws.Config, endpoint endpointFunc, clk clock.Cloc
 	if env.OriginSecretParameter != "" {
 		rcfg.OriginSecrets = NewSSMOriginSecrets(params, env.OriginSecretParameter, clk, st.log).Secrets
 	}
-	if author == nil && env.GrantKeyParameter != "" {
+	if author == nil && (env.GrantKeyParameter != "" || env.GrantKMSKeyID != "") {
 		// Read by the first request, not at init: the round trip to SSM
-		// was most of these functions' init, and the first request of a
-		// cold container waits for it either way. That request reads
-		// DynamoDB's clock meanwhile (Calibrate), so the two round trips
-		// overlap.
+		// (or KMS) was most of these functions' init, and the first
+		// request of a cold container waits for it either way. That
+		// request reads DynamoDB's clock meanwhile (Calibrate), so the two
+		// round trips overlap.
 		st.relay = container.Defer(func(ctx context.Context) (*relay.Relay, error) {
 			go st.Calibrate(context.WithoutCancel(ctx))
-			author, err := grantAuthor(ctx, params, env.GrantKeyParameter, clk)
+			author, err := grantAuthor(ctx, cfg, endpoint, params, env, clk)
 			if err != nil {
 				return nil, err
 			}
@@ -230,25 +231,6 @@ func (st *Stack) openRelay(cfg aws.Config, endpoint endpointFunc, clk clock.Cloc
 // a fifth of a relay function's Open, and only the admin function (and
 // `byorelay serve`) serves it.
 func (st *Stack) Admin() http.Handler { return st.admin() }
-
-// grantAuthor is an author over the seed in the named SSM parameter. A
-// parameter that is missing, unreadable or not a SecureString is an error,
-// which the request that asked answers 503 (container.Deferred): a relay
-// never pairs a device or grants a job without its key.
-func grantAuthor(ctx context.Context, params *paramstore.Client, name string, clk clock.Clock) (*grants.Author, error) {
-	found, err := params.Get(ctx, name)
-	if err != nil {
-		return nil, fmt.Errorf("lambdafn: read grant key: %w", err)
-	}
-	if len(found) != 1 {
-		return nil, fmt.Errorf("lambdafn: grant key parameter %s does not exist", name)
-	}
-	seed, err := grants.SeedFromParameter(found[0].Name, found[0].Type, found[0].Value)
-	if err != nil {
-		return nil, fmt.Errorf("lambdafn: %w", err)
-	}
-	return grants.New(seed, grants.Options{Clock: clk})
-}
 
 // relayWithGrants is the relay that hands devices author's key and signs
 // their grants with it: key and author from one object, since a relay

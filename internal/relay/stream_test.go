@@ -84,7 +84,7 @@ func (w *streamWorld) attachReq(s *relaytest.Site, jobID string, from int64) rel
 func (w *streamWorld) poll(held string, from int64) (*seal.Reader, seal.AttachResponse) {
 	w.t.Helper()
 	var reasons []string
-	reader := seal.NewReader(w.siteKey, "job-1", from, held, func(r string) { reasons = append(reasons, r) })
+	reader := seal.NewReader(w.siteKey, "job-1", from, held, func(v seal.Violation) { reasons = append(reasons, v.Reason) })
 	defer func() {
 		if len(reasons) > 0 {
 			w.t.Logf("violations: %q", reasons)

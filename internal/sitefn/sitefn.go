@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/container"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
@@ -204,7 +205,8 @@ func openStack(env Env, o Options, serve bool) (*Stack, error) {
 	}
 	server := func(keys *protocol.Keys) (*siteserver.Server, error) {
 		return siteserver.New(siteserver.Config{Store: st, Keys: keys, VerificationURL: env.VerificationURL,
-			LeaseMs: env.LeaseMs, PairingTTLMs: env.PairingTTLMs, Logger: o.Logger})
+			LeaseMs: env.LeaseMs, PairingTTLMs: env.PairingTTLMs, Logger: o.Logger,
+			OnStreamFault: func(f site.StreamFault) { writeStreamFaultEMF(os.Stdout, f, time.Now()) }})
 	}
 	stack := &Stack{Store: st, log: o.Logger}
 	if !serve {
@@ -386,6 +388,32 @@ func writeSweepEMF(out io.Writer, rep SweepReport, now time.Time) {
 		MetricSweepBacklogAge: rep.BacklogAgeMs,
 		MetricSweepExpired:    rep.Expired,
 		MetricSweepFailures:   rep.Failed,
+	}
+	b, _ := json.Marshal(rec)
+	fmt.Fprintln(out, string(b))
+}
+
+// MetricStreamFaults counts stream faults (docs/streaming.md, "Faults
+// heard"), one per fault, under MetricsNamespace with the dimension Kind
+// (site.FaultKind): site-template.yaml alarms on Kind checkpoint, a
+// store that keeps refusing checkpoint writes.
+const MetricStreamFaults = "StreamFaults"
+
+// writeStreamFaultEMF writes one CloudWatch embedded metric format record
+// of a stream fault. The server logs the fault itself, with its job,
+// lease and reason; the record carries the count and the kind only.
+func writeStreamFaultEMF(out io.Writer, f site.StreamFault, now time.Time) {
+	rec := map[string]any{
+		"_aws": map[string]any{
+			"Timestamp": now.UnixMilli(),
+			"CloudWatchMetrics": []any{map[string]any{
+				"Namespace":  MetricsNamespace,
+				"Dimensions": [][]string{{"Kind"}},
+				"Metrics":    []any{map[string]string{"Name": MetricStreamFaults, "Unit": "Count"}},
+			}},
+		},
+		"Kind":             string(f.Kind),
+		MetricStreamFaults: 1,
 	}
 	b, _ := json.Marshal(rec)
 	fmt.Fprintln(out, string(b))

@@ -25,6 +25,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	byorelay "github.com/byorelay/byorelay"
+	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/internal/platform/container"
 	"github.com/byorelay/byorelay/internal/platform/paramstore"
 	"github.com/byorelay/byorelay/internal/siteserver"
@@ -295,6 +296,60 @@ func TestTheSiteTemplateAlarmsOnTheSweepersBacklog(t *testing.T) {
 	var rec map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil || rec[MetricSweepBacklogAge] != float64(1234) || rec["Function"] != Sweeper {
 		t.Fatalf("EMF record %s: %v", buf.String(), err)
+	}
+}
+
+// TestTheSiteTemplateAlarmsOnCheckpointFailures: the alarm reads the
+// metric the stream fault hook writes, on the checkpoint kind, and a
+// fault of that kind writes a record it counts.
+func TestTheSiteTemplateAlarmsOnCheckpointFailures(t *testing.T) {
+	var tpl struct {
+		Resources map[string]struct {
+			Type       string         `yaml:"Type"`
+			Properties map[string]any `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(byorelay.SiteTemplate, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	a, ok := tpl.Resources["SiteCheckpointFailuresAlarm"]
+	if !ok || a.Type != "AWS::CloudWatch::Alarm" {
+		t.Fatal("site-template.yaml has no SiteCheckpointFailuresAlarm")
+	}
+	p := a.Properties
+	if p["Namespace"] != MetricsNamespace || p["MetricName"] != MetricStreamFaults || p["Statistic"] != "Sum" {
+		t.Fatalf("alarm reads %v/%v (%v), the hook writes %s/%s", p["Namespace"], p["MetricName"], p["Statistic"], MetricsNamespace, MetricStreamFaults)
+	}
+	dims, _ := p["Dimensions"].([]any)
+	d, _ := dims[0].(map[string]any)
+	if len(dims) != 1 || d["Name"] != "Kind" || d["Value"] != string(site.FaultCheckpoint) {
+		t.Fatalf("alarm dimensions %v, want Kind=%s", dims, site.FaultCheckpoint)
+	}
+	if actions, _ := p["AlarmActions"].([]any); len(actions) != 1 {
+		t.Fatalf("alarm actions %v", p["AlarmActions"])
+	}
+
+	var buf bytes.Buffer
+	writeStreamFaultEMF(&buf, site.StreamFault{Kind: site.FaultCheckpoint, JobID: "j", LeaseID: "l", Reason: "the checkpoint write at 512 units failed"}, time.Unix(0, 0))
+	var rec struct {
+		AWS struct {
+			CloudWatchMetrics []struct {
+				Namespace  string
+				Dimensions [][]string
+				Metrics    []struct{ Name, Unit string }
+			}
+		} `json:"_aws"`
+		Kind   string
+		Faults float64 `json:"StreamFaults"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil || rec.Kind != "checkpoint" || rec.Faults != 1 ||
+		len(rec.AWS.CloudWatchMetrics) != 1 || rec.AWS.CloudWatchMetrics[0].Namespace != MetricsNamespace ||
+		len(rec.AWS.CloudWatchMetrics[0].Dimensions) != 1 || rec.AWS.CloudWatchMetrics[0].Dimensions[0][0] != "Kind" ||
+		rec.AWS.CloudWatchMetrics[0].Metrics[0].Name != MetricStreamFaults {
+		t.Fatalf("EMF record %s: %v", buf.String(), err)
+	}
+	if strings.Contains(buf.String(), "512 units") {
+		t.Fatalf("the metric record carries the reason: %s", buf.String())
 	}
 }
 

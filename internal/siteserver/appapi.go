@@ -54,12 +54,25 @@ type JobView struct {
 	ClaimableAt int64    `json:"claimableAt,omitempty"`
 	DeadlineAt  int64    `json:"deadlineAt,omitempty"`
 	TTLMs       int64    `json:"ttlMs"`
+	// Waiting says why a queued job has not started, when the site knows
+	// (Waiting); absent otherwise.
+	Waiting string `json:"waiting,omitempty"`
 }
 
-func viewOf(j sitestore.Job) JobView {
+// view is viewOf at the store clock's now.
+func (s *Server) view(ctx context.Context, j sitestore.Job) JobView {
+	now, err := s.store.Now(ctx)
+	if err != nil {
+		now = j.UpdatedAt
+	}
+	return viewOf(j, now)
+}
+
+func viewOf(j sitestore.Job, now int64) JobView {
 	return JobView{ID: j.ID, Kind: j.Kind, Owner: j.Owner, Audience: j.Audience, Purpose: j.Purpose,
 		SizeClass: j.SizeClass, State: j.State, Attempts: j.Attempts, DependsOn: nonNil(j.DependsOn),
-		CreatedAt: j.CreatedAt, ClaimableAt: j.ClaimableAt, DeadlineAt: j.DeadlineAt, TTLMs: j.TTLMs}
+		CreatedAt: j.CreatedAt, ClaimableAt: j.ClaimableAt, DeadlineAt: j.DeadlineAt, TTLMs: j.TTLMs,
+		Waiting: Waiting(j, now)}
 }
 
 // RunnerView is the app's read of a runner.
@@ -148,7 +161,7 @@ func (s *Server) appEnqueue(ctx context.Context, in EnqueueInput) Response {
 	if err != nil {
 		return appError(err)
 	}
-	return jsonReply(http.StatusOK, viewOf(j))
+	return jsonReply(http.StatusOK, s.view(ctx, j))
 }
 
 // ownedJob reads the job a request names, with the sweep, before anything
@@ -176,7 +189,7 @@ func (s *Server) appJob(ctx context.Context, in jobRef) Response {
 	if refusal != nil {
 		return *refusal
 	}
-	return jsonReply(http.StatusOK, viewOf(j))
+	return jsonReply(http.StatusOK, s.view(ctx, j))
 }
 
 func (s *Server) appResult(ctx context.Context, in jobRef) Response {
@@ -195,7 +208,7 @@ func (s *Server) appCancel(ctx context.Context, in jobRef) Response {
 	if err != nil {
 		return appError(err)
 	}
-	return jsonReply(http.StatusOK, viewOf(j))
+	return jsonReply(http.StatusOK, s.view(ctx, j))
 }
 
 func (s *Server) appAvailability(ctx context.Context, q AvailabilityQuery) Response {

@@ -89,7 +89,8 @@ func TestALateReaderGetsTheCheckpointThenTheResult(t *testing.T) {
 		t.Fatalf("the reader streamed %q, %v; want %q", got, err, full)
 	}
 	spent := meter.Total()
-	cp, ok, err := w.store.Checkpoint(w.ctx, "c1")
+	lease := w.job("c1").StreamGrant.LeaseID
+	cp, ok, err := w.store.Checkpoint(w.ctx, "c1", lease)
 	if err != nil || !ok || cp.Seq != int64(len(full)) {
 		t.Fatalf("checkpoint after reading %d characters: seq %d, %v, %v", len(full), cp.Seq, ok, err)
 	}
@@ -97,7 +98,7 @@ func TestALateReaderGetsTheCheckpointThenTheResult(t *testing.T) {
 		len(full), len(cp.Envelope.Ciphertext), spent.WriteUnits, spent.ReadUnits, spent.Calls, spent.WriteUnits*1000/float64(len(full)))
 
 	raw, err := db.GetItem(w.ctx, &dynamodb.GetItemInput{TableName: &table, Key: map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: "CKPT#c1"}, "sk": &types.AttributeValueMemberS{Value: "CKPT"}}})
+		"pk": &types.AttributeValueMemberS{Value: "CKPT#c1"}, "sk": &types.AttributeValueMemberS{Value: "LEASE#" + lease}}})
 	if err != nil || raw.Item == nil {
 		t.Fatalf("the raw checkpoint item: %v, %v", raw, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -72,16 +73,23 @@ func newCloudClient(s *Server, lane CloudLane) (*site.Client, error) {
 	if lane.RelayURL == "" || lane.SiteID == "" {
 		return nil, errors.New("siteserver: Config.Cloud needs RelayURL and SiteID")
 	}
-	return site.New(site.Config{
+	ledger := &storeLedger{store: s.store, siteKeyID: s.siteKeyID, log: s.log}
+	c, err := site.New(site.Config{
 		RelayURL:   lane.RelayURL,
 		SiteID:     lane.SiteID,
 		Keys:       s.keys,
 		HTTPClient: lane.HTTPClient,
 		// One clock: request timestamps, stub deadlines and the at-rest
 		// envelope's createdAt all read the store's.
-		Clock:  storeClock{s.store},
-		Ledger: &storeLedger{store: s.store, siteKeyID: s.siteKeyID},
+		Clock:         storeClock{s.store},
+		Ledger:        ledger,
+		OnStreamFault: s.streamFault,
 	})
+	if err != nil {
+		return nil, err
+	}
+	ledger.withdraw = c.Cancel
+	return c, nil
 }
 
 // Pump is one cycle of the cloud lane: publish what the relay has not
@@ -91,16 +99,38 @@ func (s *Server) Pump(ctx context.Context) (site.Report, error) {
 	if s.cloud == nil {
 		return site.Report{}, errDirectLane
 	}
-	return s.cloud.Pump(ctx)
+	rep, err := s.cloud.Pump(ctx)
+	s.noteWaiting(ctx)
+	return rep, err
 }
 
 // Run pumps both halves of the cloud lane on independent loops until ctx
-// ends (site.Client.Run).
+// ends (site.Client.Run), and warns in the log about a streaming job no
+// device that streams has claimed (noteWaiting), on the same interval.
 func (s *Server) Run(ctx context.Context, every time.Duration, deliver func(site.Report)) error {
 	if s.cloud == nil {
 		return errDirectLane
 	}
-	return s.cloud.Run(ctx, every, deliver)
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	noted := make(chan struct{})
+	go func() {
+		defer close(noted)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s.noteWaiting(ctx)
+			}
+		}
+	}()
+	err := s.cloud.Run(ctx, every, deliver)
+	stop()
+	<-noted
+	return err
 }
 
 // enqueueCloud publishes a validated job. The store has it before the relay
@@ -108,18 +138,22 @@ func (s *Server) Run(ctx context.Context, every time.Duration, deliver func(site
 // and the pump publishes it, so the caller has a job either way. Only a
 // relay that refuses the stub outright is an error (the job ends, error,
 // with the relay's reason).
+//
+// A job with dependencies or a roster is only stored here (holdCloud): the
+// pump publishes it once the store lists it as unpublished, which a
+// dependent is only once every dependency completed ok.
 func (s *Server) enqueueCloud(ctx context.Context, id string, in EnqueueInput, payload site.Payload) (sitestore.Job, error) {
 	if in.Audience != "" && in.Audience != protocol.AudienceTeam {
 		// The reference refuses an explicit audience on this lane: the
 		// relay's routes decide who may run it.
 		return sitestore.Job{}, invalid("the cloud lane publishes every job to the team (the relay's routes decide who runs it); do not name an audience")
 	}
-	if len(in.AudienceAllow) > 0 || len(in.DependsOn) > 0 {
-		return sitestore.Job{}, invalid("audienceAllow and dependsOn are the direct lane's: a relay knows neither")
-	}
 	now, err := s.store.Now(ctx)
 	if err != nil {
 		return sitestore.Job{}, err
+	}
+	if len(in.DependsOn) > 0 || len(in.AudienceAllow) > 0 {
+		return s.holdCloud(ctx, id, in, payload, now)
 	}
 	deadline := in.DeadlineAt
 	if deadline == 0 {
@@ -150,6 +184,40 @@ func (s *Server) enqueueCloud(ctx context.Context, id string, in EnqueueInput, p
 		// Tracking failed before the store had it.
 		return sitestore.Job{}, errors.Join(perr, errors.New("siteserver: the job was not stored"))
 	}
+	s.watchStreaming(j)
+	return j, nil
+}
+
+// holdCloud stores a cloud-lane job for the pump to publish (Republish
+// posts what the store lists in Unpublished), sealed at rest as Publish
+// seals it. Its deadline follows the direct lane's rule: an absolute
+// deadlineAt holds from now; a TTL alone starts once nothing blocks the
+// job (sitestore.DeadlineFor), so a dependent is not spent waiting on a
+// slow dependency, and its stub carries the deadline that gives. A job
+// whose dependency never completes ok is never published: it waits, as
+// on the direct lane, until its deadline expires it (Waiting says why).
+func (s *Server) holdCloud(ctx context.Context, id string, in EnqueueInput, payload site.Payload, now int64) (sitestore.Job, error) {
+	if in.DeadlineAt != 0 && in.DeadlineAt <= now {
+		return sitestore.Job{}, invalid("deadlineAt must be in the future")
+	}
+	plaintext, err := payload.Plaintext()
+	if err != nil {
+		return sitestore.Job{}, invalid("invalid %s payload: %v", in.Kind, err)
+	}
+	env, err := s.sealAtRest(id, plaintext, now)
+	if err != nil {
+		return sitestore.Job{}, err
+	}
+	j, err := s.store.Create(ctx, sitestore.CreateInput{
+		ID: id, Kind: in.Kind, Envelope: env, SizeClass: site.SizeClassOf(payload.TextLength()),
+		Audience: protocol.AudienceTeam, Purpose: in.Purpose, Owner: in.Owner,
+		AudienceAllow: in.AudienceAllow, DependsOn: in.DependsOn, TTLMs: in.TTLMs, DeadlineAt: in.DeadlineAt,
+		AwaitingPublish: true, Streaming: in.Streaming,
+	})
+	if err != nil {
+		return sitestore.Job{}, err
+	}
+	s.watchStreaming(j)
 	return j, nil
 }
 
@@ -168,11 +236,19 @@ func (c storeClock) Now() time.Time {
 type storeLedger struct {
 	store     sitestore.Store
 	siteKeyID string
+	log       *slog.Logger
+	// withdraw cancels a job at the relay (site.Client.Cancel), for a job
+	// this ledger ended while a device waits on its claim.
+	withdraw func(ctx context.Context, jobID string) (bool, error)
 }
 
+// stubOf is the stub the relay was (or will be) sent. Its deadline is the
+// store's rule: a job published at once has an absolute one; a held job
+// with a TTL alone gets ClaimableAt + TTL once unblocked, which is when it
+// is first published.
 func (l *storeLedger) stubOf(j sitestore.Job) protocol.JobStub {
 	return protocol.JobStub{ID: j.ID, Kind: j.Kind, Owner: j.Owner, Site: l.siteKeyID, Audience: j.Audience,
-		Purpose: j.Purpose, SizeClass: j.SizeClass, Streaming: j.Streaming, DeadlineAt: j.DeadlineAt}
+		Purpose: j.Purpose, SizeClass: j.SizeClass, Streaming: j.Streaming, DeadlineAt: sitestore.DeadlineFor(j, j.CreatedAt)}
 }
 
 func (l *storeLedger) trackedOf(j sitestore.Job) site.Tracked {
@@ -191,13 +267,13 @@ func resultOf(j sitestore.Job) *site.Outcome {
 }
 
 // PutCheckpoint keeps client/site's durable checkpoint in the site store.
-func (l *storeLedger) PutCheckpoint(ctx context.Context, jobID string, seq int64, sealed protocol.SealedEnvelope) (bool, error) {
-	return l.store.PutCheckpoint(ctx, jobID, sitestore.Checkpoint{Seq: seq, Envelope: sealed})
+func (l *storeLedger) PutCheckpoint(ctx context.Context, jobID, leaseID string, seq int64, sealed protocol.SealedEnvelope) (bool, error) {
+	return l.store.PutCheckpoint(ctx, jobID, leaseID, sitestore.Checkpoint{Seq: seq, Envelope: sealed})
 }
 
 // Checkpoint reads it back.
-func (l *storeLedger) Checkpoint(ctx context.Context, jobID string) (int64, protocol.SealedEnvelope, bool, error) {
-	cp, ok, err := l.store.Checkpoint(ctx, jobID)
+func (l *storeLedger) Checkpoint(ctx context.Context, jobID, leaseID string) (int64, protocol.SealedEnvelope, bool, error) {
+	cp, ok, err := l.store.Checkpoint(ctx, jobID, leaseID)
 	return cp.Seq, cp.Envelope, ok, err
 }
 
@@ -232,6 +308,9 @@ const (
 	codeEvicted        = "evicted"
 	codeResultRefused  = "result-refused"
 	codeEnqueueRefused = "enqueue-refused"
+	// codeAudienceRefused: a device the job's roster does not name claimed
+	// it (AdmitsDevice).
+	codeAudienceRefused = "audience-refused"
 )
 
 func (l *storeLedger) Track(ctx context.Context, t site.Tracked) error {
@@ -285,7 +364,7 @@ func (l *storeLedger) Lookup(ctx context.Context, jobID string) (site.Tracked, b
 
 func (l *storeLedger) Sealing(ctx context.Context, claim protocol.SitePendingJob) (string, error) {
 	j, sealed, err := l.store.SealTo(ctx, sitestore.SealToInput{JobID: claim.JobID, LeaseID: claim.LeaseID,
-		ExpiresAt: claim.LeaseExpiresAt, Device: *claim.Device})
+		ExpiresAt: claim.LeaseExpiresAt, Device: *claim.Device, RunnerID: claim.RunnerID})
 	if err != nil || sealed {
 		return "", err
 	}
@@ -300,6 +379,26 @@ func (l *storeLedger) Sealing(ctx context.Context, claim protocol.SitePendingJob
 	}
 	if now, err := l.store.Now(ctx); err == nil && sitestore.DeadlineFor(j, now) <= now {
 		return "its deadline has passed here; not sealing it", nil
+	}
+	if !sitestore.AdmitsDevice(j, claim.RunnerID, *claim.Device) {
+		// The relay re-offers a claim this site leaves unsealed to the same
+		// device only, then evicts the job: no other device can get it. So
+		// the job ends here, now, saying why, rather than 30 s later as an
+		// eviction (docs/decisions/0022-cloud-lane-jobs.md).
+		reason := "claimed by runner " + claim.RunnerID + ", whose device the job's audienceAllow does not name; " +
+			"the relay offers a declined claim to no other device, so it cannot run"
+		if _, _, err := l.store.End(ctx, sitestore.EndInput{JobID: j.ID,
+			Outcome: site.Failed(codeAudienceRefused, reason, false), Reason: reason}); err != nil {
+			return "", err
+		}
+		// Withdrawn at the relay too, so the device stops waiting for a
+		// payload that will not come. A withdrawal that fails costs only
+		// that: the relay evicts the job after its re-offers lapse.
+		if _, err := l.withdraw(ctx, j.ID); err != nil {
+			l.log.LogAttrs(ctx, slog.LevelWarn, "withdrawing a job at the relay failed",
+				slog.String("job", j.ID), slog.String("error", err.Error()))
+		}
+		return "not sealing it: " + reason, nil
 	}
 	return "the job is " + j.State + " here; not sealing it", nil
 }

@@ -42,6 +42,13 @@ type cloudWorld struct {
 	daemon *daemon.Daemon
 	// device is the daemon's identity, for a test that claims by hand.
 	device *relaytest.Daemon
+	// daemon2 is a second device of alice's (runner-b), which ticks only
+	// when a test ticks it.
+	daemon2 *daemon.Daemon
+	device2 *relaytest.Daemon
+	// relayStore is the relay's store, for a test that asks what the relay
+	// ever saw.
+	relayStore *memory.Store
 }
 
 func newCloudWorld(t *testing.T) *cloudWorld {
@@ -64,30 +71,36 @@ func newCloudWorldWith(t *testing.T, newStore func(*clock.Manual) sitestore.Stor
 	clk := clock.NewManual(cloudStart)
 	shop := relaytest.NewSite(t, "shop")
 	device := relaytest.NewDaemon(t, "runner-a", "alice")
-	r, err := relay.New(relay.Config{Store: memory.New(store.Options{Clock: clk}), Clock: clk,
+	device2 := relaytest.NewDaemon(t, "runner-b", "alice")
+	relayStore := memory.New(store.Options{Clock: clk})
+	r, err := relay.New(relay.Config{Store: relayStore, Clock: clk,
 		Projection: relay.NewStaticProjection(relaytest.NewFixture().
-			Site(shop).Device(device).Consent("alice", "shop").Projection())})
+			Site(shop).Device(device).Device(device2).Consent("alice", "shop").Projection())})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(r.HTTPHandler())
 	t.Cleanup(srv.Close)
-	d, err := daemon.New(daemon.Config{RelayURL: srv.URL, Keys: device.Keys, Clock: clk,
-		Pairing: daemon.Pairing{RunnerID: device.RunnerID, Owner: device.Owner},
-		Backend: daemon.EchoBackend{}, Streams: streams,
-		Sleep: func(ctx context.Context, _ time.Duration) error {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Millisecond):
-				return nil
-			}
-		}})
-	if err != nil {
-		t.Fatal(err)
+	newDaemon := func(device *relaytest.Daemon) *daemon.Daemon {
+		d, err := daemon.New(daemon.Config{RelayURL: srv.URL, Keys: device.Keys, Clock: clk,
+			Pairing: daemon.Pairing{RunnerID: device.RunnerID, Owner: device.Owner},
+			Backend: daemon.EchoBackend{}, Streams: streams,
+			Sleep: func(ctx context.Context, _ time.Duration) error {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(time.Millisecond):
+					return nil
+				}
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
 	}
 	return &cloudWorld{t: t, ctx: context.Background(), clock: clk, relay: r, url: srv.URL, keys: shop.Keys,
-		store: newStore(clk), daemon: d, device: device}
+		store: newStore(clk), daemon: newDaemon(device), device: device,
+		daemon2: newDaemon(device2), device2: device2, relayStore: relayStore}
 }
 
 // start starts a site process on the world's store; transport, if set,
@@ -221,9 +234,7 @@ func TestTheCloudLaneRefusesWhatOnlyTheDirectLaneCanDo(t *testing.T) {
 	payload := json.RawMessage(`{"prompt":"x"}`)
 	var bad *siteserver.InvalidInput
 	for name, in := range map[string]siteserver.EnqueueInput{
-		"an audience":  {Kind: protocol.KindGenerate, Payload: payload, Owner: "alice", Audience: protocol.AudiencePrivate},
-		"dependencies": {Kind: protocol.KindGenerate, Payload: payload, Owner: "alice", DependsOn: []string{"a"}},
-		"an allowlist": {Kind: protocol.KindGenerate, Payload: payload, Owner: "alice", AudienceAllow: []string{"bob"}},
+		"an audience": {Kind: protocol.KindGenerate, Payload: payload, Owner: "alice", Audience: protocol.AudiencePrivate},
 	} {
 		if _, err := s.Enqueue(w.ctx, in); !errors.As(err, &bad) {
 			t.Errorf("enqueue naming %s: %v, want a refusal", name, err)

@@ -71,6 +71,11 @@ type Config struct {
 	// published to a relay (cloud.go) and the daemon endpoints are not
 	// served. Everything else is the same app over the same store.
 	Cloud *CloudLane
+	// OnStreamFault, when set, hears every stream fault of the cloud
+	// lane (site.Config.OnStreamFault: a failed checkpoint write, a
+	// stream ended early for a fault) after the server has logged it. It
+	// must not block.
+	OnStreamFault func(site.StreamFault)
 }
 
 // Server is the direct lane: the daemon endpoints plus the App. Safe for
@@ -87,8 +92,12 @@ type Server struct {
 	livenessMs      int64
 	basePath        string
 	log             *slog.Logger
+	onStreamFault   func(site.StreamFault)
 	// cloud is the cloud lane's transport, nil on the direct lane.
 	cloud *site.Client
+	// watch is the streaming jobs this process published, for one warning
+	// each if no device that streams claims them (waiting.go).
+	watch streamWatch
 }
 
 // New builds a server.
@@ -114,6 +123,7 @@ func New(cfg Config) (*Server, error) {
 		livenessMs:      orDefault(cfg.LivenessMs, DefaultLivenessMs),
 		basePath:        strings.TrimRight(cfg.BasePath, "/"),
 		log:             cfg.Logger,
+		onStreamFault:   cfg.OnStreamFault,
 	}
 	if s.basePath == "" {
 		s.basePath = "/byollm"

@@ -66,7 +66,8 @@ func TestAnyProcessOnTheStoreReadsAJobsStream(t *testing.T) {
 	}
 }
 
-// sseText is the text of an SSE answer's data events, and its last id.
+// sseText is the text of an SSE answer's data events, its last id and its
+// last named event.
 func sseText(t *testing.T, body string) (string, string, string) {
 	t.Helper()
 	var text strings.Builder
@@ -83,14 +84,21 @@ func sseText(t *testing.T, body string) (string, string, string) {
 				t.Fatalf("data %q: %v", line, err)
 			}
 			text.WriteString(d.Text)
+		case strings.HasPrefix(line, "data: ") && event == "restart":
+			// It says to drop what is held; what follows is the run from
+			// its start.
+			event = ""
 		}
 	}
 	return text.String(), lastID, event
 }
 
-// A browser resuming at any offset, by Last-Event-ID or ?from=, is sent
-// exactly the text after it, through a process that did not seal the job;
-// a tab with no offset gets the whole text so far.
+// A browser resuming at any offset of the run it holds, by Last-Event-ID
+// or ?from=<run>:<offset>, is sent exactly the text after it, through a
+// process that did not seal the job; a tab with no offset gets the whole
+// text so far. An offset that names another run, or none (a bare number
+// cannot be checked against a re-run), is told to restart and sent the
+// whole text.
 func TestTheBrowserLegResumesAtTheOffsetItHolds(t *testing.T) {
 	w := newCloudWorldWith(t, func(clk *clock.Manual) sitestore.Store {
 		return sitememory.New(sitememory.Options{Clock: clk})
@@ -107,31 +115,47 @@ func TestTheBrowserLegResumesAtTheOffsetItHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	read := func(target, lastEventID string) (string, string, string) {
+	read := func(target, lastEventID string) (string, string, string, bool) {
 		req := httptest.NewRequest(http.MethodGet, target, nil)
 		if lastEventID != "" {
 			req.Header.Set("Last-Event-ID", lastEventID)
 		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
-		return sseText(t, rec.Body.String())
+		text, id, end := sseText(t, rec.Body.String())
+		return text, id, end, strings.HasPrefix(rec.Body.String(), "event: restart\n")
 	}
-	if got, id, end := read("/stream?job=s1", ""); got != full || id != strconv.Itoa(len(full)) || end != "end" {
-		t.Fatalf("a fresh tab got %q (last id %s, %s), want %q", got, id, end, full)
+	got, id, end, restarted := read("/stream?job=s1", "")
+	run, offset, named := strings.Cut(id, ":")
+	if got != full || !named || offset != strconv.Itoa(len(full)) || end != "end" || restarted {
+		t.Fatalf("a fresh tab got %q (last id %s, %s, restart %v), want %q", got, id, end, restarted, full)
 	}
 	for k := 0; k <= len(full); k++ {
+		at := run + ":" + strconv.Itoa(k)
 		for _, how := range []string{"from", "Last-Event-ID"} {
-			var got, id, end string
 			if how == "from" {
-				got, id, end = read("/stream?job=s1&from="+strconv.Itoa(k), "")
+				got, id, end, restarted = read("/stream?job=s1&from="+at, "")
 			} else {
-				got, id, end = read("/stream?job=s1", strconv.Itoa(k))
+				got, id, end, restarted = read("/stream?job=s1", at)
 			}
-			if full[:k]+got != full || end != "end" {
-				t.Fatalf("resumed by %s at %d: got %q (%s), want %q", how, k, got, end, full[k:])
+			if full[:k]+got != full || end != "end" || restarted {
+				t.Fatalf("resumed by %s at %s: got %q (%s, restart %v), want %q", how, at, got, end, restarted, full[k:])
 			}
-			if got != "" && id != strconv.Itoa(len(full)) {
-				t.Fatalf("resumed by %s at %d: last id %s, want %d", how, k, id, len(full))
+			if got != "" && id != run+":"+strconv.Itoa(len(full)) {
+				t.Fatalf("resumed by %s at %s: last id %s, want %s:%d", how, at, id, run, len(full))
+			}
+		}
+	}
+	for _, at := range []string{"5", "0123456789abcdef:5", "0123456789abcdef:0"} {
+		for _, how := range []string{"from", "Last-Event-ID"} {
+			if how == "from" {
+				got, _, end, restarted = read("/stream?job=s1&from="+at, "")
+			} else {
+				got, _, end, restarted = read("/stream?job=s1", at)
+			}
+			if got != full || end != "end" || !restarted {
+				t.Fatalf("resumed by %s at %s, which is not this run's: got %q (%s, restart %v), want a restart and %q",
+					how, at, got, end, restarted, full)
 			}
 		}
 	}

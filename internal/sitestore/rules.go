@@ -191,11 +191,15 @@ func MarkPublished(j Job, now int64) (Job, bool) {
 // lapsed holds a new one; the result is still accepted only from a device
 // in SealedTo. Refused for a job that is finished, expired, cancelled
 // (sealing is the irreversible half: once the ciphertext is out a device
-// can run it), past its deadline, or held by one of this site's own
-// runners. A lease with no id or a device with no identity is refused: the
-// device would then be one any result naming none matches.
-func SealTo(j Job, leaseID string, expiresAt int64, device protocol.PublicIdentity, now int64) (Job, bool) {
-	if leaseID == "" || device.Identity == "" {
+// can run it), past its deadline, held by one of this site's own runners,
+// or whose roster does not admit the claiming device (AdmitsDevice: the
+// seal is the only gate the cloud lane has). A lease with no id or a
+// device with no identity is refused: the device would then be one any
+// result naming none matches. Each new grant sealed counts one attempt, as
+// each grant does on the direct lane; sealing the same grant again does
+// not.
+func SealTo(j Job, in SealToInput, now int64) (Job, bool) {
+	if in.LeaseID == "" || in.Device.Identity == "" {
 		return j, false
 	}
 	if j.State != StateQueued && j.State != StateClaimed && j.State != StateRunning {
@@ -209,18 +213,43 @@ func SealTo(j Job, leaseID string, expiresAt int64, device protocol.PublicIdenti
 		// have accepted before it (expiryCut); nobody may start it now.
 		return j, false
 	}
+	if !AdmitsDevice(j, in.RunnerID, in.Device) {
+		return j, false
+	}
 	if j.State == StateQueued {
 		j.State = StateClaimed
 	}
-	j.Lease = &protocol.Lease{ID: leaseID, RunnerID: "", ExpiresAt: expiresAt}
-	if !slices.Contains(j.SealedTo, device) {
-		j.SealedTo = append(slices.Clone(j.SealedTo), device)
+	if j.Lease == nil || j.Lease.ID != in.LeaseID {
+		j.Attempts++
+	}
+	j.Lease = &protocol.Lease{ID: in.LeaseID, RunnerID: "", ExpiresAt: in.ExpiresAt}
+	if !slices.Contains(j.SealedTo, in.Device) {
+		j.SealedTo = append(slices.Clone(j.SealedTo), in.Device)
 	}
 	// The stream is keyed to the grant the payload was last sealed under:
 	// a device re-claiming under a new lease streams under that one.
-	j.StreamGrant = &StreamGrant{LeaseID: leaseID, Device: device}
+	j.StreamGrant = &StreamGrant{LeaseID: in.LeaseID, Device: in.Device}
 	j.UpdatedAt = now
 	return j, true
+}
+
+// AdmitsDevice is the cloud lane's roster decision: a job with no
+// AudienceAllow admits every device the relay grants it; one with a roster
+// admits a device the roster names by the runner id the relay reports for
+// the claim or by the device's identity key id. The relay's pending list
+// names the claiming device and runner, never their owner, so a cloud-lane
+// roster names devices where the direct lane's names owners
+// (ServerAdmits); the relay never sees the roster, so the site's seal is
+// where it holds (docs/decisions/0022-cloud-lane-jobs.md).
+func AdmitsDevice(j Job, runnerID string, device protocol.PublicIdentity) bool {
+	if len(j.AudienceAllow) == 0 {
+		return true
+	}
+	if runnerID != "" && slices.Contains(j.AudienceAllow, runnerID) {
+		return true
+	}
+	keyID, err := protocol.KeyID(device.Identity)
+	return err == nil && slices.Contains(j.AudienceAllow, keyID)
 }
 
 // EndJob ends a live job without a result a device signed: the relay

@@ -115,9 +115,12 @@ type Job struct {
 }
 
 // NeedsPublish reports whether a job's stub must still be (re)published:
-// set at create on the cloud lane, live, and not yet accepted by the relay.
+// set at create on the cloud lane, live, not yet accepted by the relay,
+// and claimable: a job a dependency blocks (ClaimableAt 0) is published
+// only once every dependency completed ok (Unblock), the direct lane's
+// rule, so a relay never offers a device work whose input is missing.
 func (j Job) NeedsPublish() bool {
-	return j.AwaitingPublish && !j.Terminal() && j.State != StateExpired
+	return j.AwaitingPublish && j.ClaimableAt != 0 && !j.Terminal() && j.State != StateExpired
 }
 
 // Adopted reports whether the job's lease was granted by a relay rather
@@ -248,9 +251,11 @@ type StreamGrant struct {
 	Device  protocol.PublicIdentity
 }
 
-// Checkpoint is the text of a job's live stream up to Seq (its length in
-// UTF-16 code units, the lane's offsets), sealed by the site to its own
-// key as the job's at-rest envelope is: the store holds ciphertext only.
+// Checkpoint is the text of one lease's live stream of a job up to Seq
+// (its length in UTF-16 code units, the lane's offsets), sealed by the
+// site to its own key as the job's at-rest envelope is: the store holds
+// ciphertext only. A stream belongs to one lease (a re-run under another
+// lease says something else), so a checkpoint is kept by job and lease.
 type Checkpoint struct {
 	Seq      int64
 	Envelope protocol.SealedEnvelope
@@ -263,6 +268,9 @@ type SealToInput struct {
 	LeaseID   string
 	ExpiresAt int64
 	Device    protocol.PublicIdentity
+	// RunnerID is the runner the relay reports for the claim, which a
+	// job's roster may name (AdmitsDevice).
+	RunnerID string
 }
 
 // EndInput ends a live job without a device's result: Outcome's state
@@ -372,8 +380,8 @@ var (
 	// keep; nothing is stored.
 	ErrTooLarge = errors.New("sitestore: the sealed payload is too large for this store")
 	// ErrBadCheckpoint is PutCheckpoint's refusal of a checkpoint with no
-	// job id or a Seq below 1; nothing is stored.
-	ErrBadCheckpoint = errors.New("sitestore: a checkpoint needs a job id and a sequence of at least 1")
+	// job id, no lease id or a Seq below 1; nothing is stored.
+	ErrBadCheckpoint = errors.New("sitestore: a checkpoint needs a job id, a lease id and a sequence of at least 1")
 	// ErrContention is an operation that lost to other writers more often
 	// than it retries: nothing changed, the caller may try again.
 	ErrContention = errors.New("sitestore: too much contention, nothing changed; try again")
@@ -458,16 +466,20 @@ type JobStore interface {
 	// stands and whether this call ended it.
 	End(ctx context.Context, in EndInput) (Job, bool, error)
 
-	// PutCheckpoint stores a job's durable checkpoint (docs/streaming.md)
-	// when cp.Seq is greater than the stored one's, or none is stored, in
-	// one conditional write; false, with nothing written, otherwise. The
+	// PutCheckpoint stores the durable checkpoint (docs/streaming.md) of
+	// the stream leaseID ran for jobID when cp.Seq is greater than the
+	// stored one's for that job and lease, or none is stored, in one
+	// conditional write; false, with nothing written, otherwise. The
 	// compare-and-set is what keeps a stale writer (a process that read
-	// less of the stream) from rolling the checkpoint back. The store does
-	// not read the job: the caller writes only for a job it holds a stream
-	// grant for. ErrBadCheckpoint for a job id "" or a Seq below 1.
-	PutCheckpoint(ctx context.Context, jobID string, cp Checkpoint) (bool, error)
-	// Checkpoint reads a job's checkpoint; false if none is stored.
-	Checkpoint(ctx context.Context, jobID string) (Checkpoint, bool, error)
+	// less of the stream) from rolling the checkpoint back; the lease in
+	// the key is what keeps another run's text, however long, from
+	// replacing it. The store does not read the job: the caller writes
+	// only for a lease it holds a stream grant for. ErrBadCheckpoint for a
+	// job id or lease id "" or a Seq below 1.
+	PutCheckpoint(ctx context.Context, jobID, leaseID string, cp Checkpoint) (bool, error)
+	// Checkpoint reads the checkpoint of jobID's stream under leaseID;
+	// false if none is stored.
+	Checkpoint(ctx context.Context, jobID, leaseID string) (Checkpoint, bool, error)
 
 	// Subscribe calls onChange after every write this store makes to the
 	// job (the push seam). The returned function unsubscribes and is safe

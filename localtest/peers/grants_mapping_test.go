@@ -55,14 +55,11 @@ func (l *decisionLog) declined(jobID string) (reason string, permanent bool) {
 // byollm 0.1.1 daemon: one device offering two openai-http services, alpha
 // and beta (each on its own model, so the answer shows which ran), both
 // answering llm.generate and llm.chat to the team, with the daemon's own
-// default set to alpha (the default it keeps to itself).
-//
-// A job queued for a slot its owner then unmapped is declined unmapped
-// and waits, and the admin API's person view lists it with the services
-// that could answer it; a teammate whose mapping names a same-named
-// service in their own namespace is declined resolved-elsewhere on this
-// device. Mapped to beta, a job runs on beta; remapped to alpha, the next
-// runs on alpha.
+// default set to alpha (the default it keeps to itself). Unmapped, its
+// owner's job is declined unmapped and waits; mapped to beta, a job runs on
+// beta; remapped to alpha, the next runs on alpha. A teammate who mapped a
+// same-named service in their own namespace is declined resolved-elsewhere
+// on this device.
 func TestARealDaemonRunsJobsOnTheMappedService(t *testing.T) {
 	t.Parallel()
 	origin, st, logs := startStackWithGrantsLogged(t)
@@ -78,7 +75,7 @@ func TestARealDaemonRunsJobsOnTheMappedService(t *testing.T) {
 	daemon := peers.StartDaemon(t, peers.DaemonOptions{
 		Origin: origin, Offer: protocol.AudienceTeam, Manual: true,
 		Services: []peers.Service{{Name: "alpha", Model: alpha}, {Name: "beta", Model: beta}},
-		Defaults: map[string]string{protocol.KindGenerate: "alpha", protocol.KindChat: "alpha"},
+		Defaults: map[string]string{protocol.KindGenerate: "alpha", "llm.chat": "alpha"},
 	})
 	w.Approve(t, daemon.UserCode(t))
 	pairing := daemon.Paired(t)
@@ -87,45 +84,48 @@ func TestARealDaemonRunsJobsOnTheMappedService(t *testing.T) {
 	}
 	daemon.Tick(t) // its first heartbeat: what it advertises is known
 
-	// Each job is queued while its slot is answerable (an unmapped or
-	// unanswerable slot is refused at enqueue), and the mapping changes
-	// before the daemon's next claim. The owner unmaps theirs.
-	mapSlot(t, w, owner, "beta", "")
+	// Both jobs are published while their slots are mapped (with grants
+	// on, the enqueue refuses an unmapped slot, slot-unsatisfiable, and a
+	// slot whose service no live device of its owner advertises,
+	// slot-waiting), and the choices change before any claim: the owner
+	// unmaps theirs, as a consent made before mappings existed is; the
+	// teammate maps "beta" in their own namespace, so this device's beta
+	// is a lookalike on another person's machine.
+	mapSlot(t, w, owner, "alpha", "")
+	mapSlot(t, w, teammate, "beta", owner)
 	unmapped := enqueueStub(t, w, owner, protocol.AudiencePrivate)
+	elsewhere := enqueueStub(t, w, teammate, protocol.AudienceTeam)
 	if _, err := w.Admin.Unmap(ctx, controlplane.UnmapRequest{Owner: owner, SiteID: siteID, Kind: protocol.KindGenerate}); err != nil {
 		t.Fatal(err)
 	}
-	// The teammate maps the owner's beta, then a "beta" of their own.
-	mapSlot(t, w, teammate, "beta", owner)
-	elsewhere := enqueueStub(t, w, teammate, protocol.AudienceTeam)
 	mapSlot(t, w, teammate, "beta", "")
 
-	for range 5 {
-		if r, _ := logs.declined(unmapped); r != "" {
-			if r, _ := logs.declined(elsewhere); r != "" {
-				break
-			}
-		}
-		daemon.Tick(t)
-	}
+	// Unmapped: the owner's own job is claimed, declined unmapped and put
+	// back for this device, transiently; the daemon never sees it. The
+	// admin API's view of the owner lists it as waiting on an unmapped
+	// slot, with the services that could answer it.
+	daemon.Tick(t)
+	eventually(t, "both jobs to be declined and put back", func() bool {
+		a, _, err := st.Store.Job(ctx, siteID, unmapped)
+		b, _, err2 := st.Store.Job(ctx, siteID, elsewhere)
+		return err == nil && err2 == nil && a.RetryAfter[pairing.RunnerID] > 0 && b.RetryAfter[pairing.RunnerID] > 0
+	})
 	if reason, permanent := logs.declined(unmapped); reason != "unmapped" || permanent {
 		t.Fatalf("the unmapped job was declined %q (permanent %v), want unmapped", reason, permanent)
+	}
+	waitsFor(t, st, unmapped, pairing.RunnerID)
+	view, err := w.Admin.Person(ctx, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(view.Sites) != 1 || len(view.Sites[0].Waiting) != 1 || view.Sites[0].Waiting[0].JobID != unmapped ||
+		len(view.Sites[0].Waiting[0].Candidates) != 2 {
+		t.Fatalf("the admin view of %s: %+v, want %s waiting, answerable by alpha and beta", owner, view, unmapped)
 	}
 	if reason, permanent := logs.declined(elsewhere); reason != "resolved-elsewhere" || permanent {
 		t.Fatalf("the teammate's job was declined %q (permanent %v), want resolved-elsewhere", reason, permanent)
 	}
-	waitsFor(t, st, unmapped, pairing.RunnerID)
 	waitsFor(t, st, elsewhere, pairing.RunnerID)
-
-	// The operator sees the job waiting on its unmapped slot, and the
-	// services that could answer it.
-	person, err := w.Admin.Person(ctx, owner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !waitingWith(person, unmapped, "alpha", "beta") {
-		t.Fatalf("the person view does not list %s waiting, answerable by alpha and beta: %+v", unmapped, person)
-	}
 
 	// Mapped to beta: a job runs on beta, though the daemon's default is
 	// alpha.
@@ -138,6 +138,7 @@ func TestARealDaemonRunsJobsOnTheMappedService(t *testing.T) {
 	if got := beta.Prompts(); len(got) != 1 {
 		t.Fatalf("beta was asked %q after the remap", got)
 	}
+
 	for _, ev := range daemon.RunnerEvents(t) {
 		if ev.JobID == unmapped || ev.JobID == elsewhere {
 			t.Fatalf("the daemon saw a declined job: %+v", ev)
@@ -146,31 +147,6 @@ func TestARealDaemonRunsJobsOnTheMappedService(t *testing.T) {
 			t.Fatalf("daemon reported %+v\n%s", ev, daemon.Log())
 		}
 	}
-}
-
-// waitingWith says whether the person view lists jobID as waiting on an
-// unmapped slot, with every one of services among its live candidates.
-func waitingWith(p controlplane.PersonResponse, jobID string, services ...string) bool {
-	for _, s := range p.Sites {
-		for _, j := range s.Waiting {
-			if j.JobID != jobID {
-				continue
-			}
-			var live []string
-			for _, c := range j.Candidates {
-				if c.Live {
-					live = append(live, c.Service)
-				}
-			}
-			for _, want := range services {
-				if !slices.Contains(live, want) {
-					return false
-				}
-			}
-			return true
-		}
-	}
-	return false
 }
 
 // enqueueStub publishes a bare llm.generate stub for who (nobody seals

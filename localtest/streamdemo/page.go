@@ -93,6 +93,8 @@ document.getElementById('ask').addEventListener('submit', async (e) => {
   status.textContent = 'streaming';
   const es = new EventSource('/stream?job=' + encodeURIComponent(job) + '&token=' + encodeURIComponent(token));
   es.onmessage = (m) => { answer.textContent += JSON.parse(m.data).text; };
+  // The answer restarted (the job is being run again): what is shown goes.
+  es.addEventListener('restart', () => { answer.textContent = ''; });
   for (const end of ['end', 'stale', 'interrupted', 'absent']) {
     es.addEventListener(end, () => { es.close(); status.textContent = end === 'end' ? 'done' : end; });
   }

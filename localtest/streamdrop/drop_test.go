@@ -3,6 +3,7 @@ package streamdrop
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -163,8 +164,10 @@ func TestBrowserReadsWholeStreamPastDropsAndLostFrames(t *testing.T) {
 		if i+1 >= len(conns) {
 			t.Fatalf("no reconnection after cut %d", i)
 		}
-		next, err := strconv.Atoi(conns[i+1].lastEventID)
-		if err != nil || next <= 0 || next >= len(utf16Of(full)) {
+		// The id names the run (the lease) and the offset in it.
+		run, offset, named := strings.Cut(conns[i+1].lastEventID, ":")
+		next, err := strconv.Atoi(offset)
+		if !named || run == "" || err != nil || next <= 0 || next >= len(utf16Of(full)) {
 			t.Fatalf("the reconnection after cut %d sent Last-Event-ID %q", i, conns[i+1].lastEventID)
 		}
 	}
@@ -198,11 +201,15 @@ func TestBrowserReadsWholeStreamPastDropsAndLostFrames(t *testing.T) {
 			t.Fatalf("job %s: %s %s %q; want verified with the streamed text", jobID, j.State, fate, j.Outcome.TextOrEmpty())
 		}
 	}
-	cp, ok, err := st.Checkpoint(ctx, jobID)
+	j, _, err := st.Get(ctx, jobID)
+	if err != nil || j.StreamGrant == nil {
+		t.Fatalf("no stream grant: %v", err)
+	}
+	cp, ok, err := st.Checkpoint(ctx, jobID, j.StreamGrant.LeaseID)
 	if err != nil || !ok {
 		t.Fatalf("no checkpoint: %v", err)
 	}
-	checkpointed := openCheckpoint(t, keys, jobID, cp)
+	checkpointed := openCheckpoint(t, keys, jobID, j.StreamGrant.LeaseID, cp)
 
 	// The relay's frames go (as its TTL and the end sweep delete them):
 	// a fresh page is served the checkpoint, then the result.
@@ -281,15 +288,21 @@ func waitStatus(t *testing.T, tab context.Context, limit time.Duration, proxy *d
 }
 
 // openCheckpoint opens the stored checkpoint as the site does: sealed by
-// the site to itself, direction result, bound to the job id.
-func openCheckpoint(t *testing.T, keys *protocol.Keys, jobID string, cp sitestore.Checkpoint) string {
+// the site to itself, direction result, bound to the job id, and holding
+// the lease whose run it is beside the text.
+func openCheckpoint(t *testing.T, keys *protocol.Keys, jobID, leaseID string, cp sitestore.Checkpoint) string {
 	t.Helper()
 	self := keys.KeyID()
-	text, err := protocol.Open(cp.Envelope, keys, keys.Public().Identity, protocol.ExpectedEnvelope{
+	plain, err := protocol.Open(cp.Envelope, keys, keys.Public().Identity, protocol.ExpectedEnvelope{
 		JobID: jobID, SenderKeyID: self, RecipientKeyID: self, Direction: protocol.DirectionResult})
 	if err != nil {
 		t.Fatalf("the checkpoint does not open: %v", err)
 	}
+	var content struct{ LeaseID, Text string }
+	if err := json.Unmarshal([]byte(plain), &content); err != nil || content.LeaseID != leaseID {
+		t.Fatalf("the checkpoint holds lease %q, want %q: %v", content.LeaseID, leaseID, err)
+	}
+	text := content.Text
 	if int64(len(utf16Of(text))) != cp.Seq {
 		t.Fatalf("checkpoint of %d units at seq %d", len(utf16Of(text)), cp.Seq)
 	}

@@ -139,6 +139,11 @@ es.onmessage = (m) => {
   window.events.push('data ' + m.lastEventId);
 };
 es.onerror = () => { window.events.push('error'); };
+es.addEventListener('restart', () => {
+  answer.textContent = '';
+  window.forms.push(answer.textContent);
+  window.events.push('restart');
+});
 for (const end of ['end', 'stale', 'interrupted', 'absent']) {
   es.addEventListener(end, () => { window.events.push(end); es.close(); status.textContent = end; });
 }

@@ -19,9 +19,9 @@ const ReservedPurpose = projection.ReservedPurpose
 
 // Author signs grants with a control-plane key. Safe for concurrent use.
 type Author struct {
-	key   *protocol.Keys
-	clock clock.Clock
-	newID func() (string, error)
+	signer Signer
+	clock  clock.Clock
+	newID  func() (string, error)
 }
 
 // Options are what a caller may inject instead of the defaults.
@@ -34,49 +34,41 @@ type Options struct {
 	NewGrantID func() (string, error)
 }
 
-// New builds an Author from a 32-byte Ed25519 seed.
+// New builds an Author that signs with a 32-byte Ed25519 seed held in
+// memory (SeedSigner).
 func New(seed []byte, opts Options) (*Author, error) {
-	key, err := keysFromSeed(seed)
+	signer, err := NewSeedSigner(seed)
 	if err != nil {
 		return nil, err
 	}
-	a := &Author{key: key, clock: opts.Clock, newID: opts.NewGrantID}
+	return NewWithSigner(signer, opts), nil
+}
+
+// NewWithSigner builds an Author that signs through signer: a SeedSigner,
+// or a KMSSigner, which holds no key in this process at all.
+func NewWithSigner(signer Signer, opts Options) *Author {
+	a := &Author{signer: signer, clock: opts.Clock, newID: opts.NewGrantID}
 	if a.clock == nil {
 		a.clock = clock.System{}
 	}
 	if a.newID == nil {
 		a.newID = newGrantID
 	}
-	return a, nil
-}
-
-// keysFromSeed holds the seed as protocol.Keys, which never print or
-// serialise their private half. Keys also carry an encryption key, which a
-// control plane never uses (it opens nothing): a random one, so nothing
-// secret is derived from the signing seed for a purpose it was not made for.
-func keysFromSeed(seed []byte) (*protocol.Keys, error) {
-	var unused [32]byte
-	if _, err := rand.Read(unused[:]); err != nil {
-		return nil, fmt.Errorf("grants: %w", err)
-	}
-	key, err := protocol.NewKeys(seed, unused[:])
-	if err != nil {
-		return nil, fmt.Errorf("grants: control-plane key: %w", err)
-	}
-	return key, nil
+	return a
 }
 
 // Public is the control-plane public key, for relay.Config's
 // ControlPlanePublic: from the same object that signs, so a deployment
 // cannot hand devices one key and sign with another (every job would be
 // refused at the device while every process reports itself healthy).
-func (a *Author) Public() string { return a.key.Public().Identity }
+func (a *Author) Public() string { return a.signer.Public() }
 
 // Grant is a relay.GrantAuthor: pass a.Grant as relay.Config's AuthorGrant.
 // It signs what the grant law (admit) admits and declines the rest with the
-// law's reason. An error (no randomness for the id) fails the claim, as a
-// throw does in the reference; a decline is an answer, not an error.
-func (a *Author) Grant(_ context.Context, in relay.GrantRequest) (relay.GrantDecision, error) {
+// law's reason. An error (no randomness for the id, a signer that cannot
+// sign) fails the claim, as a throw does in the reference; a decline is an
+// answer, not an error.
+func (a *Author) Grant(ctx context.Context, in relay.GrantRequest) (relay.GrantDecision, error) {
 	admitted, declined := admit(in)
 	if declined != nil {
 		return relay.GrantDecision{Declined: declined}, nil
@@ -85,7 +77,7 @@ func (a *Author) Grant(_ context.Context, in relay.GrantRequest) (relay.GrantDec
 	if err != nil {
 		return relay.GrantDecision{}, fmt.Errorf("grants: grant id: %w", err)
 	}
-	g, err := protocol.SignGrant(a.key, protocol.SignedGrant{
+	g, err := a.sign(ctx, protocol.SignedGrant{
 		GrantID: id,
 		JobID:   in.Job.ID,
 		// The key id the device pinned, carried off the stub: the daemon

@@ -59,8 +59,19 @@
 // device's only evidence of consent and membership, so a routing bug must
 // become a decline here, never a validly signed admission.
 //
-// The key is the one secret byorelay holds. It enters as a 32-byte seed
-// (base64) from an SSM SecureString parameter when deployed (SeedFromParameter),
-// or from a git-ignored file locally (LoadOrCreateSeedFile); it is never
-// logged (protocol.Keys redacts itself) and never written anywhere else.
+// # Custody of the key
+//
+// The author signs through a Signer, which holds the key. Two do:
+//
+//   - SeedSigner: a 32-byte seed (base64) held in the process's memory,
+//     from an SSM SecureString parameter when deployed (SeedFromParameter)
+//     or from a git-ignored file locally (LoadOrCreateSeedFile). It is never
+//     logged (protocol.Keys redacts itself) and never written anywhere
+//     else, but every function that signs can read it.
+//   - KMSSigner: an AWS KMS key of spec ECC_NIST_EDWARDS25519. The private
+//     key never leaves KMS; a function may ask for signatures (kms:Sign)
+//     and nothing more, and each grant is one call to KMS.
+//
+// Either way the signature covers protocol.GrantStatement's bytes, so the
+// grant a device receives is the same bytes whichever signer made it.
 package grants

@@ -14,11 +14,15 @@ import (
 	"github.com/byorelay/byorelay/protocol"
 )
 
-// ckptItem is a job's durable checkpoint, one item per job under its own
-// partition (checkpointPK): apart from the job's partition so that Get,
-// which reads the whole job partition, never pays for the checkpoint, and
-// so that a checkpoint write is not heard by Subscribe as a job change.
-// TTL is the envelope item's: the backstop that drops it after the job.
+// ckptItem is the durable checkpoint of one lease's stream of a job: the
+// job's checkpoints share a partition of their own (checkpointPK), one
+// item per lease (checkpointSK), apart from the job's partition so that
+// Get, which reads the whole job partition, never pays for a checkpoint,
+// and so that a checkpoint write is not heard by Subscribe as a job
+// change. Keyed by lease because a stream belongs to its lease: a re-run
+// under another lease writes its own item and never replaces this one.
+// A job has at most one item per relay grant the site sealed. TTL is the
+// envelope item's: the backstop that drops it after the job.
 type ckptItem struct {
 	PK       string                  `dynamodbav:"pk"`
 	SK       string                  `dynamodbav:"sk"`
@@ -27,17 +31,17 @@ type ckptItem struct {
 	TTL      int64                   `dynamodbav:"ttl,omitempty"`
 }
 
-const skCheckpoint = "CKPT"
-
-func checkpointPK(id string) string { return "CKPT#" + id }
+func checkpointPK(jobID string) string   { return "CKPT#" + jobID }
+func checkpointSK(leaseID string) string { return "LEASE#" + leaseID }
 
 // PutCheckpoint is one PutItem conditioned on no checkpoint or a lower
-// seq: the compare-and-set that keeps a stale writer from rolling it back.
-func (s *Store) PutCheckpoint(ctx context.Context, jobID string, cp sitestore.Checkpoint) (bool, error) {
-	if jobID == "" || cp.Seq < 1 {
+// seq for the same job and lease: the compare-and-set that keeps a stale
+// writer from rolling it back.
+func (s *Store) PutCheckpoint(ctx context.Context, jobID, leaseID string, cp sitestore.Checkpoint) (bool, error) {
+	if jobID == "" || leaseID == "" || cp.Seq < 1 {
 		return false, sitestore.ErrBadCheckpoint
 	}
-	item, err := attributevalue.MarshalMap(ckptItem{PK: checkpointPK(jobID), SK: skCheckpoint, Seq: cp.Seq,
+	item, err := attributevalue.MarshalMap(ckptItem{PK: checkpointPK(jobID), SK: checkpointSK(leaseID), Seq: cp.Seq,
 		Envelope: cp.Envelope, TTL: envelopeTTL(cp.Envelope)})
 	if err != nil {
 		return false, err
@@ -58,10 +62,14 @@ func (s *Store) PutCheckpoint(ctx context.Context, jobID string, cp sitestore.Ch
 	return true, nil
 }
 
-// Checkpoint reads a job's checkpoint, strongly consistent.
-func (s *Store) Checkpoint(ctx context.Context, jobID string) (sitestore.Checkpoint, bool, error) {
+// Checkpoint reads the checkpoint of a job's stream under a lease,
+// strongly consistent.
+func (s *Store) Checkpoint(ctx context.Context, jobID, leaseID string) (sitestore.Checkpoint, bool, error) {
+	if jobID == "" || leaseID == "" {
+		return sitestore.Checkpoint{}, false, nil
+	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table,
-		Key: key(checkpointPK(jobID), skCheckpoint), ConsistentRead: aws.Bool(true)})
+		Key: key(checkpointPK(jobID), checkpointSK(leaseID)), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return sitestore.Checkpoint{}, false, fmt.Errorf("get checkpoint %s: %w", jobID, err)
 	}

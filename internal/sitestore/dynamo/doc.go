@@ -10,9 +10,10 @@
 //	                          read only by Get (fetch), deleted once the
 //	                          job has ended (Store.ended; TTL, a day past
 //	                          the envelope's deadline, is the backstop)
-//	CKPT#<id>   CKPT          the job's stream checkpoint (seq, sealed
-//	                          envelope), written by a conditional PutItem
-//	                          only above the stored seq; TTL as ENV's
+//	CKPT#<id>   LEASE#<lease> the stream checkpoint of the job's run
+//	                          under that lease (seq, sealed envelope),
+//	                          written by a conditional PutItem only above
+//	                          the stored seq; TTL as ENV's
 //	DEP#<dep>   JOB#<id>      an edge: job <id> depends on <dep>
 //	RUNNER#<id> RUNNER        a runner
 //	PAIR#<hash> PAIR          a pairing, by the hash of its device code

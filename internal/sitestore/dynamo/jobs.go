@@ -529,7 +529,7 @@ func (s *Store) Unpublished(ctx context.Context) ([]sitestore.Job, error) {
 // SealTo adopts the relay's lease and records the device, write-ahead.
 func (s *Store) SealTo(ctx context.Context, in sitestore.SealToInput) (sitestore.Job, bool, error) {
 	return s.applyOne(ctx, in.JobID, func(j sitestore.Job, now int64) (sitestore.Job, bool) {
-		return sitestore.SealTo(j, in.LeaseID, in.ExpiresAt, in.Device, now)
+		return sitestore.SealTo(j, in, now)
 	})
 }
 

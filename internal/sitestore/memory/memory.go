@@ -34,9 +34,9 @@ type Store struct {
 	jobs     map[string]sitestore.Job
 	runners  map[string]sitestore.Runner
 	pairings map[string]sitestore.Pairing // by device code hash
-	// checkpoints are by job id, apart from the jobs: a checkpoint write
+	// checkpoints are by job and lease, apart from the jobs: a checkpoint write
 	// never touches a job.
-	checkpoints map[string]sitestore.Checkpoint
+	checkpoints map[checkpointKey]sitestore.Checkpoint
 
 	watchers sitestore.Watchers
 }
@@ -63,7 +63,7 @@ func (s *Store) reset() {
 	s.jobs = map[string]sitestore.Job{}
 	s.runners = map[string]sitestore.Runner{}
 	s.pairings = map[string]sitestore.Pairing{}
-	s.checkpoints = map[string]sitestore.Checkpoint{}
+	s.checkpoints = map[checkpointKey]sitestore.Checkpoint{}
 }
 
 // Reset drops every job, runner and pairing.
@@ -377,7 +377,7 @@ func (s *Store) Unpublished(context.Context) ([]sitestore.Job, error) {
 // SealTo adopts the relay's lease and records the device, write-ahead.
 func (s *Store) SealTo(_ context.Context, in sitestore.SealToInput) (sitestore.Job, bool, error) {
 	return s.applyOne(in.JobID, func(j sitestore.Job, now int64) (sitestore.Job, bool) {
-		return sitestore.SealTo(j, in.LeaseID, in.ExpiresAt, in.Device, now)
+		return sitestore.SealTo(j, in, now)
 	})
 }
 
@@ -409,24 +409,29 @@ func (s *Store) applyOne(id string, rule func(sitestore.Job, int64) (sitestore.J
 	return sitestore.CopyJob(j), applied, nil
 }
 
-// PutCheckpoint stores cp when its Seq is above the stored one's.
-func (s *Store) PutCheckpoint(_ context.Context, jobID string, cp sitestore.Checkpoint) (bool, error) {
-	if jobID == "" || cp.Seq < 1 {
+// PutCheckpoint stores cp when its Seq is above the stored one's for the
+// same job and lease.
+func (s *Store) PutCheckpoint(_ context.Context, jobID, leaseID string, cp sitestore.Checkpoint) (bool, error) {
+	if jobID == "" || leaseID == "" || cp.Seq < 1 {
 		return false, sitestore.ErrBadCheckpoint
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, ok := s.checkpoints[jobID]; ok && old.Seq >= cp.Seq {
+	k := checkpointKey{jobID, leaseID}
+	if old, ok := s.checkpoints[k]; ok && old.Seq >= cp.Seq {
 		return false, nil
 	}
-	s.checkpoints[jobID] = cp
+	s.checkpoints[k] = cp
 	return true, nil
 }
 
-// Checkpoint reads a job's checkpoint.
-func (s *Store) Checkpoint(_ context.Context, jobID string) (sitestore.Checkpoint, bool, error) {
+// Checkpoint reads the checkpoint of a job's stream under a lease.
+func (s *Store) Checkpoint(_ context.Context, jobID, leaseID string) (sitestore.Checkpoint, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cp, ok := s.checkpoints[jobID]
+	cp, ok := s.checkpoints[checkpointKey{jobID, leaseID}]
 	return cp, ok, nil
 }
+
+// checkpointKey is a checkpoint's job and the lease whose stream it holds.
+type checkpointKey struct{ jobID, leaseID string }

@@ -51,6 +51,7 @@ func Run(t *testing.T, h Harness) {
 		{"pairing", pairingCases},
 		{"concurrency", concurrencyCases},
 		{"cloud", cloudCases},
+		{"cloud jobs", cloudJobCases},
 		{"holder", holderCases},
 		{"envelope", envelopeCases},
 		{"checkpoint", checkpointCases},

@@ -68,6 +68,9 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// errUnauthentic is a sealed frame that does not open under the key.
+var errUnauthentic = errors.New("frame does not authenticate")
+
 // open authenticates and decrypts one sealed frame into a stream frame.
 func open(k Key, f Frame) (stream.Frame, error) {
 	if f.N < 0 || f.From < 0 || f.Seq < f.From {
@@ -84,7 +87,7 @@ func open(k Key, f Frame) (stream.Frame, error) {
 	nonce, ct := raw[:chacha20poly1305.NonceSizeX], raw[chacha20poly1305.NonceSizeX:]
 	plain, err := aead.Open(nil, nonce, ct, aad(f))
 	if err != nil {
-		return stream.Frame{}, errors.New("frame does not authenticate")
+		return stream.Frame{}, errUnauthentic
 	}
 	switch f.Kind {
 	case KindChunk:
@@ -118,21 +121,31 @@ type Reader struct {
 	started     bool  // a sealed frame has been accepted
 	next        int64 // the counter the next sealed frame must carry
 	prevSeq     int64 // where the last accepted sealed frame ended
-	onViolation func(string)
+	onViolation func(Violation)
+}
+
+// Violation is why a reader's stream ended stale.
+type Violation struct {
+	// Unopened: a sealed frame did not authenticate under the stream's
+	// key. It was altered or forged on the way, or it was sealed for
+	// another stream (another lease's run of the job); every other
+	// violation is the relay breaking the lane's rules.
+	Unopened bool
+	Reason   string
 }
 
 // NewReader reads stream streamID from offset from, holding held (the text
 // the reader already has, at least from code units of it). onViolation, if
 // not nil, hears why a stream ended stale.
-func NewReader(k Key, streamID string, from int64, held string, onViolation func(string)) *Reader {
+func NewReader(k Key, streamID string, from int64, held string, onViolation func(Violation)) *Reader {
 	r := &Reader{key: k, asm: stream.NewAssembler(held), onViolation: onViolation}
-	r.conform = stream.NewConform(streamID, from, r.report)
+	r.conform = stream.NewConform(streamID, from, func(reason string) { r.report(Violation{Reason: reason}) })
 	return r
 }
 
-func (r *Reader) report(reason string) {
+func (r *Reader) report(v Violation) {
 	if r.onViolation != nil {
-		r.onViolation(reason)
+		r.onViolation(v)
 	}
 }
 
@@ -155,7 +168,7 @@ func (r *Reader) Feed(raw []byte) []stream.Frame {
 		}
 		opened, err := open(r.key, s)
 		if err != nil {
-			return r.fail(fmt.Sprintf("frame %d: %v", s.N, err))
+			return r.failWith(Violation{Unopened: errors.Is(err, errUnauthentic), Reason: fmt.Sprintf("frame %d: %v", s.N, err)})
 		}
 		r.started, r.next, r.prevSeq = true, s.N+1, s.Seq
 		f = opened
@@ -174,8 +187,10 @@ func (r *Reader) End() []stream.Frame { return r.apply(r.conform.End()) }
 // Fail is called when the event source failed.
 func (r *Reader) Fail() []stream.Frame { return r.apply(r.conform.Fail()) }
 
-func (r *Reader) fail(reason string) []stream.Frame {
-	r.report(reason)
+func (r *Reader) fail(reason string) []stream.Frame { return r.failWith(Violation{Reason: reason}) }
+
+func (r *Reader) failWith(v Violation) []stream.Frame {
+	r.report(v)
 	return r.apply(r.conform.Fail())
 }
 

@@ -76,9 +76,9 @@ func event(t testing.TB, e Event) []byte {
 
 func clearEvent(t testing.TB, f stream.Frame) []byte { return event(t, Event{Clear: &f}) }
 
-func read(k Key, from int64, held string, events [][]byte) (*Reader, []string) {
-	var reasons []string
-	r := NewReader(k, "job_1", from, held, func(s string) { reasons = append(reasons, s) })
+func read(k Key, from int64, held string, events [][]byte) (*Reader, []Violation) {
+	var reasons []Violation
+	r := NewReader(k, "job_1", from, held, func(v Violation) { reasons = append(reasons, v) })
 	for _, e := range events {
 		r.Feed(e)
 	}
@@ -98,7 +98,7 @@ func TestAnHonestRelayDeliversTheWholeTextAndTheSeal(t *testing.T) {
 	r, reasons := read(sk, 0, "", events)
 	end, ok := r.Terminal()
 	if r.Text() != produced || !ok || end.Type != stream.TypeEnd || end.Status != stream.StatusComplete || end.Seq != stream.UTF16Len(produced) {
-		t.Fatalf("text %q, terminal %+v, reasons %q", r.Text(), end, reasons)
+		t.Fatalf("text %q, terminal %+v, reasons %+v", r.Text(), end, reasons)
 	}
 }
 
@@ -110,12 +110,14 @@ func TestAReaderResumesFromAnOffsetInsideAFrame(t *testing.T) {
 	// frame that contains offset 9, frame 2, which starts at 7.
 	r, reasons := read(sk, 9, "Hello, wö", append([][]byte{clearEvent(t, stream.Open("job_1", 7, 15, 7, false))}, events[2:]...))
 	if end, _ := r.Terminal(); r.Text() != produced || end.Type != stream.TypeEnd {
-		t.Fatalf("text %q, terminal %+v, reasons %q", r.Text(), end, reasons)
+		t.Fatalf("text %q, terminal %+v, reasons %+v", r.Text(), end, reasons)
 	}
 }
 
 // Every way a relay can tamper with the frames it holds is detected: the
-// stream ends stale, with text that is a prefix of what was produced.
+// stream ends stale, with text that is a prefix of what was produced. A
+// frame that does not open (altered, forged, another stream's) is told
+// apart from the relay breaking the lane's order.
 func TestTheSiteDetectsEveryTamperingByTheRelay(t *testing.T) {
 	p := newPair(t)
 	ctx := p.ctx("job_1", "lease_1")
@@ -134,47 +136,48 @@ func TestTheSiteDetectsEveryTamperingByTheRelay(t *testing.T) {
 		return event(t, ev)
 	}
 	tests := []struct {
-		name   string
-		tamper func(honest [][]byte) [][]byte
+		name     string
+		unopened bool
+		tamper   func(honest [][]byte) [][]byte
 	}{
-		{"reordering two frames", func(h [][]byte) [][]byte { return [][]byte{h[0], h[2], h[1], h[3], h[4]} }},
-		{"dropping a frame", func(h [][]byte) [][]byte { return [][]byte{h[0], h[2], h[3], h[4]} }},
-		{"duplicating a frame", func(h [][]byte) [][]byte { return [][]byte{h[0], h[1], h[1], h[2], h[3], h[4]} }},
-		{"dropping the seal", func(h [][]byte) [][]byte { return h[:4] }},
-		{"splicing in a frame of another job between the same keys", func(h [][]byte) [][]byte {
+		{"reordering two frames", false, func(h [][]byte) [][]byte { return [][]byte{h[0], h[2], h[1], h[3], h[4]} }},
+		{"dropping a frame", false, func(h [][]byte) [][]byte { return [][]byte{h[0], h[2], h[3], h[4]} }},
+		{"duplicating a frame", false, func(h [][]byte) [][]byte { return [][]byte{h[0], h[1], h[1], h[2], h[3], h[4]} }},
+		{"dropping the seal", false, func(h [][]byte) [][]byte { return h[:4] }},
+		{"splicing in a frame of another job between the same keys", true, func(h [][]byte) [][]byte {
 			o := produce(t, otherJob, chunks, stream.StatusComplete)
 			return [][]byte{h[0], h[1], o[2], h[3], h[4]}
 		}},
-		{"splicing in a frame of an earlier lease of the same job", func(h [][]byte) [][]byte {
+		{"splicing in a frame of an earlier lease of the same job", true, func(h [][]byte) [][]byte {
 			o := produce(t, otherLease, []string{"Hello", ", ", "evil!!!!", "!"}, stream.StatusComplete)
 			return [][]byte{h[0], h[1], o[2], h[3], h[4]}
 		}},
-		{"substituting a whole stream sealed by another device", func(h [][]byte) [][]byte {
+		{"substituting a whole stream sealed by another device", true, func(h [][]byte) [][]byte {
 			return produce(t, strangerKey, chunks, stream.StatusComplete)
 		}},
-		{"editing a frame's clear offsets", func(h [][]byte) [][]byte {
+		{"editing a frame's clear offsets", true, func(h [][]byte) [][]byte {
 			return [][]byte{h[0], edit(h[1], func(f *Frame) { f.Seq++ }), h[2], h[3], h[4]}
 		}},
-		{"renumbering frames to hide a drop", func(h [][]byte) [][]byte {
+		{"renumbering frames to hide a drop", true, func(h [][]byte) [][]byte {
 			return [][]byte{h[0], h[1], edit(h[3], func(f *Frame) { f.N = 2; f.From = 7 }), h[4]}
 		}},
-		{"flipping a ciphertext bit", func(h [][]byte) [][]byte {
+		{"flipping a ciphertext bit", true, func(h [][]byte) [][]byte {
 			return [][]byte{h[0], h[1], edit(h[2], func(f *Frame) {
 				raw, _ := protocol.UnB64(f.CT)
 				raw[len(raw)-1] ^= 1
 				f.CT = protocol.B64(raw)
 			}), h[3], h[4]}
 		}},
-		{"turning a chunk into an end", func(h [][]byte) [][]byte {
+		{"turning a chunk into an end", true, func(h [][]byte) [][]byte {
 			return [][]byte{h[0], edit(h[1], func(f *Frame) { f.Kind = KindEnd })}
 		}},
-		{"injecting clear text", func(h [][]byte) [][]byte {
+		{"injecting clear text", false, func(h [][]byte) [][]byte {
 			return [][]byte{h[0], clearEvent(t, stream.Chunk(5, ", evil")), h[2]}
 		}},
-		{"injecting a clear end", func(h [][]byte) [][]byte {
+		{"injecting a clear end", false, func(h [][]byte) [][]byte {
 			return [][]byte{h[0], clearEvent(t, stream.End(5, stream.StatusComplete, ""))}
 		}},
-		{"sending an event that is not a frame", func(h [][]byte) [][]byte {
+		{"sending an event that is not a frame", false, func(h [][]byte) [][]byte {
 			return [][]byte{h[0], []byte(`{"type":"sealed","n":1}`)}
 		}},
 	}
@@ -191,6 +194,9 @@ func TestTheSiteDetectsEveryTamperingByTheRelay(t *testing.T) {
 			}
 			if len(reasons) == 0 {
 				t.Fatal("no violation reported")
+			}
+			if reasons[0].Unopened != tc.unopened {
+				t.Fatalf("violation %+v: unopened %v, want %v", reasons[0], reasons[0].Unopened, tc.unopened)
 			}
 		})
 	}
