@@ -40,6 +40,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&cfg.ResultsLimit, "results-limit", cfg.ResultsLimit, "stop starting jobs at each results-phase deadline after this long")
 	resultsDeadlines := fs.String("results-deadlines", joinDurations(cfg.ResultsDeadlines), "job deadlines of the results phase, comma-separated")
 	fs.DurationVar(&cfg.Idle, "idle", cfg.Idle, "idle phase on dynamodb: every daemon heartbeating and claiming at the default period with nothing queued, this long (0 skips it)")
+	fs.BoolVar(&cfg.Grants, "grants", cfg.Grants, "byorelay's targets sign a grant for every claimed job, every consent mapped (the reference signs none)")
 	fs.BoolVar(&cfg.ColdStart, "coldstart", cfg.ColdStart, "build every function and measure size and init under the emulator")
 	fs.IntVar(&cfg.ColdStartRuns, "coldstart-runs", cfg.ColdStartRuns, "interleaved cold-start pairs (hello-world, function) per function")
 	fs.StringVar(&cfg.DynamoEndpoint, "ddb-endpoint", os.Getenv(localtest.EnvDynamoEndpoint), "use this DynamoDB endpoint instead of starting DynamoDB Local")

@@ -64,6 +64,11 @@ type Config struct {
 	// Targets to run, of TargetMemory, TargetMemoryAPIGW, TargetDynamo,
 	// TargetReference; none runs only the cold start.
 	Targets []string
+	// Grants has byorelay's targets sign a grant for every claimed job, as
+	// a relay with a grant key does, with every consent mapped to the
+	// daemons' service: what the grant law costs a claim. The reference
+	// target signs none either way.
+	Grants bool
 	// Rounds splits the lifecycle phase: each round runs every target for
 	// Jobs/Rounds jobs (PhaseLimit/Rounds at most), the order rotating, so
 	// a change in the machine's load lands on every target alike; the
@@ -127,6 +132,7 @@ type Report struct {
 		JobDeadlineMs, PhaseLimitMs             int64
 		DepthLimitMs                            int64
 		Targets                                 []string
+		Grants                                  bool
 	} `json:"config"`
 	// Targets by name.
 	Targets map[string]*TargetReport `json:"targets"`
@@ -219,12 +225,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Config.DepthJobs, rep.Config.Depths, rep.Config.Targets = cfg.DepthJobs, cfg.Depths, cfg.Targets
 	rep.Config.JobDeadlineMs = cfg.JobDeadline.Milliseconds()
 	rep.Config.IdleMs = cfg.Idle.Milliseconds()
+	rep.Config.Grants = cfg.Grants
 	rep.Config.PhaseLimitMs, rep.Config.DepthLimitMs = cfg.PhaseLimit.Milliseconds(), cfg.DepthLimit.Milliseconds()
 
 	w, err := newWorld(cfg.Sites, cfg.Daemons)
 	if err != nil {
 		return nil, err
 	}
+	w.grants = cfg.Grants
 	// The driver's garbage collector runs on the cores the targets are
 	// measured on, and the driver allocates per request (HTTP, JSON,
 	// envelopes) with a small live heap: collecting less often takes less

@@ -24,6 +24,7 @@ import (
 
 	byorelay "github.com/byorelay/byorelay"
 	"github.com/byorelay/byorelay/internal/controlplane"
+	"github.com/byorelay/byorelay/internal/controlplane/grants"
 	"github.com/byorelay/byorelay/internal/lambdafn"
 	"github.com/byorelay/byorelay/internal/platform/container"
 	"github.com/byorelay/byorelay/internal/projection"
@@ -61,6 +62,7 @@ func TargetMain(args []string, in io.Reader, out io.Writer) int {
 	kind := fs.String("kind", TargetMemory, "memory (relay on plain net/http, as `serve --store memory` would), memory-apigw (behind the local API server) or dynamodb (the local stack, as `serve` runs it)")
 	path := fs.String("projection", "", "the projection fixture (JSON)")
 	endpoint := fs.String("endpoint", "", "DynamoDB Local's endpoint (kind dynamodb)")
+	withGrants := fs.Bool("grants", false, "sign a grant for every claimed job with a fresh control-plane key")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -72,7 +74,18 @@ func TargetMain(args []string, in io.Reader, out io.Writer) int {
 		}
 		defer stop()
 	}
-	if err := serveTarget(*kind, *path, *endpoint, in, out); err != nil {
+	var author *grants.Author
+	if *withGrants {
+		seed, err := grants.NewSeed()
+		if err == nil {
+			author, err = grants.New(seed, grants.Options{})
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench-target: %v\n", err)
+			return 1
+		}
+	}
+	if err := serveTarget(*kind, *path, *endpoint, author, in, out); err != nil {
 		fmt.Fprintf(os.Stderr, "bench-target: %v\n", err)
 		return 1
 	}
@@ -95,7 +108,7 @@ func startProfile(dir, kind string) (stop func(), err error) {
 	}, nil
 }
 
-func serveTarget(kind, path, endpoint string, in io.Reader, out io.Writer) error {
+func serveTarget(kind, path, endpoint string, author *grants.Author, in io.Reader, out io.Writer) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -107,11 +120,11 @@ func serveTarget(kind, path, endpoint string, in io.Reader, out io.Writer) error
 	var h http.Handler
 	switch kind {
 	case TargetMemory, TargetMemoryAPIGW:
-		if h, err = memoryHandler(kind, fixture); err != nil {
+		if h, err = memoryHandler(kind, fixture, author); err != nil {
 			return err
 		}
 	case TargetDynamo:
-		if h, err = dynamoHandler(context.Background(), endpoint, fixture); err != nil {
+		if h, err = dynamoHandler(context.Background(), endpoint, fixture, author); err != nil {
 			return err
 		}
 	default:
@@ -131,13 +144,17 @@ func serveTarget(kind, path, endpoint string, in io.Reader, out io.Writer) error
 
 // memoryHandler is the relay over the memory store, on plain net/http or
 // behind the local API server.
-func memoryHandler(kind string, fixture projection.Fixture) (http.Handler, error) {
+func memoryHandler(kind string, fixture projection.Fixture, author *grants.Author) (http.Handler, error) {
 	proj, err := projection.New(fixture)
 	if err != nil {
 		return nil, err
 	}
 	st := memory.New(store.Options{})
-	r, err := relay.New(relay.Config{Store: st, Pairing: st, Projection: relay.NewStaticProjection(proj)})
+	cfg := relay.Config{Store: st, Pairing: st, Projection: relay.NewStaticProjection(proj)}
+	if author != nil {
+		cfg.ControlPlanePublic, cfg.AuthorGrant = author.Public(), author.Grant
+	}
+	r, err := relay.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +172,7 @@ const controlPrefix = "/bench-control/"
 
 // dynamoHandler is the local stack on a table of its own, with its
 // DynamoDB capacity metered by function, and the control paths beside it.
-func dynamoHandler(ctx context.Context, endpoint string, fixture projection.Fixture) (http.Handler, error) {
+func dynamoHandler(ctx context.Context, endpoint string, fixture projection.Fixture, author *grants.Author) (http.Handler, error) {
 	meter := newCapacityMeter()
 	cfg := localtest.AWSConfig(endpoint)
 	cfg.APIOptions = append(cfg.APIOptions, meter.apiOption)
@@ -165,7 +182,7 @@ func dynamoHandler(ctx context.Context, endpoint string, fixture projection.Fixt
 	}
 	quiet := slog.New(slog.DiscardHandler)
 	st, err := lambdafn.Open(lambdafn.Env{TableName: table, MetricsNamespace: "byorelay"},
-		lambdafn.Options{AWS: &cfg, Logger: quiet, MetricsOut: io.Discard})
+		lambdafn.Options{AWS: &cfg, Logger: quiet, MetricsOut: io.Discard, Grants: author})
 	if err != nil {
 		return nil, err
 	}

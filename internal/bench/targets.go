@@ -128,7 +128,7 @@ func startMemory(ctx context.Context, command []string, kind string, w *world) (
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(command[0], append(command[1:], "-kind", kind, "-projection", path)...)
+	cmd := exec.Command(command[0], append(command[1:], targetArgs(w, "-kind", kind, "-projection", path)...)...)
 	cmd.Env = append(os.Environ(), TargetEnv+"=1")
 	t, err := startProcess(ctx, cmd, dir)
 	if err != nil {
@@ -136,6 +136,15 @@ func startMemory(ctx context.Context, command []string, kind string, w *world) (
 		return nil, err
 	}
 	return t, nil
+}
+
+// targetArgs are a target process's arguments: args, and -grants when the
+// world signs grants.
+func targetArgs(w *world, args ...string) []string {
+	if w.grants {
+		args = append(args, "-grants")
+	}
+	return args
 }
 
 // writeFixture writes the world's projection into a new directory.
@@ -167,7 +176,7 @@ func startDynamo(ctx context.Context, command []string, endpoint string, w *worl
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(command[0], append(command[1:], "-kind", TargetDynamo, "-projection", path, "-endpoint", endpoint)...)
+	cmd := exec.Command(command[0], append(command[1:], targetArgs(w, "-kind", TargetDynamo, "-projection", path, "-endpoint", endpoint)...)...)
 	cmd.Env = append(os.Environ(), TargetEnv+"=1")
 	t, err := startProcess(ctx, cmd, dir)
 	if err != nil {

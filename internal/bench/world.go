@@ -27,6 +27,9 @@ type daemon struct {
 type world struct {
 	sites   []site
 	daemons []daemon
+	// grants maps every consent's slot to the daemons' service, and has
+	// byorelay's targets sign grants (Config.Grants).
+	grants bool
 }
 
 func newWorld(sites, daemons int) (*world, error) {
@@ -64,7 +67,11 @@ func (w *world) fixture() projection.Fixture {
 	for _, d := range w.daemons {
 		f.Devices = append(f.Devices, projection.DeviceRecord{Owner: d.owner, RunnerID: d.runnerID, Device: d.keys.Public()})
 		for _, s := range w.sites {
-			f.Consents = append(f.Consents, projection.ConsentRecord{Owner: d.owner, SiteID: s.id})
+			c := projection.ConsentRecord{Owner: d.owner, SiteID: s.id}
+			if w.grants {
+				c.Mappings = []projection.Mapping{{Purpose: projection.ReservedPurpose, Kind: capability.Kind, Service: capability.Service}}
+			}
+			f.Consents = append(f.Consents, c)
 		}
 	}
 	return f

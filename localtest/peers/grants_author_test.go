@@ -87,7 +87,9 @@ func worldWithTeam(t *testing.T, origin string) *peers.World {
 	if _, err := w.Admin.PutRoster(ctx, "alice-team", controlplane.RosterRequest{Owner: owner, Members: []string{teammate}}); err != nil {
 		t.Fatal(err)
 	}
-	mapSlot(t, w, teammate, "primary", owner)
+	// With grants on, an unmapped slot is refused at enqueue
+	// (slot-unsatisfiable) and declined at claim.
+	mapSlot(t, w, teammate, peers.DaemonService, owner)
 	return w
 }
 
