@@ -175,7 +175,7 @@ func TestACloudLaneRosterIsSealedOnlyToADeviceItNames(t *testing.T) {
 		w.enqueueInput(s, siteserver.EnqueueInput{ID: id, Payload: prompt("b runs it"), AudienceAllow: []string{name}})
 		w.settleWith(s, []*daemon.Daemon{w.daemon2}, w.ended(id))
 		j = w.job(id)
-		if siteserver.FateOf(j) != site.FateVerified || j.Outcome.TextOrEmpty() != echoOf("b runs it") ||
+		if siteserver.FateOf(j) != site.FateVerified || w.answer(id) != echoOf("b runs it") ||
 			j.Provenance.RunnerID != "runner-b" || j.Attempts != 1 ||
 			!slices.Equal(j.SealedTo, []protocol.PublicIdentity{w.device2.Keys.Public()}) {
 			t.Fatalf("a job whose roster names %s: %+v", name, j)
