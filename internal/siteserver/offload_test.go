@@ -86,9 +86,17 @@ func TestATwoMiBPayloadRunsThroughTheSiteStore(t *testing.T) {
 	if want := fmt.Sprintf("read %d bytes", len(prompt)); r.State != sitestore.StateOK || r.Outcome == nil || r.Outcome.TextOrEmpty() != want {
 		t.Fatalf("the job ended %+v, want ok %q", r, want)
 	}
-	_, err = s3c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: &obj.Value})
-	if _, gone := errors.AsType[*s3types.NotFound](err); !gone {
-		t.Fatalf("the object is still in the bucket after the job ended (head: %v); delete failures %v", err, deleteFailures)
+	// The call that ended the job deletes the object right after its end
+	// write, and the app's read above can land between the two: wait for
+	// that call, boundedly, rather than race it.
+	for until := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, err = s3c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: &obj.Value})
+		if _, gone := errors.AsType[*s3types.NotFound](err); gone {
+			return
+		}
+		if time.Now().After(until) {
+			t.Fatalf("the object is still in the bucket 10 s after the job ended (head: %v); delete failures %v", err, deleteFailures)
+		}
 	}
 }
 
