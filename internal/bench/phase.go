@@ -75,6 +75,17 @@ func runPhase(ctx context.Context, t target, w *world, spec phaseSpec) Phase {
 	if spec.samples != nil {
 		c.times = spec.samples
 	}
+	stopAnnouncing := make(chan struct{})
+	defer close(stopAnnouncing)
+	if w.grants {
+		// Outside the measurement: what a running fleet already did.
+		// Its own client, so its requests are not in the phase's latency.
+		ac := newClient(t.origin())
+		if err := announce(ctx, ac, w); err != nil {
+			return Phase{Errors: []string{err.Error()}}
+		}
+		go keepAnnouncing(ctx, ac, w, stopAnnouncing)
+	}
 	before := t.capacity()
 	keysBefore := t.keyCapacity()
 	cpuBefore, cpuOK := t.cpuSeconds()
