@@ -25,6 +25,12 @@ import (
 // maxArchitectureLines is the most docs/architecture.md may run to.
 const maxArchitectureLines = 300
 
+// maxREADMELines is the most README.md may run to: what byorelay is, the
+// two commands, a first run, a first deploy and a map of docs/. The
+// reference pages live under docs/, where nobody has to scroll past them
+// to find the first command.
+const maxREADMELines = 250
+
 // outsideNames are the design notes that live outside the repository, and
 // the section sign their references use.
 var outsideNames = []string{"relay.md", "protocol.md", "site-server.md", "streams.md", "aws-notes.md", "ARCHITECTURE.md", "reference/", "../shared", "§"}
@@ -124,6 +130,31 @@ func TestEveryRelativeLinkInTheDocsResolves(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("found no relative links at all: the link pattern is broken")
+	}
+}
+
+func TestTheREADMEIsShortAndMapsEveryPage(t *testing.T) {
+	raw, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	if n := strings.Count(text, "\n"); n > maxREADMELines {
+		t.Errorf("README.md has %d lines, more than %d", n, maxREADMELines)
+	}
+	pages, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := map[string]bool{}
+	for _, l := range relativeLinks(t, "README.md") {
+		target, _, _ := strings.Cut(l.target, "#")
+		linked[filepath.Clean(target)] = true
+	}
+	for _, p := range pages {
+		if !linked[p] {
+			t.Errorf("README.md does not link %s: a page nobody links is a page nobody reads", p)
+		}
 	}
 }
 

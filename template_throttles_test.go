@@ -14,9 +14,8 @@ import (
 	"github.com/byorelay/byorelay/protocol"
 )
 
-// The fleet the template's defaults are sized for (README.md, "Sizing a
-// deployment"): change one here, in the README and in template.yaml
-// together.
+// The fleet the template's defaults are sized for (docs/sizing.md): change
+// one here, in that page and in template.yaml together.
 const (
 	fleetDaemons   = 10_000
 	fleetSites     = 100
@@ -207,25 +206,18 @@ func isNotZero(c *yaml.Node, param string) bool {
 	return ref.Tag == "!Ref" && ref.Value == param && zero.Value == "0"
 }
 
-// The README's tables show each default's arithmetic; the template's
-// default, the README's result and the daemon's own rates must agree.
-func TestSizingDefaultsAreTheREADMEsArithmetic(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+// docs/sizing.md's tables show each default's arithmetic; the template's
+// default, the page's result and the daemon's own rates must agree.
+func TestSizingDefaultsAreTheSizingPagesArithmetic(t *testing.T) {
+	page, err := os.ReadFile("docs/sizing.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := strings.Index(string(readme), "\n## Sizing a deployment\n")
-	if start < 0 {
-		t.Fatal(`README.md has no "Sizing a deployment" section`)
-	}
-	section := string(readme)[start+1:]
-	if end := strings.Index(section[3:], "\n## "); end >= 0 {
-		section = section[:end+3]
-	}
+	section := string(page)
 	row := regexp.MustCompile("(?m)^\\| `([A-Za-z]+)` \\| [^|]+ \\| ([^|]+) \\|$")
-	readmeSays := map[string]float64{}
+	pageSays := map[string]float64{}
 	for _, m := range row.FindAllStringSubmatch(section, -1) {
-		readmeSays[m[1]] = arithmetic(t, m[1], strings.TrimSpace(m[2]))
+		pageSays[m[1]] = arithmetic(t, m[1], strings.TrimSpace(m[2]))
 	}
 	p := parseTemplate(t)
 	for name, want := range wantDefaults() {
@@ -238,11 +230,11 @@ func TestSizingDefaultsAreTheREADMEsArithmetic(t *testing.T) {
 		if err != nil || !near(got, want) {
 			t.Errorf("template.yaml: %s defaults to %s, the sizing formula gives %g", name, d.Value, want)
 		}
-		r, ok := readmeSays[name]
+		r, ok := pageSays[name]
 		if !ok {
-			t.Errorf("README.md: no sizing row for %s", name)
+			t.Errorf("docs/sizing.md: no sizing row for %s", name)
 		} else if !near(r, want) {
-			t.Errorf("README.md: %s's row comes to %g, the sizing formula gives %g", name, r, want)
+			t.Errorf("docs/sizing.md: %s's row comes to %g, the sizing formula gives %g", name, r, want)
 		}
 	}
 }
@@ -255,23 +247,23 @@ func arithmetic(t *testing.T, name, cell string) float64 {
 	if !ok {
 		n, err := strconv.ParseFloat(strings.Fields(cell)[0], 64)
 		if err != nil {
-			t.Fatalf("README.md: %s: %q is neither arithmetic nor a number", name, cell)
+			t.Fatalf("docs/sizing.md: %s: %q is neither arithmetic nor a number", name, cell)
 		}
 		return n
 	}
 	result, err := strconv.ParseFloat(rhs, 64)
 	if err != nil {
-		t.Fatalf("README.md: %s: result %q", name, rhs)
+		t.Fatalf("docs/sizing.md: %s: result %q", name, rhs)
 	}
 	tok := strings.Fields(lhs)
 	acc, err := strconv.ParseFloat(tok[0], 64)
 	if err != nil || len(tok)%2 != 1 {
-		t.Fatalf("README.md: %s: %q", name, lhs)
+		t.Fatalf("docs/sizing.md: %s: %q", name, lhs)
 	}
 	for i := 1; i+1 < len(tok); i += 2 {
 		v, err := strconv.ParseFloat(tok[i+1], 64)
 		if err != nil {
-			t.Fatalf("README.md: %s: %q", name, lhs)
+			t.Fatalf("docs/sizing.md: %s: %q", name, lhs)
 		}
 		switch tok[i] {
 		case "+":
@@ -281,11 +273,11 @@ func arithmetic(t *testing.T, name, cell string) float64 {
 		case "/":
 			acc /= v
 		default:
-			t.Fatalf("README.md: %s: operator %q", name, tok[i])
+			t.Fatalf("docs/sizing.md: %s: operator %q", name, tok[i])
 		}
 	}
 	if !near(acc, result) {
-		t.Errorf("README.md: %s: %s is %g, not %g", name, lhs, acc, result)
+		t.Errorf("docs/sizing.md: %s: %s is %g, not %g", name, lhs, acc, result)
 	}
 	return result
 }

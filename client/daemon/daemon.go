@@ -46,8 +46,8 @@ const Version = "0.1.1"
 type Clock = clock.Clock
 
 // DefaultHeartbeatInterval is an idle daemon's tick: one heartbeat and
-// one claim. The relay's route throttles are sized from it (README.md,
-// "Sizing a deployment"); a shorter one multiplies a fleet's requests.
+// one claim. The relay's route throttles are sized from it
+// (docs/sizing.md); a shorter one multiplies a fleet's requests.
 const DefaultHeartbeatInterval = 10 * time.Second
 
 // Config wires a Daemon. RelayURL, Keys and Backend are required; Pairing

@@ -14,8 +14,8 @@ import (
 )
 
 // DefaultFlushEvery is how often a live stream posts a frame while text
-// arrives: the relay's append throttle is sized from it (README.md,
-// "Sizing a deployment").
+// arrives: the relay's append throttle is sized from it
+// (docs/sizing.md).
 const DefaultFlushEvery = 150 * time.Millisecond
 
 // Streaming configures live streams (docs/streaming.md).

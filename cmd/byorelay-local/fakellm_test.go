@@ -14,7 +14,7 @@ import (
 
 // The stand-in answers byollm's health probe and a chat completion, and
 // the config it writes is one byollm reads as an openai-http service for
-// both text kinds (the real daemon running a job on it is the README's
+// both text kinds (the real daemon running a job on it is docs/local.md's
 // walkthrough).
 func TestFakeLLMAnswersAsAnOpenAICompatibleServer(t *testing.T) {
 	srv := httptest.NewServer(fakellm.Handler(fakeModel, nil))

@@ -512,7 +512,7 @@ pending list shows the pairing; check the key id is the fingerprint the
 daemon printed and click Approve for %[9]s; or from a terminal:
   go run ./cmd/byorelay admin pairings                        # who is asking
   go run ./cmd/byorelay admin approve XXXX-XXXX --owner %[9]s
-README.md ("A real byollm daemon") goes on to a model and a job.
+docs/local.md ("A real byollm daemon") goes on to a model and a job.
 
 Point a site at it (@byollm/server's cloud lane):
   relayOrigin %[1]s, siteId %[7]s, and the site keys from

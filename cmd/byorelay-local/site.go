@@ -43,7 +43,7 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	leaseMs := fs.Int64("lease-ms", 0, "lease length in ms (default 60000)")
 	pairingTTL := fs.Int64("pairing-ttl-ms", 0, "pairing code lifetime in ms (default 600000)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: byorelay-local site [flags]\n\nA direct-lane BYOLLM site locally: the site functions of site-template.yaml\non one port over DynamoDB Local. Point a daemon at it with `byollm connect <url>`;\napprove codes and enqueue jobs through the app API (README, \"Run a direct-lane site\").\n\n")
+		fmt.Fprint(stderr, "usage: byorelay-local site [flags]\n\nA direct-lane BYOLLM site locally: the site functions of site-template.yaml\non one port over DynamoDB Local. Point a daemon at it with `byollm connect <url>`;\napprove codes and enqueue jobs through the app API (docs/site.md, \"Run a direct-lane site\").\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

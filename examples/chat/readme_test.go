@@ -20,18 +20,18 @@ import (
 	"github.com/byorelay/byorelay/localtest/peers"
 )
 
-// The README's cloud-lane recipe, read from README.md and followed step by
+// The cloud-lane recipe of docs/site.md, read from that page and followed step by
 // step with the commands it names, built from this repository and run as
 // processes: make run (byorelay-local serve, on DynamoDB Local), a daemon
 // paired and approved with byorelay admin, then make example's page (the
-// chat binary with the README's EXAMPLE_FLAGS). A prompt asked on the page
+// chat binary with the page's EXAMPLE_FLAGS). A prompt asked on the page
 // must come back answered. Once with byorelay daemon, as the recipe says,
-// and once with the real byollm 0.1.1 daemon in its place, which the README
+// and once with the real byollm 0.1.1 daemon in its place, which the page
 // says pairs the same way. The only departures are the ones a test needs:
 // free ports for the stack and the page, its own table, and its own
 // working directory (BYORELAY_DEMO_DIR is that directory's .cache/demo,
 // which is where make run keeps it in a checkout).
-func TestTheREADMEsCloudLaneRecipeFinishesAJob(t *testing.T) {
+func TestTheSitePagesCloudLaneRecipeFinishesAJob(t *testing.T) {
 	steps := readmeCloudRecipe(t)
 	bin := buildRecipeCommands(t)
 	t.Run("byorelay daemon", func(t *testing.T) { followRecipe(t, steps, bin, false, "") })
@@ -39,12 +39,12 @@ func TestTheREADMEsCloudLaneRecipeFinishesAJob(t *testing.T) {
 		localtest.RequireNode(t, "byollm")
 		followRecipe(t, steps, bin, true, "")
 	})
-	// The README's -stream: a job published as a live stream, which
+	// The page's -stream: a job published as a live stream, which
 	// byorelay daemon takes because it opts in by default.
 	t.Run("byorelay daemon, -stream", func(t *testing.T) { followRecipe(t, steps, bin, false, "-stream") })
 }
 
-// readmeCloudRecipe is the README's cloud-lane block: its commands, in
+// readmeCloudRecipe is docs/site.md's cloud-lane block: its commands, in
 // order, each without its comment.
 func readmeCloudRecipe(t *testing.T) []string {
 	t.Helper()
@@ -52,17 +52,17 @@ func readmeCloudRecipe(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join(root, "README.md"))
+	raw, err := os.ReadFile(filepath.Join(root, "docs", "site.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	readme := string(raw)
 	if !strings.Contains(readme, "`byollm connect <url>` pairs the real daemon the same way") {
-		t.Fatal("README.md no longer says byollm connect pairs the real daemon the same way; this test runs that claim")
+		t.Fatal("docs/site.md no longer says byollm connect pairs the real daemon the same way; this test runs that claim")
 	}
 	_, block, found := strings.Cut(readme, "# cloud: through the local relay")
 	if !found {
-		t.Fatal(`README.md has no "# cloud: through the local relay" recipe`)
+		t.Fatal(`docs/site.md has no "# cloud: through the local relay" recipe`)
 	}
 	block, _, _ = strings.Cut(block, "```")
 	var steps []string
@@ -74,7 +74,7 @@ func readmeCloudRecipe(t *testing.T) []string {
 		}
 	}
 	if len(steps) == 0 {
-		t.Fatal("the README's cloud recipe has no commands")
+		t.Fatal("the page's cloud recipe has no commands")
 	}
 	return steps
 }
@@ -110,7 +110,7 @@ func followRecipe(t *testing.T, steps []string, bin recipeBin, realDaemon bool, 
 
 	var stackURL, userCode, fingerprint, page string
 	for _, step := range steps {
-		t.Logf("README: %s", step)
+		t.Logf("docs/site.md: %s", step)
 		switch {
 		case step == "make run":
 			serve := startProcess(t, ctx, work, env, bin.local, "serve", "--port", "0",
@@ -149,7 +149,7 @@ func followRecipe(t *testing.T, steps []string, bin recipeBin, realDaemon bool, 
 
 		case strings.HasPrefix(step, "make example EXAMPLE_FLAGS='"):
 			flags := strings.TrimSuffix(strings.TrimPrefix(step, "make example EXAMPLE_FLAGS='"), "'")
-			// The README's port is make run's default; this stack's is free.
+			// The page's port is make run's default; this stack's is free.
 			flags = strings.ReplaceAll(flags, "http://127.0.0.1:8787", stackURL)
 			args := append(strings.Fields(flags), "-addr", "127.0.0.1:0")
 			if exampleFlag != "" {
@@ -159,7 +159,7 @@ func followRecipe(t *testing.T, steps []string, bin recipeBin, realDaemon bool, 
 			page = chat.waitFor(t, regexp.MustCompile(`: open (http://\S+)`))
 
 		default:
-			t.Fatalf("the README's cloud recipe has a step this test does not know how to follow: %q", step)
+			t.Fatalf("the page's cloud recipe has a step this test does not know how to follow: %q", step)
 		}
 	}
 	if page == "" || userCode == "" {

@@ -46,7 +46,7 @@ type config struct {
 }
 
 // chaosDueShards is the due index's shard count here: sized to this
-// fleet as the README's formula sizes a deployment's (a few jobs a second
+// fleet as docs/sizing.md's formula sizes a deployment's (a few jobs a second
 // need one shard), not the template's default for 10,000 jobs a second.
 // The run compresses a deployment's minutes into seconds (a sweep every
 // second, not every minute), and at the default count each replica's
