@@ -158,15 +158,8 @@ func importFile(path string) command {
 		}
 		defer cleanup()
 		started := time.Now()
-		// The check: the whole file, before anything is written.
-		total := 0
-		if err := readFixturePages(file, func(at controlplane.ListOffsets, f projection.Fixture) error {
-			if err := controlplane.CheckFixture(f); err != nil {
-				return fmt.Errorf("at sites %d, consents %d, devices %d, rosters %d, revoked %d: %w", at.Sites, at.Consents, at.Devices, at.Rosters, at.Revoked, err)
-			}
-			total += records(f)
-			return nil
-		}); err != nil {
+		total, err := checkFixtureFile(file)
+		if err != nil {
 			return fmt.Errorf("%s: %w (nothing was written)", path, err)
 		}
 		fmt.Fprintf(p.progress, "import: %s holds %d records (%d bytes); checked, sending\n", path, total, size)
@@ -181,45 +174,19 @@ func importFile(path string) command {
 			return err
 		}
 		id := controlplane.NewImportID()
-		sent := 0
-		lastReport := time.Now()
-		if err := readFixturePages(file, func(at controlplane.ListOffsets, f projection.Fixture) error {
-			res, err := c.ImportPage(ctx, controlplane.ImportPageRequest{Import: id, At: at, Fixture: f})
-			if err != nil {
-				return err
-			}
-			sent += res.Written
-			if time.Since(lastReport) > 2*time.Second || sent == total {
-				lastReport = time.Now()
-				fmt.Fprintf(p.progress, "import: %d of %d records written (%.0f%%), %s\n", sent, total, 100*float64(sent)/float64(max(total, 1)), time.Since(started).Round(time.Second))
-			}
-			return nil
-		}); err != nil {
+		sent, err := sendFixturePages(ctx, c, p, file, id, total, started)
+		if err != nil {
 			return fmt.Errorf("%s: %w\nimport %s stopped after %d of %d records: the projection now holds those records beside the ones it held before, "+
 				"and nothing was removed; run the same import again to complete it", path, err, id, sent, total)
 		}
-		removed, steps := 0, 0
-		res := controlplane.ImportFinishResponse{}
+		res := controlplane.ImportFinishResponse{Version: time.Now().UnixMilli()}
+		removed := 0
 		if empty {
 			fmt.Fprintf(p.progress, "import: the projection held no record before this import, so none is left to remove\n")
-			res.Version = time.Now().UnixMilli()
 		} else {
 			fmt.Fprintf(p.progress, "import: removing the records %s does not name\n", path)
-		}
-		for cursor := ""; !empty; {
-			res, err = c.FinishImport(ctx, controlplane.ImportFinishRequest{Import: id, Cursor: cursor})
-			if err != nil {
+			if res, removed, err = finishImport(ctx, c, p, id, started); err != nil {
 				return fmt.Errorf("finishing import %s: %w\nevery record of %s is written; records it does not name may remain: run the same import again to remove them", id, err, path)
-			}
-			removed += res.Removed
-			if res.Next == "" {
-				break
-			}
-			cursor = res.Next
-			steps++
-			if time.Since(lastReport) > 5*time.Second {
-				lastReport = time.Now()
-				fmt.Fprintf(p.progress, "import: %d pages of the table read, %d stale items removed, %s\n", steps, removed, time.Since(started).Round(time.Second))
 			}
 		}
 		answer := controlplane.ImportResult{Version: res.Version, Written: sent, Removed: removed}
@@ -229,6 +196,63 @@ func importFile(path string) command {
 				path, sent, removed, time.Since(started).Round(time.Millisecond), res.Version)
 			return err
 		})
+	}
+}
+
+// checkFixtureFile checks the whole file, page by page, before anything is
+// written, and counts its records.
+func checkFixtureFile(file io.Reader) (int, error) {
+	total := 0
+	err := readFixturePages(file, func(at controlplane.ListOffsets, f projection.Fixture) error {
+		if err := controlplane.CheckFixture(f); err != nil {
+			return fmt.Errorf("at sites %d, consents %d, devices %d, rosters %d, revoked %d: %w", at.Sites, at.Consents, at.Devices, at.Rosters, at.Revoked, err)
+		}
+		total += records(f)
+		return nil
+	})
+	return total, err
+}
+
+// sendFixturePages sends the file's pages as import id, reporting
+// progress, and returns how many records were written.
+func sendFixturePages(ctx context.Context, c *controlplane.Client, p *printer, file io.Reader, id string, total int, started time.Time) (int, error) {
+	sent := 0
+	lastReport := time.Now()
+	err := readFixturePages(file, func(at controlplane.ListOffsets, f projection.Fixture) error {
+		res, err := c.ImportPage(ctx, controlplane.ImportPageRequest{Import: id, At: at, Fixture: f})
+		if err != nil {
+			return err
+		}
+		sent += res.Written
+		if time.Since(lastReport) > 2*time.Second || sent == total {
+			lastReport = time.Now()
+			fmt.Fprintf(p.progress, "import: %d of %d records written (%.0f%%), %s\n", sent, total, 100*float64(sent)/float64(max(total, 1)), time.Since(started).Round(time.Second))
+		}
+		return nil
+	})
+	return sent, err
+}
+
+// finishImport removes, page by page, the stored records import id did
+// not write, reporting progress.
+func finishImport(ctx context.Context, c *controlplane.Client, p *printer, id string, started time.Time) (controlplane.ImportFinishResponse, int, error) {
+	removed, steps := 0, 0
+	lastReport := time.Now()
+	for cursor := ""; ; {
+		res, err := c.FinishImport(ctx, controlplane.ImportFinishRequest{Import: id, Cursor: cursor})
+		if err != nil {
+			return res, removed, err
+		}
+		removed += res.Removed
+		if res.Next == "" {
+			return res, removed, nil
+		}
+		cursor = res.Next
+		steps++
+		if time.Since(lastReport) > 5*time.Second {
+			lastReport = time.Now()
+			fmt.Fprintf(p.progress, "import: %d pages of the table read, %d stale items removed, %s\n", steps, removed, time.Since(started).Round(time.Second))
+		}
 	}
 }
 
