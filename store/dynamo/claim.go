@@ -225,7 +225,7 @@ func (s *Store) claimOne(ctx context.Context, c *jobItem, in store.ClaimInput, r
 			}
 			c = fresh
 		}
-		stub, ok := s.claimable(c, in, routes, kinds, now)
+		stub, ok := store.Claimable(s.candidate(c, in), in, routes, kinds, now)
 		if !ok {
 			return store.Claimed{}, lostRace, nil
 		}
@@ -237,52 +237,16 @@ func (s *Store) claimOne(ctx context.Context, c *jobItem, in store.ClaimInput, r
 	return store.Claimed{}, lostRace, nil
 }
 
-// claimable is the contract's guards, in its order, on one job.
-func (s *Store) claimable(c *jobItem, in store.ClaimInput, routes map[store.Route]bool, kinds map[string]bool, now int64) (protocol.JobStub, bool) {
-	if c.State != string(store.StateQueued) || s.absent(c) {
-		return protocol.JobStub{}, false
+// candidate is what the claim guards (store.Claimable) read of c. The
+// pair's unsealed cap is not among them here: the grant's own write into
+// the pair's set enforces it (grant).
+func (s *Store) candidate(c *jobItem, in store.ClaimInput) store.Candidate {
+	return store.Candidate{
+		State: store.State(c.State), Gone: s.absent(c), SiteID: c.Site, Owner: c.Owner, Kind: c.Kind,
+		Audience: c.Audience, DeadlineAt: c.Deadline, ReofferTo: c.ReofferTo,
+		RefusedBy: c.RefusedBy, RetryAfter: c.RetryAfter[in.RunnerID], Cancelled: c.Cancelled,
+		Stub: c.stub,
 	}
-	// Past its deadline and not yet reached by the bounded sweep: never
-	// offered, because nobody may run it.
-	if c.Deadline <= now {
-		return protocol.JobStub{}, false
-	}
-	if !routes[store.Route{SiteID: c.Site, Owner: c.Owner}] {
-		return protocol.JobStub{}, false
-	}
-	// Sticky re-offer: abandoned once, it goes back only to the device
-	// that answered for it.
-	if c.ReofferTo != "" && c.ReofferTo != in.RunnerID {
-		return protocol.JobStub{}, false
-	}
-	if !kinds[c.Kind] {
-		return protocol.JobStub{}, false
-	}
-	// REFUSAL_NOT_REOFFERED.
-	if slices.Contains(c.RefusedBy, in.RunnerID) {
-		return protocol.JobStub{}, false
-	}
-	if c.RetryAfter[in.RunnerID] > now {
-		return protocol.JobStub{}, false
-	}
-	if c.Cancelled {
-		return protocol.JobStub{}, false
-	}
-	// The relay's half of AUDIENCE_BOTH_SIDES.
-	if c.Audience == "private" && c.Owner != in.Owner {
-		return protocol.JobStub{}, false
-	}
-	// A stub that no longer decodes is left queued for an operator to
-	// see; the rest of the claim goes on.
-	stub, ok := c.stub()
-	if ok && stub.Streaming && !in.Streams {
-		// Live streams go only to devices that opted in. Streaming jobs
-		// queue in their own partitions, so this guards the sticky
-		// partition (which holds both) and a stub whose flag the partition
-		// key missed.
-		return protocol.JobStub{}, false
-	}
-	return stub, ok
 }
 
 // grant claims one candidate, in two single writes after the holder hint:

@@ -1,0 +1,101 @@
+package store
+
+import (
+	"slices"
+
+	"github.com/byorelay/byorelay/protocol"
+)
+
+// The routing rules both stores share. A store decides nothing of its own:
+// it reads what a rule asks, calls the rule, and makes the outcome atomic
+// in its own way. A rule written in each store would be two copies kept
+// equal only by the shared suite, and a fix made in one would pass the
+// suite on that store alone.
+
+// Candidate is what the claim guards read of one job.
+type Candidate struct {
+	State State
+	// Gone is a job the store no longer holds as live (deleted, or past
+	// its retention) although an item of it is still read.
+	Gone       bool
+	SiteID     string
+	Owner      string
+	Kind       string
+	Audience   string
+	DeadlineAt int64
+	ReofferTo  string
+	RefusedBy  []string
+	// RetryAfter is when the claiming device may be offered the job again
+	// after declining it for something that may change; 0 for never
+	// declined.
+	RetryAfter int64
+	Cancelled  bool
+	// PairFull is a pair already sitting on its share of unsealed grants
+	// (UnsealedPerPair), when the store counts them before the grant; a
+	// store that enforces the cap in the grant's own write leaves it false.
+	PairFull bool
+	// Stub decodes the job's stub. It is called last, once every other
+	// guard passed, so a store keeping the stub encoded pays for decoding
+	// only candidates it may grant; a stub that no longer decodes is left
+	// queued for an operator to see.
+	Stub func() (protocol.JobStub, bool)
+}
+
+// Claimable is whether the device claiming with in may take the job now,
+// and its stub if so. routes and kinds are in's routes and kinds as sets.
+// The guards run cheapest first, in the reference's order.
+func Claimable(c Candidate, in ClaimInput, routes map[Route]bool, kinds map[string]bool, now int64) (protocol.JobStub, bool) {
+	if c.State != StateQueued || c.Gone {
+		return protocol.JobStub{}, false
+	}
+	// Past its deadline and not yet reached by the bounded sweep: never
+	// offered, because nobody may run it.
+	if c.DeadlineAt <= now {
+		return protocol.JobStub{}, false
+	}
+	// The route as one lookup, because consent is about the pair.
+	if !routes[Route{SiteID: c.SiteID, Owner: c.Owner}] {
+		return protocol.JobStub{}, false
+	}
+	// Abandoned once, so it goes back only to the device that answered
+	// for it (the sticky re-offer).
+	if c.ReofferTo != "" && c.ReofferTo != in.RunnerID {
+		return protocol.JobStub{}, false
+	}
+	// Already holding its share unsealed. Left queued rather than
+	// refused: the work is legitimate, it is the rate of unsealed grants
+	// that is bounded, and the next claim after a seal takes it.
+	if c.PairFull {
+		return protocol.JobStub{}, false
+	}
+	// By kind and only by kind: which service answers is the control
+	// plane's, resolved from a mapping a relay must not hold.
+	if !kinds[c.Kind] {
+		return protocol.JobStub{}, false
+	}
+	// Already declined by this device: REFUSAL_NOT_REOFFERED.
+	if slices.Contains(c.RefusedBy, in.RunnerID) {
+		return protocol.JobStub{}, false
+	}
+	// Declined for something that may have changed since, but not yet.
+	if c.RetryAfter > now {
+		return protocol.JobStub{}, false
+	}
+	// Withdrawn by the site.
+	if c.Cancelled {
+		return protocol.JobStub{}, false
+	}
+	// The relay's half of AUDIENCE_BOTH_SIDES: routes include every
+	// roster member a Team owner's machine may serve, which is right for
+	// team work and wrong for the audience a user picks because they want
+	// their own machine.
+	if c.Audience == protocol.AudiencePrivate && c.Owner != in.Owner {
+		return protocol.JobStub{}, false
+	}
+	stub, ok := c.Stub()
+	// Live streams go only to devices that opted in.
+	if !ok || (stub.Streaming && !in.Streams) {
+		return protocol.JobStub{}, false
+	}
+	return stub, true
+}
