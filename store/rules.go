@@ -99,3 +99,64 @@ func Claimable(c Candidate, in ClaimInput, routes map[Route]bool, kinds map[stri
 	}
 	return stub, true
 }
+
+// SweepFacts is what the sweep's rule reads of one due job.
+type SweepFacts struct {
+	State         State
+	DeadlineAt    int64
+	AwaitingUntil int64
+	// Claimed is a job with a holder; LeaseExpiresAt is the holder's lease.
+	Claimed        bool
+	LeaseExpiresAt int64
+	SealAttempts   int
+}
+
+// SweepVerdict is what a sweep does with one job.
+type SweepVerdict int
+
+const (
+	// SweepNone: nothing is due yet.
+	SweepNone SweepVerdict = iota
+	// SweepExpire: a finished job past its deadline expires unreported;
+	// nothing was lost, and its uncollected result stays listable to a
+	// collect for ResultGraceMs.
+	SweepExpire
+	// SweepRemove: an unfinished job past its deadline (TTL_EXPIRY), in
+	// any state, is removed and reported. Dropped rather than marked
+	// terminal: the site holds the authoritative record, and a tombstone
+	// would keep the ciphertext with it. A daemon mid-flight learns
+	// through RenewLeases, which reports the job lost.
+	SweepRemove
+	// SweepReofferUnsealed: the site never sealed the grant (the mark of a
+	// site walking the fleet for device identities, counted as churn). The
+	// job goes back to the queue for the device that held it and nobody
+	// else (the sticky re-offer), one seal attempt spent.
+	SweepReofferUnsealed
+	// SweepEvict: the same, with its SealAttemptsBeforeEviction spent:
+	// after that it is no longer patience, it is a queue handing the same
+	// dead job around. Removed, and the site is told (an eviction notice).
+	SweepEvict
+	// SweepRequeueLapsed: a sealed job whose holder stopped renewing its
+	// lease goes back to the queue.
+	SweepRequeueLapsed
+)
+
+// DecideSweep is what a sweep does with a job at now. The deadline comes
+// first, in every state; an unsealed grant is governed by its awaiting
+// window alone, and the lease only by jobs the site has sealed.
+func DecideSweep(f SweepFacts, now int64) SweepVerdict {
+	switch {
+	case f.DeadlineAt <= now && f.State == StateDone:
+		return SweepExpire
+	case f.DeadlineAt <= now:
+		return SweepRemove
+	case f.State == StateAwaitingPayload && f.AwaitingUntil <= now:
+		if f.SealAttempts+1 >= SealAttemptsBeforeEviction {
+			return SweepEvict
+		}
+		return SweepReofferUnsealed
+	case f.Claimed && (f.State == StateReady || f.State == StateRunning) && f.LeaseExpiresAt <= now:
+		return SweepRequeueLapsed
+	}
+	return SweepNone
+}

@@ -11,7 +11,7 @@ import (
 )
 
 // sharedRules are the rules of rules.go that every store must decide by.
-var sharedRules = []string{"Claimable"}
+var sharedRules = []string{"Claimable", "DecideSweep"}
 
 // Both stores decide by the shared rules and keep no copy of their own: each
 // calls every rule of rules.go, and neither declares a function of the

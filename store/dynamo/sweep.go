@@ -415,7 +415,7 @@ func (s *Store) sweepJob(ctx context.Context, pk string, now int64) (sweepResult
 		if err != nil || j.Gone {
 			return sweepResult{}, err
 		}
-		d, write, err := s.decideSweep(ctx, pk, j, now)
+		d, write, err := s.planSweep(ctx, pk, j, now)
 		if err != nil || !write {
 			return sweepResult{}, err
 		}
@@ -456,53 +456,47 @@ type sweepDecision struct {
 	drop []string
 }
 
-// decideSweep decides what a sweep does with one due job; false when it
-// writes nothing.
-func (s *Store) decideSweep(ctx context.Context, pk string, j *jobItem, now int64) (sweepDecision, bool, error) {
+// planSweep is what a sweep writes for one due job, by the sweep rule
+// (store.DecideSweep); false when it writes nothing.
+func (s *Store) planSweep(ctx context.Context, pk string, j *jobItem, now int64) (sweepDecision, bool, error) {
 	d := sweepDecision{w: jobWrite{pk: pk, ver: j.Ver, unsealed: unsealed(j)}}
-	switch {
 	// A finished job is listed to a collect for the grace past its
-	// deadline (store.ResultGraceMs); its end hook brings the sweep
-	// back to delete it after that (endJob). A sweep
-	// reaches one only through a due entry read before the result's
-	// write moved it off the due index (a result accepted just before
-	// the deadline, written as the sweep ran): it must not take the
-	// result the relay just accepted.
-	case j.State == string(store.StateDone) && j.Deadline+store.ResultGraceMs > now:
+	// deadline (store.ResultGraceMs); its end hook brings the sweep back
+	// to delete it after that (endJob). A sweep reaches one only through
+	// a due entry read before the result's write moved it off the due
+	// index (a result accepted just before the deadline, written as the
+	// sweep ran): it must not take the result the relay just accepted.
+	if j.State == string(store.StateDone) && j.Deadline+store.ResultGraceMs > now {
 		return sweepDecision{}, false, nil
-
-	// Past its deadline, in any state: removed, its item overwritten by a
-	// tombstone that keeps no ciphertext (TTL collects it), its payload
-	// item and objects deleted after the write. A daemon
-	// mid-flight learns through RenewLeases, which reports a grant that
-	// is gone as lost.
-	case j.Deadline <= now:
+	}
+	switch verdict := store.DecideSweep(j.sweepFacts(), now); verdict {
+	case store.SweepExpire, store.SweepRemove:
+		// Its item overwritten by a tombstone that keeps no ciphertext
+		// (TTL collects it), its payload item and objects deleted after
+		// the write.
 		d.w.put = j.tombstone()
 		d.did = didRemove
-		if j.State == string(store.StateDone) {
-			// It expires unreported, its objects go.
+		if verdict == store.SweepExpire {
 			d.did = didExpire
 		}
 		d.left, d.drop = j, []string{j.PayloadS3, j.ResultS3}
 
-	// The site never sealed.
-	case j.State == string(store.StateAwaitingPayload) && j.AwaitingUntil <= now:
-		if err := s.decideUnsealed(ctx, j, now, &d); err != nil {
+	case store.SweepReofferUnsealed, store.SweepEvict:
+		if err := s.decideUnsealed(ctx, j, now, verdict == store.SweepEvict, &d); err != nil {
 			return sweepDecision{}, false, err
 		}
 
-	// The holder stopped renewing.
-	case (j.State == string(store.StateReady) || j.State == string(store.StateRunning)) && j.claimed() && j.LeaseExp <= now:
+	case store.SweepRequeueLapsed:
 		next := *j
 		next.requeue()
 		d.w.put = &next
 		d.did, d.left, d.drop = didRequeue, &next, []string{j.PayloadS3}
 
-	case j.DU > now:
-		// The index lagged a change that moved the due time.
-		return sweepDecision{}, false, nil
-
 	default:
+		if j.DU > now {
+			// The index lagged a change that moved the due time.
+			return sweepDecision{}, false, nil
+		}
 		// Due early: a sealed grant keeps its earlier due time until a
 		// sweep reaches it (jobItem.index). Now write the real one.
 		next := *j
@@ -512,10 +506,18 @@ func (s *Store) decideSweep(ctx context.Context, pk string, j *jobItem, now int6
 	return d, true, nil
 }
 
-// decideUnsealed decides a job whose site never sealed the grant: it is
-// requeued for the same device, or evicted once it has had
-// store.SealAttemptsBeforeEviction chances.
-func (s *Store) decideUnsealed(ctx context.Context, j *jobItem, now int64, d *sweepDecision) error {
+// sweepFacts is what the sweep's rule (store.DecideSweep) reads of j.
+func (j *jobItem) sweepFacts() store.SweepFacts {
+	return store.SweepFacts{
+		State: store.State(j.State), DeadlineAt: j.Deadline, AwaitingUntil: j.AwaitingUntil,
+		Claimed: j.claimed(), LeaseExpiresAt: j.LeaseExp, SealAttempts: j.SealAttempts,
+	}
+}
+
+// decideUnsealed writes the rule's verdict on a job whose site never
+// sealed the grant: requeued for the same device, or, with evict, removed
+// with a notice to the site. Either way the pair's churn is noted.
+func (s *Store) decideUnsealed(ctx context.Context, j *jobItem, now int64, evict bool, d *sweepDecision) error {
 	next := *j
 	if s.onChurn != nil {
 		item, c, err := s.noteChurn(ctx, j.Site, j.Owner, now)
@@ -525,14 +527,12 @@ func (s *Store) decideUnsealed(ctx context.Context, j *jobItem, now int64, d *sw
 		d.w.extra = append(d.w.extra, item)
 		d.churn = c
 	}
-	// From here it is that device's job or nobody's (sticky
-	// re-offer), set before the requeue clears the holder.
+	// Set before the requeue clears the holder.
 	if next.ReofferTo == "" {
 		next.ReofferTo = j.Runner
 	}
-	attempts := j.SealAttempts + 1
-	if attempts < store.SealAttemptsBeforeEviction {
-		next.SealAttempts = attempts
+	if !evict {
+		next.SealAttempts = j.SealAttempts + 1
 		next.requeue()
 		d.w.put = &next
 		d.did, d.left = didRequeue, &next

@@ -59,52 +59,38 @@ func (s *Store) sweepJobs(now int64, limit int) (store.SweepResult, []store.Unse
 	result := store.SweepResult{Requeued: []store.Job{}, Removed: []store.Job{}}
 	var reports []store.UnsealedChurn
 	for _, job := range due {
-		// Past its deadline (TTL_EXPIRY), in any state. Dropped rather than
-		// marked terminal: the site holds the authoritative record, and a
-		// tombstone would keep the ciphertext with it. A daemon mid-flight
-		// learns through RenewLeases, which reports the job lost.
-		if job.Stub.DeadlineAt <= now {
+		switch verdict := store.DecideSweep(sweepFacts(job), now); verdict {
+		case store.SweepExpire:
 			s.forget(job)
-			// A finished job expires unreported: nothing was lost. Its
-			// result, if the site has not taken it, stays listable to a
-			// collect for the grace: it may have been accepted an instant
-			// before this deadline, after the site's last poll.
-			if job.State != store.StateDone {
-				result.Removed = append(result.Removed, copyJob(job))
-			} else if job.Result != nil && !job.Collected {
+			// Its result, if the site has not taken it, stays listable to
+			// a collect for the grace: it may have been accepted an
+			// instant before this deadline, after the site's last poll.
+			if job.Result != nil && !job.Collected {
 				job.Payload = nil
 				s.late = append(s.late, job)
 			}
-			continue
-		}
-		if job.State == store.StateAwaitingPayload && job.AwaitingUntil <= now {
-			// A grant this pair took and did not seal: the mark of a site
-			// walking the fleet for device identities.
+		case store.SweepRemove:
+			s.forget(job)
+			result.Removed = append(result.Removed, copyJob(job))
+		case store.SweepReofferUnsealed, store.SweepEvict:
 			if report, ok := s.noteChurn(store.Route{SiteID: job.SiteID, Owner: job.Stub.Owner}, now); ok {
 				reports = append(reports, report)
 			}
-			// From here it is that device's job or nobody's. Set before the
-			// requeue, which clears ClaimedBy; never moved once set.
+			// Set before the requeue, which clears ClaimedBy; never moved
+			// once set.
 			if job.ClaimedBy != nil && job.ReofferTo == "" {
 				job.ReofferTo = job.ClaimedBy.RunnerID
 			}
-			// Counted before the requeue and evicted once spent: after
-			// three it is no longer patience, it is a queue handing the same
-			// dead job around.
-			attempts := job.SealAttempts + 1
-			if attempts >= store.SealAttemptsBeforeEviction {
+			if verdict == store.SweepEvict {
 				s.forget(job)
 				s.noteEviction(job)
 				result.Removed = append(result.Removed, copyJob(job))
 				continue
 			}
-			job.SealAttempts = attempts
+			job.SealAttempts++
 			s.requeue(job)
 			result.Requeued = append(result.Requeued, copyJob(job))
-		}
-		// The lease governs only jobs the site has sealed; an unsealed one is
-		// governed by AwaitingUntil alone.
-		if lapsedLease(job, now) {
+		case store.SweepRequeueLapsed:
 			s.requeue(job)
 			result.Requeued = append(result.Requeued, copyJob(job))
 		}
@@ -125,9 +111,16 @@ func dueAt(job *store.Job) int64 {
 	return due
 }
 
-// lapsedLease says a sealed job's holder stopped renewing.
-func lapsedLease(job *store.Job, now int64) bool {
-	return job.ClaimedBy != nil && (job.State == store.StateReady || job.State == store.StateRunning) && job.ClaimedBy.LeaseExpiresAt <= now
+// sweepFacts is what the sweep's rule (store.DecideSweep) reads of job.
+func sweepFacts(job *store.Job) store.SweepFacts {
+	f := store.SweepFacts{
+		State: job.State, DeadlineAt: job.Stub.DeadlineAt, AwaitingUntil: job.AwaitingUntil,
+		Claimed: job.ClaimedBy != nil, SealAttempts: job.SealAttempts,
+	}
+	if job.ClaimedBy != nil {
+		f.LeaseExpiresAt = job.ClaimedBy.LeaseExpiresAt
+	}
+	return f
 }
 
 // lapsed says a sweep would end this job's grant or the job itself, whether
