@@ -21,6 +21,25 @@ const (
 	KindStream Kind = "stream"
 )
 
+// Serves is what an HTTP function's handler does with its events beyond
+// handing them to the relay, the one place each function's extra
+// behaviour is chosen.
+type Serves int
+
+const (
+	// ServesRelay hands every event to the relay.
+	ServesRelay Serves = iota
+	// ServesClaims is the relay plus a sweeper wake-up at the awaiting
+	// window's end of the grants a claim hands out, so an unsealed grant
+	// is re-offered on time rather than at the next scheduled sweep.
+	ServesClaims
+	// ServesPage answers the verification page, and every other event as
+	// ServesClaims: a catch-all may dispatch a claim (/byollm/x/claim).
+	ServesPage
+	// ServesAdmin is the control API.
+	ServesAdmin
+)
+
 // Function is one deployed Lambda.
 type Function struct {
 	// Name is the short name: the directory under functions/, the FN of
@@ -33,6 +52,8 @@ type Function struct {
 	// Every relay route is ANY: the reference checks no method, so a GET to
 	// /byollm/claim must reach the same dispatch a POST does.
 	Routes []string
+	// Serves is what its handler does (KindHTTP only).
+	Serves Serves
 }
 
 // Function names.
@@ -63,8 +84,12 @@ const (
 func Functions() []Function {
 	var fns []Function
 	for _, n := range []string{Pair, Claim, Fetch, Heartbeat, Result, Release} {
+		serves := ServesRelay
+		if n == Claim {
+			serves = ServesClaims
+		}
 		fns = append(fns, Function{Name: n, LogicalID: logicalID(n), Kind: KindHTTP,
-			Routes: []string{"ANY /byollm/" + n}})
+			Routes: []string{"ANY /byollm/" + n}, Serves: serves})
 	}
 	for _, n := range []string{Enqueue, Payload, Cancel, Pending, Results} {
 		fns = append(fns, Function{Name: n, LogicalID: logicalID(n), Kind: KindHTTP,
@@ -75,9 +100,9 @@ func Functions() []Function {
 	// /byollm/* and /relay/* paths with a version refusal first, so only
 	// the relay's own router can answer them identically.
 	fns = append(fns,
-		Function{Name: CatchAll, LogicalID: logicalID(CatchAll), Kind: KindHTTP, Routes: []string{"$default"}},
+		Function{Name: CatchAll, LogicalID: logicalID(CatchAll), Kind: KindHTTP, Routes: []string{"$default"}, Serves: ServesPage},
 		Function{Name: Admin, LogicalID: logicalID(Admin), Kind: KindHTTP,
-			Routes: []string{"ANY /admin/{proxy+}"}},
+			Routes: []string{"ANY /admin/{proxy+}"}, Serves: ServesAdmin},
 		Function{Name: Sweeper, LogicalID: logicalID(Sweeper), Kind: KindSchedule},
 		Function{Name: StreamAppend, LogicalID: logicalID(StreamAppend), Kind: KindHTTP,
 			Routes: []string{"ANY " + seal.StreamAppendPath}},
