@@ -67,6 +67,26 @@ func (c *Client) Stream(ctx context.Context, jobID string) iter.Seq2[string, err
 	}
 }
 
+// endOf is how a run that reached its terminal frame ended: nil for
+// complete. A stale end that no violation explains is the lease's, and is
+// reported as such.
+func (c *Client) endOf(run streamRun, end stream.Frame, violated bool) error {
+	switch {
+	case end.Type == stream.TypeEnd && end.Status == stream.StatusComplete:
+		return nil
+	case end.Type == stream.TypeEnd && end.Status == stream.StatusInterrupted:
+		return ErrStreamInterrupted
+	case end.Type == stream.TypeEnd:
+		return ErrStreamStale
+	case end.Type == stream.TypeAbsent:
+		return ErrStreamAbsent
+	}
+	if !violated {
+		c.fault(run.fault(FaultLease, "the relay ended the stream stale: its lease lapsed, or the job ended without the stream's seal", nil))
+	}
+	return ErrStreamStale
+}
+
 // readRun is Stream for one run.
 func (c *Client) readRun(ctx context.Context, run streamRun, yield func(string, error) bool) {
 	// The durable plane first: the run's checkpointed text is yielded as
@@ -116,24 +136,7 @@ func (c *Client) readRun(ctx context.Context, run streamRun, yield func(string, 
 			return
 		}
 		if end, done := reader.Terminal(); done {
-			switch end.Type {
-			case stream.TypeEnd:
-				switch end.Status {
-				case stream.StatusComplete:
-					yield("", nil)
-				case stream.StatusInterrupted:
-					yield("", ErrStreamInterrupted)
-				default:
-					yield("", ErrStreamStale)
-				}
-			case stream.TypeAbsent:
-				yield("", ErrStreamAbsent)
-			default:
-				if !violated {
-					c.fault(run.fault(FaultLease, "the relay ended the stream stale: its lease lapsed, or the job ended without the stream's seal", nil))
-				}
-				yield("", ErrStreamStale)
-			}
+			yield("", c.endOf(run, end, violated))
 			return
 		}
 		if ctx.Err() != nil {
@@ -358,94 +361,136 @@ func (c *Client) StreamHandler(authorize Authorize) (http.Handler, error) {
 		return nil, ErrNoAuthorize
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		jobID := r.URL.Query().Get("job")
-		if jobID == "" {
-			http.Error(w, "job is required", http.StatusBadRequest)
-			return
-		}
-		points, ok := resumePoints(r)
+		jobID, points, ok := c.admitStream(w, r, authorize)
 		if !ok {
-			http.Error(w, "from and Last-Event-ID are a non-negative offset, or a run and an offset (<run>:<offset>)", http.StatusBadRequest)
 			return
 		}
 		ctx := r.Context()
-		if !authorize(r, jobID) {
-			http.Error(w, streamRefusal, http.StatusNotFound)
+		run, ok, runErr := c.waitForRun(ctx, jobID)
+		if !ok {
 			return
-		}
-		if _, known, err := c.ledger.Lookup(ctx, jobID); err != nil {
-			http.Error(w, "the site's ledger could not be read", http.StatusServiceUnavailable)
-			return
-		} else if !known {
-			http.Error(w, streamRefusal, http.StatusNotFound)
-			return
-		}
-		var run streamRun
-		var runErr error
-		for wait := time.Now().Add(time.Minute); ; {
-			if run, runErr = c.streamRunOf(ctx, jobID); runErr == nil || time.Now().After(wait) {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
 		}
 		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-cache, no-transform")
 		w.Header().Set("X-Accel-Buffering", "no")
-		flusher, _ := w.(http.Flusher)
-		send := func(event string, data any) {
-			b, _ := json.Marshal(data)
-			if event != "" {
-				fmt.Fprintf(w, "event: %s\n", event)
-			}
-			fmt.Fprintf(w, "data: %s\n\n", b)
-			if flusher != nil {
-				flusher.Flush()
-			}
-		}
-		deltas := func(yield func(string, error) bool) { yield("", runErr) }
-		var from int64
-		if runErr == nil {
-			deltas = func(yield func(string, error) bool) { c.readRun(ctx, run, yield) }
-			var resumed bool
-			if from, resumed = resumeIn(points, run.tag()); !resumed {
-				send("restart", struct{}{})
-			}
-		}
-		var offset int64
-		for delta, err := range deltas {
-			switch {
-			case err == nil && delta != "":
-				start := offset
-				offset += stream.UTF16Len(delta)
-				if offset <= from {
-					continue // the browser holds it already
-				}
-				if start < from {
-					delta = afterUTF16(delta, from-start)
-				}
-				fmt.Fprintf(w, "id: %s:%s\n", run.tag(), strconv.FormatInt(offset, 10))
-				send("", map[string]string{"text": delta})
-			case err == nil:
-				send("end", map[string]bool{"ok": true})
-			default:
-				// No seal from the live plane: the result supersedes what
-				// was sent, whole, once this site has it.
-				if text, ok := c.awaitResult(ctx, jobID); ok {
-					send("result", map[string]string{"text": text})
-				} else if errors.Is(err, ErrStreamAbsent) {
-					send("absent", map[string]bool{"ok": false})
-				} else if errors.Is(err, ErrStreamInterrupted) {
-					send("interrupted", map[string]bool{"ok": false})
-				} else {
-					send("stale", map[string]bool{"ok": false})
-				}
-			}
-		}
+		c.serveRun(ctx, newEventWriter(w), jobID, run, runErr, points)
 	}), nil
+}
+
+// admitStream reads a StreamHandler request and answers it when it may not
+// go on: no job, an unreadable resume point, a caller authorize refuses, a
+// job the site's ledger does not hold (the same 404 as a refusal, so the
+// answer says nothing of another person's jobs).
+func (c *Client) admitStream(w http.ResponseWriter, r *http.Request, authorize Authorize) (string, []resumePoint, bool) {
+	jobID := r.URL.Query().Get("job")
+	if jobID == "" {
+		http.Error(w, "job is required", http.StatusBadRequest)
+		return "", nil, false
+	}
+	points, ok := resumePoints(r)
+	if !ok {
+		http.Error(w, "from and Last-Event-ID are a non-negative offset, or a run and an offset (<run>:<offset>)", http.StatusBadRequest)
+		return "", nil, false
+	}
+	if !authorize(r, jobID) {
+		http.Error(w, streamRefusal, http.StatusNotFound)
+		return "", nil, false
+	}
+	if _, known, err := c.ledger.Lookup(r.Context(), jobID); err != nil {
+		http.Error(w, "the site's ledger could not be read", http.StatusServiceUnavailable)
+		return "", nil, false
+	} else if !known {
+		http.Error(w, streamRefusal, http.StatusNotFound)
+		return "", nil, false
+	}
+	return jobID, points, true
+}
+
+// waitForRun is the job's stream run, waiting up to a minute for a device
+// to open one, or why there is none; false when the caller went away
+// meanwhile.
+func (c *Client) waitForRun(ctx context.Context, jobID string) (streamRun, bool, error) {
+	for wait := time.Now().Add(time.Minute); ; {
+		run, err := c.streamRunOf(ctx, jobID)
+		if err == nil || time.Now().After(wait) {
+			return run, true, err
+		}
+		select {
+		case <-ctx.Done():
+			return streamRun{}, false, nil
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// eventWriter writes Server-Sent Events, each flushed as it is written.
+type eventWriter struct {
+	w       http.ResponseWriter
+	flusher http.Flusher
+}
+
+func newEventWriter(w http.ResponseWriter) eventWriter {
+	f, _ := w.(http.Flusher)
+	return eventWriter{w: w, flusher: f}
+}
+
+// send writes one event; id, when set, is the event's resume id.
+func (e eventWriter) send(id, event string, data any) {
+	b, _ := json.Marshal(data)
+	if id != "" {
+		fmt.Fprintf(e.w, "id: %s\n", id)
+	}
+	if event != "" {
+		fmt.Fprintf(e.w, "event: %s\n", event)
+	}
+	fmt.Fprintf(e.w, "data: %s\n\n", b)
+	if e.flusher != nil {
+		e.flusher.Flush()
+	}
+}
+
+// serveRun sends run's text from the browser's resume point, then how it
+// ended. A run the browser did not resume starts with a restart event,
+// so the page drops what it holds of another run.
+func (c *Client) serveRun(ctx context.Context, e eventWriter, jobID string, run streamRun, runErr error, points []resumePoint) {
+	deltas := func(yield func(string, error) bool) { yield("", runErr) }
+	var from int64
+	if runErr == nil {
+		deltas = func(yield func(string, error) bool) { c.readRun(ctx, run, yield) }
+		var resumed bool
+		if from, resumed = resumeIn(points, run.tag()); !resumed {
+			e.send("", "restart", struct{}{})
+		}
+	}
+	var offset int64
+	for delta, err := range deltas {
+		switch {
+		case err == nil && delta != "":
+			start := offset
+			offset += stream.UTF16Len(delta)
+			if offset <= from {
+				continue // the browser holds it already
+			}
+			if start < from {
+				delta = afterUTF16(delta, from-start)
+			}
+			e.send(run.tag()+":"+strconv.FormatInt(offset, 10), "", map[string]string{"text": delta})
+		case err == nil:
+			e.send("", "end", map[string]bool{"ok": true})
+		default:
+			// No seal from the live plane: the result supersedes what
+			// was sent, whole, once this site has it.
+			if text, ok := c.awaitResult(ctx, jobID); ok {
+				e.send("", "result", map[string]string{"text": text})
+			} else if errors.Is(err, ErrStreamAbsent) {
+				e.send("", "absent", map[string]bool{"ok": false})
+			} else if errors.Is(err, ErrStreamInterrupted) {
+				e.send("", "interrupted", map[string]bool{"ok": false})
+			} else {
+				e.send("", "stale", map[string]bool{"ok": false})
+			}
+		}
+	}
 }
 
 // resultWait bounds how long StreamHandler waits, after a stream that
