@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/byorelay/byorelay/internal/bench/partkey"
-	"github.com/byorelay/byorelay/store/dynamo"
 )
 
 // DynamoDB serves each partition key from one partition, which takes at
@@ -165,61 +164,35 @@ func byLoad(keys map[string]Capacity) []string {
 	return out
 }
 
-// shardFamily is a family of keys one logical key is spread over, each
-// call picking its member by a hash of what it names or at random: the
-// due index's shards (by job, or in turn from a random start) and the
-// clock probe's (at random, per container).
-type shardFamily struct {
-	prefix string // the members are prefix + a shard number
-	shards int
-}
-
-var shardFamilies = []shardFamily{
-	{"due:D#", dynamo.DefaultDueShards},
-	{"due:ED#", dynamo.DefaultDueShards},
-	{"due:SD#", dynamo.DefaultDueShards},
-	{"CLOCK#probe#", dynamo.ClockProbeShards},
-}
-
-// spread gives every member of a shard family the family's total over its
-// shard count, for the saturation estimates: at fleet scale a hash or a
-// random pick spreads the family's load evenly, whichever members the
-// bench's sample happened to touch (one container's one clock probe read
-// lands on one member of 256, which the sample would bill as if every
-// container read it). The table of hottest keys keeps each exact key's
-// measured load.
+// spread gives every member of a shard family (partkey.Families) the
+// family's total over its shard count, for the saturation estimates: at
+// fleet scale a hash or a random pick spreads the family's load evenly,
+// whichever members the bench's sample happened to touch (one container's
+// one clock probe read lands on one member of 256, which the sample would
+// bill as if every container read it). One name stands for the members,
+// "<prefix>*" (one per site for a family of per-site keys). The table of
+// hottest keys keeps each exact key's measured load.
 func spread(keys map[string]Capacity) map[string]Capacity {
 	if len(keys) == 0 {
 		return keys
 	}
 	out := make(map[string]Capacity, len(keys))
-	totals := map[int]Capacity{}
+	totals := map[string]Capacity{}
+	shards := map[string]int{}
 	for k, c := range keys {
-		if f, ok := familyOf(k); ok {
-			t := totals[f]
+		if name, n, ok := partkey.FamilyOf(k); ok {
+			t := totals[name]
 			t.add(c)
-			totals[f] = t
+			totals[name], shards[name] = t, n
 			continue
 		}
 		out[k] = c
 	}
-	for f, t := range totals {
-		n := float64(shardFamilies[f].shards)
-		each := Capacity{Calls: t.Calls, ReadUnits: t.ReadUnits / n, WriteUnits: t.WriteUnits / n, IndexWrite: t.IndexWrite / n}
-		// One name stands for every member: "<prefix>*".
-		out[shardFamilies[f].prefix+"*"] = each
+	for name, t := range totals {
+		n := float64(shards[name])
+		out[name] = Capacity{Calls: t.Calls, ReadUnits: t.ReadUnits / n, WriteUnits: t.WriteUnits / n, IndexWrite: t.IndexWrite / n}
 	}
 	return out
-}
-
-// familyOf is the index in shardFamilies of the family key belongs to.
-func familyOf(key string) (int, bool) {
-	for i, f := range shardFamilies {
-		if rest, ok := strings.CutPrefix(key, f.prefix); ok && rest != "" && strings.Trim(rest, "0123456789") == "" {
-			return i, true
-		}
-	}
-	return 0, false
 }
 
 // idleSaturation is the idle fleet at which the first key saturates. A
