@@ -153,7 +153,7 @@ func TestSaturationSpreadsAShardFamily(t *testing.T) {
 // and the shared ones; an owner's key (a (site, owner) pair's too), a
 // runner's and a job's carry no more as the site gains devices. A
 // per-site shard family is spread over its shards.
-func TestOneSiteSaturationCountsTheKeysThatGrowWithTheSite(t *testing.T) {
+func TestOneSiteSaturationCountsWhatGrowsWithTheSite(t *testing.T) {
 	saved := partkey.Families
 	t.Cleanup(func() { partkey.Families = saved })
 	partkey.Families = append(slices.Clone(saved), partkey.Family{Prefix: "U#", Shards: 16})
