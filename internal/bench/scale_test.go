@@ -238,8 +238,8 @@ func loadFleet(t *testing.T, n, sites int) fleetRun {
 	return run
 }
 
-func runnerOf(i int) string { return fmt.Sprintf("runner-%07d", i) }
-func ownerOf(i int) string  { return fmt.Sprintf("owner-%07d", i) }
+func runnerOf(i int) string      { return fmt.Sprintf("runner-%07d", i) }
+func ownerOf(i int) string       { return fmt.Sprintf("owner-%07d", i) }
 func siteOf(i, sites int) string { return fmt.Sprintf("site-%03d", i%sites) }
 
 // fleetKeys are the private keys the test needs back: every site's, and
