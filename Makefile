@@ -47,14 +47,16 @@ race:
 sweep-load: deps
 	SWEEP_LOAD=100000 $(WITH_SERVICES) $(GO) test -count=1 -timeout=30m -v -run '^TestSweepLoad$$' ./store/dynamo/
 
-## scale: a relay on DynamoDB Local loaded with SCALE_DEVICES paired devices by `byorelay admin import` (docs/performance.md)
-# With their consents and 300 sites; one device heartbeats, claims and
-# finishes a job, one revoked is refused; prints the load's wall time and a
-# fresh stack's first tick's capacity, which must equal a 10-device fleet's.
-# `make unit` runs 20,000.
+## scale: a relay on DynamoDB Local loaded with SCALE_DEVICES paired devices consenting to SCALE_SITES sites (300; 1 puts them all on one site) by `byorelay admin import` (docs/performance.md)
+# With their consents, device i's to site i mod SCALE_SITES; one device
+# heartbeats, claims and finishes a job, one revoked is refused; prints the
+# load's wall time and a fresh stack's first tick's capacity, which must
+# equal a 10-device fleet's on as many sites. `make unit` runs 20,000 on
+# 300 sites, and 200 on one.
 SCALE_DEVICES ?= 1000000
+SCALE_SITES ?= 300
 scale: deps
-	BYORELAY_SCALE_DEVICES=$(SCALE_DEVICES) $(WITH_SERVICES) $(GO) test -count=1 -timeout=3h -v -run '^TestScale$$' ./internal/bench/
+	BYORELAY_SCALE_DEVICES=$(SCALE_DEVICES) BYORELAY_SCALE_SITES=$(SCALE_SITES) $(WITH_SERVICES) $(GO) test -count=1 -timeout=3h -v -run '^TestScale$$' ./internal/bench/
 
 ## race-long: the faulty replica race at scale: 8 replicas with faults injected (lost acknowledgements among them), 23 seeds, >= 100,000 store calls, every history checked with porcupine (docs/performance.md)
 RACE_LONG_ENV ?= BYORELAY_RACE_REPLICAS=8 BYORELAY_RACE_JOBS=96 BYORELAY_RACE_ROUNDS=12 BYORELAY_RACE_OPS=32 BYORELAY_RACE_FAULTS=0.15 BYORELAY_RACE_RUNS=23

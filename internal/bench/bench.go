@@ -98,6 +98,14 @@ type Config struct {
 	// every daemon heartbeating and claiming at the default period with
 	// nothing queued, for the keys an idle fleet heats.
 	Idle time.Duration
+	// OneSiteJobs is the one-site phase's lifecycles (at most, within
+	// OneSiteLimit; 0 skips the phase): on a DynamoDB stack of its own
+	// where every daemon consents to one site, after an idle phase of
+	// OneSiteIdle (0 skips it), every job that site's, for the heat of
+	// one site as it grows (SiteHeat). It runs with the DynamoDB target.
+	OneSiteJobs  int
+	OneSiteIdle  time.Duration
+	OneSiteLimit time.Duration
 	// RepoRoot is the repository (for the Node script and the builds).
 	RepoRoot string
 	// DynamoEndpoint is a running DynamoDB; "" starts DynamoDB Local.
@@ -115,7 +123,8 @@ func DefaultConfig() Config {
 		Rounds:           6,
 		JobDeadline:      15 * time.Second,
 		ResultsDeadlines: []time.Duration{15 * time.Second, 10 * time.Minute}, ResultsJobs: 1000, ResultsLimit: 60 * time.Second,
-		Idle:      15 * time.Second,
+		Idle:        15 * time.Second,
+		OneSiteJobs: 300, OneSiteIdle: idleHeartbeat, OneSiteLimit: 20 * time.Second,
 		ColdStart: true, ColdStartRuns: 20,
 	}
 }
@@ -170,6 +179,18 @@ type TargetReport struct {
 	Heat *Heat      `json:"heat,omitempty"`
 	// Results is the results phase (DynamoDB only), one point a deadline.
 	Results []ResultsPoint `json:"results,omitempty"`
+	// OneSite is the one-site phase (DynamoDB only); its heat is
+	// Heat.OneSite.
+	OneSite *OneSitePhase `json:"oneSite,omitempty"`
+}
+
+// OneSitePhase is the workload on one site: a DynamoDB stack of its own,
+// every daemon consenting to the one site, an idle phase and a lifecycle
+// phase whose every job is that site's.
+type OneSitePhase struct {
+	SiteID    string     `json:"siteId"`
+	Idle      *IdlePhase `json:"idle,omitempty"`
+	Lifecycle Phase      `json:"lifecycle"`
 }
 
 // ResultsPoint is the lifecycle at one job deadline, with the results
@@ -344,6 +365,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if tr := rep.Targets[TargetDynamo]; tr != nil {
 		tr.Heat = heat(w, tr.Lifecycle.Jobs, tr.Lifecycle.Keys, tr.Idle)
+		if cfg.OneSiteJobs > 0 {
+			one, sh, err := runOneSite(ctx, cfg, endpoint, say)
+			if err != nil {
+				return nil, err
+			}
+			tr.OneSite = one
+			if sh != nil && tr.Heat == nil {
+				tr.Heat = &Heat{}
+			}
+			if sh != nil {
+				tr.Heat.OneSite = sh
+			}
+		}
 	}
 
 	loaded := map[string]int{}
@@ -423,6 +457,45 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
+// oneSiteID is the one-site phase's site, apart from the fleet's by name.
+const oneSiteID = "bench-one-site"
+
+// runOneSite is the one-site phase on a DynamoDB stack (and table) of its
+// own: cfg.Daemons daemons consenting to one site, idle for
+// cfg.OneSiteIdle on the fresh stack as the fleet's idle phase is, then
+// cfg.Warmup unmeasured lifecycles and up to cfg.OneSiteJobs measured
+// ones, every job the site's.
+func runOneSite(ctx context.Context, cfg Config, endpoint string, say func(string, ...any)) (*OneSitePhase, *SiteHeat, error) {
+	w, err := newWorld(1, cfg.Daemons)
+	if err != nil {
+		return nil, nil, err
+	}
+	w.sites[0].id = oneSiteID
+	w.grants = cfg.Grants
+	say("one-site phase: a %s stack of its own, %d daemons consenting to %s…", TargetDynamo, len(w.daemons), oneSiteID)
+	t, err := startDynamo(ctx, cfg.TargetCommand, endpoint, w)
+	if err != nil {
+		return nil, nil, fmt.Errorf("one-site target: %w", err)
+	}
+	defer t.close()
+	one := &OneSitePhase{SiteID: oneSiteID}
+	if cfg.OneSiteIdle > 0 {
+		p := runIdle(ctx, t, w, cfg.OneSiteIdle)
+		one.Idle = &p
+		say("  one site idle: %d heartbeats, %d claims, %d failed", p.Heartbeats, p.Claims, p.Failed)
+	}
+	if cfg.Warmup > 0 {
+		runPhase(ctx, t, w, phaseSpec{label: "one site warm-up", jobs: cfg.Warmup, tag: "onewarm", deadline: cfg.JobDeadline, limit: cfg.OneSiteLimit, progress: cfg.Progress})
+	}
+	one.Lifecycle = runPhase(ctx, t, w, phaseSpec{label: "one site", jobs: cfg.OneSiteJobs, tag: "one",
+		deadline: cfg.JobDeadline, limit: cfg.OneSiteLimit, progress: cfg.Progress})
+	if one.Lifecycle.Jobs == 0 {
+		return nil, nil, fmt.Errorf("the one-site phase completed no job: %v", one.Lifecycle.Errors)
+	}
+	say("  one site: %.1f jobs/s, %d jobs, %d failed", one.Lifecycle.JobsPerSecond, one.Lifecycle.Jobs, one.Lifecycle.Failed)
+	return one, siteHeat(w, one.Lifecycle.Jobs, one.Lifecycle.Keys, one.Idle), ctx.Err()
+}
+
 func (cfg *Config) check() error {
 	switch {
 	case cfg.Sites < 1 || cfg.Daemons < 1:
@@ -433,8 +506,10 @@ func (cfg *Config) check() error {
 		return errors.New("bench: no targets and no cold start: nothing to measure")
 	case cfg.RepoRoot == "":
 		return errors.New("bench: RepoRoot is required")
-	case cfg.Idle < 0:
-		return errors.New("bench: Idle must not be negative")
+	case cfg.Idle < 0 || cfg.OneSiteIdle < 0:
+		return errors.New("bench: Idle and OneSiteIdle must not be negative")
+	case cfg.OneSiteJobs < 0:
+		return errors.New("bench: OneSiteJobs must not be negative")
 	case cfg.JobDeadline < time.Second:
 		return errors.New("bench: JobDeadline must be at least a second")
 	}

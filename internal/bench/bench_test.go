@@ -208,10 +208,11 @@ func TestKeyHeatAddsUpToTheFunctionsCapacity(t *testing.T) {
 	defer cancel()
 	cfg := Config{
 		Sites: 2, Daemons: 3, Jobs: 6, Warmup: 1, Rounds: 2,
-		Targets:        []string{TargetDynamo},
-		TargetCommand:  []string{os.Args[0]},
-		JobDeadline:    30 * time.Second,
-		Idle:           3 * time.Second,
+		Targets:       []string{TargetDynamo},
+		TargetCommand: []string{os.Args[0]},
+		JobDeadline:   30 * time.Second,
+		Idle:          3 * time.Second,
+		OneSiteJobs:   4, OneSiteIdle: 3 * time.Second, OneSiteLimit: time.Minute,
 		RepoRoot:       root,
 		DynamoEndpoint: localtest.DynamoEndpoint(t),
 	}
@@ -256,4 +257,27 @@ func TestKeyHeatAddsUpToTheFunctionsCapacity(t *testing.T) {
 		}
 	}
 	t.Logf("hottest: %+v; idle: %+v; jobs: %+v", tr.Heat.Keys[0], *tr.Heat.IdleDaemons, tr.Heat.JobsPerSecond)
+
+	// The one-site phase: its own stack, every job the one site's.
+	one := tr.OneSite
+	if one == nil || one.Lifecycle.Jobs != cfg.OneSiteJobs || one.Lifecycle.Failed != 0 || one.Idle == nil || one.Idle.Failed != 0 || one.Idle.Claims < 1 {
+		t.Fatalf("one-site phase %+v", one)
+	}
+	sums("one-site lifecycle", one.Lifecycle.Capacity, one.Lifecycle.Keys)
+	sums("one-site idle", one.Idle.Capacity, one.Idle.Keys)
+	sh := tr.Heat.OneSite
+	if sh == nil || sh.SiteID != oneSiteID || len(sh.Keys) == 0 || sh.IdleDevices == nil || sh.JobsPerSecond == nil {
+		t.Fatalf("one-site heat not reported: %+v", sh)
+	}
+	for _, k := range sh.Keys {
+		if k.Scope == "site" && !strings.Contains(k.Key, oneSiteID) {
+			t.Errorf("one-site key %s is scoped to a site other than %s", k.Key, oneSiteID)
+		}
+	}
+	for _, want := range []string{"Hottest DynamoDB partition keys of one site", "| one site: its jobs/s | `" + sh.JobsPerSecond.Key, "one site at 10,000 jobs/s puts no partition above 50%"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+	t.Logf("one site: idle devices %+v; jobs/s %+v", *sh.IdleDevices, *sh.JobsPerSecond)
 }

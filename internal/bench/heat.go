@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/byorelay/byorelay/internal/bench/partkey"
-	"github.com/byorelay/byorelay/store/dynamo"
 )
 
 // DynamoDB serves each partition key from one partition, which takes at
@@ -51,6 +50,25 @@ type Heat struct {
 	// JobsPerSecond is, for each number of sites, the job rate spread
 	// evenly over them at which the first key saturates.
 	JobsPerSecond []Saturation `json:"jobsPerSecond,omitempty"`
+	// OneSite is the one-site phase's: every daemon consenting to one
+	// site, every job that site's.
+	OneSite *SiteHeat `json:"oneSite,omitempty"`
+}
+
+// SiteHeat is one site's hottest keys and where the first of them
+// saturates as the site grows. A site grows by more people, so by more
+// owners and devices: a key of one owner or runner (a (site, owner) pair's
+// among them) carries the same load however large the site, while the
+// site's own keys and the shared ones carry all of it.
+type SiteHeat struct {
+	SiteID string    `json:"siteId"`
+	Keys   []KeyHeat `json:"keys"`
+	// IdleDevices is the number of idle devices consenting to the site, at
+	// the default heartbeat, at which the first key saturates.
+	IdleDevices *Saturation `json:"idleDevices,omitempty"`
+	// JobsPerSecond is the site's job rate at which the first key
+	// saturates.
+	JobsPerSecond *Saturation `json:"jobsPerSecond,omitempty"`
 }
 
 // Saturation is the first key to reach a partition's limit under one load.
@@ -69,18 +87,15 @@ var heatSites = []int{1, 10, 100, 1000}
 
 // classify says whose a key is. A key holding a job id is that job's
 // alone: its load is one job's however many run, so it never saturates.
-// A key holding one of the workload's site, owner or runner ids is that
-// entity's, and a fleet grown in the workload's proportions spreads such
-// keys' load over more of them. Any other key is shared by the whole
-// fleet.
+// A key holding one of the workload's owner or runner ids is that
+// entity's, and one holding a site id (and no owner's) that site's: a
+// fleet grown in the workload's proportions spreads such keys' load over
+// more of them. A key of a (site, owner) pair, like a queue's, is the
+// owner's: a site grows by more owners, each pair carrying one owner's
+// load. Any other key is shared by the whole fleet.
 func classify(key string, w *world) string {
 	if jobIDs.MatchString(key) {
 		return "job"
-	}
-	for _, s := range w.sites {
-		if strings.Contains(key, s.id) {
-			return "site"
-		}
 	}
 	for _, d := range w.daemons {
 		if strings.Contains(key, d.owner) {
@@ -88,6 +103,11 @@ func classify(key string, w *world) string {
 		}
 		if strings.Contains(key, d.runnerID) {
 			return "runner"
+		}
+	}
+	for _, s := range w.sites {
+		if strings.Contains(key, s.id) {
+			return "site"
 		}
 	}
 	return "shared"
@@ -98,37 +118,16 @@ func classify(key string, w *world) string {
 func load(c Capacity) float64 { return max(c.ReadUnits/partitionRCU, c.WriteUnits/partitionWCU) }
 
 // heat ranks the keys of a lifecycle phase (per job) and an idle phase
-// (per daemon-second): the hottest of each list in turn, by load, until
-// hotKeys are taken, so the idle fleet's keys show beside the jobs'.
+// (per daemon-second), hottest, and estimates where the first saturates.
 // Either phase may be missing (nil keys).
 func heat(w *world, jobs int, lifecycle map[string]Capacity, idle *IdlePhase) *Heat {
-	perJob := scaled(lifecycle, float64(jobs))
-	var perDS map[string]Capacity
-	if idle != nil {
-		perDS = scaled(idle.Keys, idle.DaemonSeconds())
-	}
+	perJob, perDS := perUnit(jobs, lifecycle, idle)
 	if len(perJob) == 0 && len(perDS) == 0 {
 		return nil
 	}
-	h := &Heat{}
-	taken := map[string]bool{}
-	a, b := byLoad(perJob), byLoad(perDS)
-	for len(h.Keys) < hotKeys && (len(a) > 0 || len(b) > 0) {
-		for _, list := range []*[]string{&a, &b} {
-			for len(*list) > 0 && len(h.Keys) < hotKeys {
-				k := (*list)[0]
-				*list = (*list)[1:]
-				if taken[k] {
-					continue
-				}
-				taken[k] = true
-				h.Keys = append(h.Keys, KeyHeat{Key: k, Scope: classify(k, w), PerJob: perJob[k], PerDaemonSecond: perDS[k]})
-				break
-			}
-		}
-	}
+	h := &Heat{Keys: hottest(w, perJob, perDS)}
 	scope := func(k string) string { return classify(k, w) }
-	h.IdleDaemons = idleSaturation(spread(perDS), scope)
+	h.IdleDaemons = firstLimit(spread(perDS), func(k string) bool { return scope(k) == "shared" })
 	spreadJobs := spread(perJob)
 	for _, n := range heatSites {
 		if s := jobSaturation(spreadJobs, scope, len(w.sites), n); s != nil {
@@ -136,6 +135,57 @@ func heat(w *world, jobs int, lifecycle map[string]Capacity, idle *IdlePhase) *H
 		}
 	}
 	return h
+}
+
+// siteHeat is heat for a workload of one site (w has one): its hottest
+// keys, and the idle devices consenting to it and its jobs/s at which the
+// first key saturates. Those loads put all their weight on the site's own
+// keys and the shared ones; a job's, an owner's or a runner's key carries
+// no more as the site grows (SiteHeat).
+func siteHeat(w *world, jobs int, lifecycle map[string]Capacity, idle *IdlePhase) *SiteHeat {
+	perJob, perDS := perUnit(jobs, lifecycle, idle)
+	if len(perJob) == 0 && len(perDS) == 0 {
+		return nil
+	}
+	grows := func(k string) bool {
+		s := classify(k, w)
+		return s == "site" || s == "shared"
+	}
+	return &SiteHeat{SiteID: w.sites[0].id, Keys: hottest(w, perJob, perDS),
+		IdleDevices: firstLimit(spread(perDS), grows), JobsPerSecond: firstLimit(spread(perJob), grows)}
+}
+
+// perUnit is a lifecycle phase's keys per job and an idle phase's per
+// daemon-second.
+func perUnit(jobs int, lifecycle map[string]Capacity, idle *IdlePhase) (perJob, perDS map[string]Capacity) {
+	perJob = scaled(lifecycle, float64(jobs))
+	if idle != nil {
+		perDS = scaled(idle.Keys, idle.DaemonSeconds())
+	}
+	return perJob, perDS
+}
+
+// hottest is the hottest of each list in turn, by load, until hotKeys are
+// taken, so the idle fleet's keys show beside the jobs'.
+func hottest(w *world, perJob, perDS map[string]Capacity) []KeyHeat {
+	var out []KeyHeat
+	taken := map[string]bool{}
+	a, b := byLoad(perJob), byLoad(perDS)
+	for len(out) < hotKeys && (len(a) > 0 || len(b) > 0) {
+		for _, list := range []*[]string{&a, &b} {
+			for len(*list) > 0 && len(out) < hotKeys {
+				k := (*list)[0]
+				*list = (*list)[1:]
+				if taken[k] {
+					continue
+				}
+				taken[k] = true
+				out = append(out, KeyHeat{Key: k, Scope: classify(k, w), PerJob: perJob[k], PerDaemonSecond: perDS[k]})
+				break
+			}
+		}
+	}
+	return out
 }
 
 // scaled is every key's capacity over n (jobs or daemon-seconds).
@@ -165,72 +215,48 @@ func byLoad(keys map[string]Capacity) []string {
 	return out
 }
 
-// shardFamily is a family of keys one logical key is spread over, each
-// call picking its member by a hash of what it names or at random: the
-// due index's shards (by job, or in turn from a random start) and the
-// clock probe's (at random, per container).
-type shardFamily struct {
-	prefix string // the members are prefix + a shard number
-	shards int
-}
-
-var shardFamilies = []shardFamily{
-	{"due:D#", dynamo.DefaultDueShards},
-	{"due:ED#", dynamo.DefaultDueShards},
-	{"due:SD#", dynamo.DefaultDueShards},
-	{"CLOCK#probe#", dynamo.ClockProbeShards},
-}
-
-// spread gives every member of a shard family the family's total over its
-// shard count, for the saturation estimates: at fleet scale a hash or a
-// random pick spreads the family's load evenly, whichever members the
-// bench's sample happened to touch (one container's one clock probe read
-// lands on one member of 256, which the sample would bill as if every
-// container read it). The table of hottest keys keeps each exact key's
-// measured load.
+// spread gives every member of a shard family (partkey.Families) the
+// family's total over its shard count, for the saturation estimates: at
+// fleet scale a hash or a random pick spreads the family's load evenly,
+// whichever members the bench's sample happened to touch (one container's
+// one clock probe read lands on one member of 256, which the sample would
+// bill as if every container read it). One name stands for the members,
+// "<prefix>*" (one per site for a family of per-site keys). The table of
+// hottest keys keeps each exact key's measured load.
 func spread(keys map[string]Capacity) map[string]Capacity {
 	if len(keys) == 0 {
 		return keys
 	}
 	out := make(map[string]Capacity, len(keys))
-	totals := map[int]Capacity{}
+	totals := map[string]Capacity{}
+	shards := map[string]int{}
 	for k, c := range keys {
-		if f, ok := familyOf(k); ok {
-			t := totals[f]
+		if name, n, ok := partkey.FamilyOf(k); ok {
+			t := totals[name]
 			t.add(c)
-			totals[f] = t
+			totals[name], shards[name] = t, n
 			continue
 		}
 		out[k] = c
 	}
-	for f, t := range totals {
-		n := float64(shardFamilies[f].shards)
-		each := Capacity{Calls: t.Calls, ReadUnits: t.ReadUnits / n, WriteUnits: t.WriteUnits / n, IndexWrite: t.IndexWrite / n}
-		// One name stands for every member: "<prefix>*".
-		out[shardFamilies[f].prefix+"*"] = each
+	for name, t := range totals {
+		n := float64(shards[name])
+		out[name] = Capacity{Calls: t.Calls, ReadUnits: t.ReadUnits / n, WriteUnits: t.WriteUnits / n, IndexWrite: t.IndexWrite / n}
 	}
 	return out
 }
 
-// familyOf is the index in shardFamilies of the family key belongs to.
-func familyOf(key string) (int, bool) {
-	for i, f := range shardFamilies {
-		if rest, ok := strings.CutPrefix(key, f.prefix); ok && rest != "" && strings.Trim(rest, "0123456789") == "" {
-			return i, true
-		}
-	}
-	return 0, false
-}
-
-// idleSaturation is the idle fleet at which the first key saturates. A
-// shared key's load grows with the fleet: it saturates at limit / (its
-// capacity per daemon-second) daemons, reads and writes apart. A key of
-// one site, owner or runner carries only its own daemons' load, which a
-// larger fleet does not raise, so it never saturates this way.
-func idleSaturation(perDS map[string]Capacity, scope func(string) string) *Saturation {
+// firstLimit is the load at which the first key that grows with it
+// reaches a partition's reads or writes: per holds each key's capacity per
+// unit of load (a daemon-second, a job), and a key that grows saturates at
+// limit / its capacity per unit, reads and writes apart. Keys that do
+// not grow carry only their own entity's load, which a larger load does
+// not raise. The idle fleet's estimate counts the shared keys alone: a
+// key of one site, owner or runner carries only its own daemons' load.
+func firstLimit(per map[string]Capacity, grows func(string) bool) *Saturation {
 	var best *Saturation
-	for k, c := range perDS {
-		if scope(k) != "shared" {
+	for k, c := range per {
+		if !grows(k) {
 			continue
 		}
 		for _, s := range []Saturation{{Key: k, Reads: true, At: limitOver(partitionRCU, c.ReadUnits)}, {Key: k, At: limitOver(partitionWCU, c.WriteUnits)}} {

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"math"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -143,6 +145,80 @@ func TestSaturationSpreadsAShardFamily(t *testing.T) {
 		want := min(family, other)
 		if !near(s.At, want) {
 			t.Errorf("at one site: %+v, want %v jobs/s", s, want)
+		}
+	}
+}
+
+// One site's saturation counts the keys that grow with the site, its own
+// and the shared ones; an owner's key (a (site, owner) pair's too), a
+// runner's and a job's carry no more as the site gains devices. A
+// per-site shard family is spread over its shards.
+func TestOneSiteSaturationCountsWhatGrowsWithTheSite(t *testing.T) {
+	saved := partkey.Families
+	t.Cleanup(func() { partkey.Families = saved })
+	partkey.Families = append(slices.Clone(saved), partkey.Family{Prefix: "U#", Shards: 16})
+	w := &world{sites: []site{{id: "one-site"}}, daemons: []daemon{{runnerID: "run-1", owner: "own-1"}, {runnerID: "run-2", owner: "own-2"}}}
+	// 100 jobs; 10 idle daemon-seconds.
+	lifecycle := map[string]Capacity{
+		"VS#one-site":                {Calls: 700, ReadUnits: 700}, // 7 RCU/job: 428.6 jobs/s
+		"V#projection":               {Calls: 100, ReadUnits: 200}, // 2 RCU/job, shared: 1,500 jobs/s
+		"queue:Q#one-site/own-1/gen": {Calls: 100, WriteUnits: 500},
+		"P#run-1":                    {Calls: 100, WriteUnits: 500},
+		"J#one-site/one-000-000001":  {Calls: 100, WriteUnits: 900},
+		"U#one-site#3":               {Calls: 100, WriteUnits: 100}, // with #5: 4 WCU/job over 16 shards
+		"U#one-site#5":               {Calls: 100, WriteUnits: 300},
+		"due:F#one-site":             {Calls: 100, WriteUnits: 20},
+	}
+	idle := &IdlePhase{Daemons: 2, Seconds: 5, Keys: map[string]Capacity{
+		"VS#one-site": {Calls: 2, ReadUnits: 2},   // 0.2 RCU per daemon-second: 15,000 devices
+		"P#run-1":     {Calls: 2, WriteUnits: 10}, // the runner's own
+	}}
+	h := siteHeat(w, 100, lifecycle, idle)
+	if h == nil || h.SiteID != "one-site" {
+		t.Fatalf("site heat %+v", h)
+	}
+	if s := h.IdleDevices; s == nil || s.Key != "VS#one-site" || !s.Reads || !near(s.At, 15000) {
+		t.Errorf("idle devices %+v, want VS#one-site reads at 15000", s)
+	}
+	if s := h.JobsPerSecond; s == nil || s.Key != "VS#one-site" || !s.Reads || !near(s.At, 3000.0/7) {
+		t.Errorf("jobs/s %+v, want VS#one-site reads at %v", s, 3000.0/7)
+	}
+	for _, k := range h.Keys {
+		if k.Key == "queue:Q#one-site/own-1/gen" && k.Scope != "owner" {
+			t.Errorf("a (site, owner) pair's key is scoped %s, want owner", k.Scope)
+		}
+	}
+
+	// Without the site record: the spread unsealed family (4 WCU/job over
+	// 16 shards, 4,000 jobs/s) comes after the shared key's 1,500.
+	delete(lifecycle, "VS#one-site")
+	if s := siteHeat(w, 100, lifecycle, idle).JobsPerSecond; s == nil || s.Key != "V#projection" || !near(s.At, 1500) {
+		t.Errorf("jobs/s without the site record %+v, want V#projection at 1500", s)
+	}
+	delete(lifecycle, "V#projection")
+	if s := siteHeat(w, 100, lifecycle, idle).JobsPerSecond; s == nil || s.Key != "U#one-site#*" || s.Reads || !near(s.At, 4000) {
+		t.Errorf("jobs/s of the unsealed family %+v, want U#one-site#* writes at 4000", s)
+	}
+}
+
+// The verdicts read the one-site saturations as the hottest key's share of
+// its limit at a million devices and at 10,000 jobs/s.
+func TestOneSiteVerdicts(t *testing.T) {
+	rep := &Report{Targets: map[string]*TargetReport{TargetDynamo: {
+		OneSite: &OneSitePhase{SiteID: "one-site", Idle: &IdlePhase{Daemons: 2, Seconds: 10}, Lifecycle: Phase{Jobs: 100}},
+		Heat: &Heat{OneSite: &SiteHeat{SiteID: "one-site",
+			IdleDevices:   &Saturation{Key: "VS#one-site", Reads: true, At: 15000},
+			JobsPerSecond: &Saturation{Key: "U#one-site#*", At: 40000}}},
+	}}}
+	md := rep.Markdown()
+	for _, want := range []string{
+		"| one site with 1,000,000 idle consenting devices (default heartbeat) puts no partition above 50%: the hottest key's share of its limit | 6666.7% (`VS#one-site` reads, at its limit from 15000 devices) | ≤ 50% | no |",
+		"| one site at 10,000 jobs/s puts no partition above 50%: the hottest key's share of its limit | 25.0% (`U#one-site#*` writes, at its limit from 40000 jobs/s) | ≤ 50% | yes |",
+		"| one site: idle devices consenting to it, at the default heartbeat | `VS#one-site` (reads) | 15000 devices |",
+		"| one site: its jobs/s | `U#one-site#*` (writes) | 40000 jobs/s |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -230,6 +231,12 @@ const (
 	goalResultsOverDeadline = 1.5
 	goalFunctionBytes       = 16_000_000
 	goalInitOverHello       = 2.0
+	// One site as large as the fleet's goals: a million devices
+	// consenting to it, idle, or 10,000 of its jobs a second, with no
+	// partition past half its limit.
+	goalOneSiteDevices = 1_000_000
+	goalOneSiteJobs    = 10_000
+	goalPartitionShare = 0.5
 )
 
 // verdicts is the run's answers to the questions the bench exists for,
@@ -280,6 +287,17 @@ func (r *Report) verdicts(b *strings.Builder) {
 				fmt.Sprintf("%.2f× (%.2f / %.2f)", v, last.RCUPerJob, first.RCUPerJob), fmt.Sprintf("≤ %.1f×", goalResultsOverDeadline), v <= goalResultsOverDeadline})
 		}
 	}
+	if d := r.Targets[TargetDynamo]; d != nil && d.Heat != nil && d.Heat.OneSite != nil {
+		sh := d.Heat.OneSite
+		if one := d.OneSite; one != nil && one.Idle != nil {
+			v, text := shareAt(goalOneSiteDevices, sh.IdleDevices, "devices")
+			rows = append(rows, row{fmt.Sprintf("one site with %s idle consenting devices (default heartbeat) puts no partition above %.0f%%: the hottest key's share of its limit", grouped(goalOneSiteDevices), goalPartitionShare*100),
+				text, fmt.Sprintf("≤ %.0f%%", goalPartitionShare*100), v <= goalPartitionShare})
+		}
+		v, text := shareAt(goalOneSiteJobs, sh.JobsPerSecond, "jobs/s")
+		rows = append(rows, row{fmt.Sprintf("one site at %s jobs/s puts no partition above %.0f%%: the hottest key's share of its limit", grouped(goalOneSiteJobs), goalPartitionShare*100),
+			text, fmt.Sprintf("≤ %.0f%%", goalPartitionShare*100), v <= goalPartitionShare})
+	}
 	if cs := r.ColdStart; cs != nil && cs.Error == "" && len(cs.Functions) > 1 {
 		// No function calls anything during init: the key reads and the
 		// clock's calibration are made by the first request, so the first
@@ -320,18 +338,37 @@ func (r *Report) verdicts(b *strings.Builder) {
 	b.WriteString("\n")
 }
 
+// shareAt is the hottest key's share of its partition's limit at load
+// (devices or jobs/s) when s is where it saturates, with the text the
+// verdict prints; 0 when no key grows with the load.
+func shareAt(load float64, s *Saturation, unit string) (float64, string) {
+	if s == nil {
+		return 0, "0% (no key grows with it)"
+	}
+	v := load / s.At
+	return v, fmt.Sprintf("%.1f%% (`%s` %s, at its limit from %.0f %s)", v*100, s.Key, limitName(s.Reads), s.At, unit)
+}
+
 // heatTables is the hottest partition keys and where the first of them
-// reaches DynamoDB's per-partition limits.
+// reaches DynamoDB's per-partition limits, for the fleet and for one site.
 func (t *TargetReport) heatTables(b *strings.Builder) {
 	h := t.Heat
-	idle := "no idle phase"
-	if p := t.Idle; p != nil {
-		idle = fmt.Sprintf("%d daemons for %.0f s at the default %.0f s heartbeat, %d heartbeats and %d empty claims", p.Daemons, p.Seconds, idleHeartbeat.Seconds(), p.Heartbeats, p.Claims)
+	if len(h.Keys) > 0 {
+		idle := "no idle phase"
+		if p := t.Idle; p != nil {
+			idle = idleText(p)
+		}
+		fmt.Fprintf(b, "\n### Hottest DynamoDB partition keys (per job of the lifecycle phase; per daemon-second of the idle phase: %s)\n\n", idle)
+		keyTable(b, h.Keys)
 	}
-	fmt.Fprintf(b, "\n### Hottest DynamoDB partition keys (per job of the lifecycle phase; per daemon-second of the idle phase: %s)\n\n", idle)
-	b.WriteString("| key | scope | RCU/job | WCU/job | RCU/idle daemon-s | WCU/idle daemon-s |\n|---|---|---:|---:|---:|---:|\n")
-	for _, k := range h.Keys {
-		fmt.Fprintf(b, "| `%s` | %s | %.3f | %.3f | %.4f | %.4f |\n", k.Key, k.Scope, k.PerJob.ReadUnits, k.PerJob.WriteUnits, k.PerDaemonSecond.ReadUnits, k.PerDaemonSecond.WriteUnits)
+	if o := h.OneSite; o != nil && t.OneSite != nil {
+		idle := "no idle phase"
+		if p := t.OneSite.Idle; p != nil {
+			idle = idleText(p)
+		}
+		fmt.Fprintf(b, "\n### Hottest DynamoDB partition keys of one site (a stack of its own, every daemon consenting to `%s` and every job its: per job of %d jobs; per daemon-second of the idle phase: %s)\n\n",
+			o.SiteID, t.OneSite.Lifecycle.Jobs, idle)
+		keyTable(b, o.Keys)
 	}
 	b.WriteString("\n| load | first key to reach a partition's limit (3,000 RCU/s, 1,000 WCU/s) | at |\n|---|---|---:|\n")
 	if s := h.IdleDaemons; s != nil {
@@ -343,6 +380,35 @@ func (t *TargetReport) heatTables(b *strings.Builder) {
 			sites = "site"
 		}
 		fmt.Fprintf(b, "| jobs/s spread over %d %s | `%s` (%s) | %.0f jobs/s |\n", s.Sites, sites, s.Key, limitName(s.Reads), s.At)
+	}
+	if o := h.OneSite; o != nil {
+		if s := o.IdleDevices; s != nil {
+			fmt.Fprintf(b, "| one site: idle devices consenting to it, at the default heartbeat | `%s` (%s) | %.0f devices |\n", s.Key, limitName(s.Reads), s.At)
+		}
+		if s := o.JobsPerSecond; s != nil {
+			fmt.Fprintf(b, "| one site: its jobs/s | `%s` (%s) | %.0f jobs/s |\n", s.Key, limitName(s.Reads), s.At)
+		}
+	}
+}
+
+// grouped is n with its thousands separated by commas.
+func grouped(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func idleText(p *IdlePhase) string {
+	return fmt.Sprintf("%d daemons for %.0f s at the default %.0f s heartbeat, %d heartbeats and %d empty claims", p.Daemons, p.Seconds, idleHeartbeat.Seconds(), p.Heartbeats, p.Claims)
+}
+
+// keyTable is the hottest keys, one a row.
+func keyTable(b *strings.Builder, keys []KeyHeat) {
+	b.WriteString("| key | scope | RCU/job | WCU/job | RCU/idle daemon-s | WCU/idle daemon-s |\n|---|---|---:|---:|---:|---:|\n")
+	for _, k := range keys {
+		fmt.Fprintf(b, "| `%s` | %s | %.3f | %.3f | %.4f | %.4f |\n", k.Key, k.Scope, k.PerJob.ReadUnits, k.PerJob.WriteUnits, k.PerDaemonSecond.ReadUnits, k.PerDaemonSecond.WriteUnits)
 	}
 }
 

@@ -32,37 +32,69 @@ import (
 )
 
 // EnvScaleDevices sets how many devices TestScale loads: `make scale`
-// loads 1,000,000, `make test` the default.
-const EnvScaleDevices = "BYORELAY_SCALE_DEVICES"
+// loads 1,000,000, `make test` the default. EnvScaleSites sets how many
+// sites they consent to, device i to site i mod sites: `make scale
+// SCALE_SITES=1` puts every device on one site.
+const (
+	EnvScaleDevices = "BYORELAY_SCALE_DEVICES"
+	EnvScaleSites   = "BYORELAY_SCALE_SITES"
+)
 
 const (
 	defaultScaleDevices = 20_000
-	scaleSites          = 300
+	defaultScaleSites   = 300
 	// smallFleet is the fleet the first request's capacity is compared
 	// with: a projection's size must not show in what a request costs.
 	smallFleet = 10
+	// oneSiteSmoke is the one-site fleet `make test` loads.
+	oneSiteSmoke = 200
 )
 
 // TestScale loads a relay on DynamoDB Local with a fleet through the admin
 // CLI's import (one owner per device, each consenting to one of 300
-// sites), then, from a newly started stack: one device heartbeats, claims
-// and finishes a job, and a device revoked among them is refused on its
-// next request. It reports the load's wall time and what the new stack's
-// first request cost, which must equal the cost with 10 devices.
+// sites, or of EnvScaleSites), then, from a newly started stack: one
+// device heartbeats, claims and finishes a job, and a device revoked among
+// them is refused on its next request. It reports the load's wall time and
+// what the new stack's first request cost, which must equal the cost with
+// 10 devices on as many sites.
 func TestScale(t *testing.T) {
-	n := defaultScaleDevices
-	if v := os.Getenv(EnvScaleDevices); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < smallFleet {
-			t.Fatalf("%s=%q: want a number of at least %d", EnvScaleDevices, v, smallFleet)
-		}
+	n := envCount(t, EnvScaleDevices, defaultScaleDevices, smallFleet)
+	sites := envCount(t, EnvScaleSites, defaultScaleSites, 1)
+	scale(t, n, sites)
+}
+
+// TestScaleOfOneSite is TestScale's smoke with every device consenting to
+// one site: a site's popularity must not show in what its device's
+// request costs either.
+func TestScaleOfOneSite(t *testing.T) { scale(t, oneSiteSmoke, 1) }
+
+// envCount is the count env sets, at least least, or def when unset.
+func envCount(t *testing.T, env string, def, least int) int {
+	t.Helper()
+	v := os.Getenv(env)
+	if v == "" {
+		return def
 	}
-	big := loadFleet(t, n)
-	small := loadFleet(t, smallFleet)
-	t.Logf("load of %d devices, %d consents and %d sites through `byorelay admin import`: %s wall (file %d MB)",
-		n, n, scaleSites, big.loadTime.Round(time.Millisecond), big.fileBytes>>20)
-	t.Logf("the first requests of a newly started stack (one tick: a heartbeat and a claim): %s with %d devices, %s with %d",
-		big.first, n, small.first, smallFleet)
+	n, err := strconv.Atoi(v)
+	if err != nil || n < least {
+		t.Fatalf("%s=%q: want a number of at least %d", env, v, least)
+	}
+	return n
+}
+
+// scale loads n devices over sites, then smallFleet over as many, and
+// compares a new stack's first tick on each.
+func scale(t *testing.T, n, sites int) {
+	big := loadFleet(t, n, sites)
+	small := loadFleet(t, smallFleet, sites)
+	on := fmt.Sprintf("%d sites", sites)
+	if sites == 1 {
+		on = "one site"
+	}
+	t.Logf("load of %d devices and %d consents on %s through `byorelay admin import`: %s wall (file %d MB)",
+		n, n, on, big.loadTime.Round(time.Millisecond), big.fileBytes>>20)
+	t.Logf("the first requests of a newly started stack (one tick: a heartbeat and a claim): %s with %d devices, %s with %d, on %s",
+		big.first, n, small.first, smallFleet, on)
 	if big.first != small.first {
 		t.Errorf("the first request cost %s at %d devices and %s at %d: a request's cost grows with the fleet", big.first, n, small.first, smallFleet)
 	}
@@ -79,9 +111,10 @@ func (c Capacity) String() string {
 	return fmt.Sprintf("%d calls, %.1f RCU, %.1f WCU", c.Calls, c.ReadUnits, c.WriteUnits)
 }
 
-// loadFleet writes a fixture of n devices to a file, imports it through
-// the CLI into a fresh table, and drives a new stack's first requests.
-func loadFleet(t *testing.T, n int) fleetRun {
+// loadFleet writes a fixture of n devices over sites to a file, imports it
+// through the CLI into a fresh table, and drives a new stack's first
+// requests.
+func loadFleet(t *testing.T, n, sites int) fleetRun {
 	ctx := context.Background()
 	quiet := slog.New(slog.DiscardHandler)
 	table := localtest.UniqueName("scale")
@@ -92,7 +125,7 @@ func loadFleet(t *testing.T, n int) fleetRun {
 	env := lambdafn.Env{TableName: table, MetricsNamespace: "byorelay", AwaitingPayloadMs: 60_000}
 
 	file := filepath.Join(t.TempDir(), "fixture.json")
-	keys := writeFleet(t, file, n)
+	keys := writeFleet(t, file, n, sites)
 	info, err := os.Stat(file)
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +187,7 @@ func loadFleet(t *testing.T, n int) fleetRun {
 	}
 
 	// The device claims and finishes a job of its site.
-	s, err := gosite.New(gosite.Config{RelayURL: srv.URL, SiteID: siteOf(0), Keys: keys.sites[0]})
+	s, err := gosite.New(gosite.Config{RelayURL: srv.URL, SiteID: siteOf(0, sites), Keys: keys.sites[0]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,9 +238,9 @@ func loadFleet(t *testing.T, n int) fleetRun {
 	return run
 }
 
-func runnerOf(i int) string { return fmt.Sprintf("runner-%07d", i) }
-func ownerOf(i int) string  { return fmt.Sprintf("owner-%07d", i) }
-func siteOf(i int) string   { return fmt.Sprintf("site-%03d", i%scaleSites) }
+func runnerOf(i int) string      { return fmt.Sprintf("runner-%07d", i) }
+func ownerOf(i int) string       { return fmt.Sprintf("owner-%07d", i) }
+func siteOf(i, sites int) string { return fmt.Sprintf("site-%03d", i%sites) }
 
 // fleetKeys are the private keys the test needs back: every site's, and
 // the devices it drives (the first, and the one it revokes).
@@ -216,10 +249,10 @@ type fleetKeys struct {
 	devices []*protocol.Keys
 }
 
-// writeFleet writes a RelayFixture of n devices to path as a stream, each
-// device with keys of its own (generated on every core), so the file is
-// never whole in memory.
-func writeFleet(t *testing.T, path string, n int) fleetKeys {
+// writeFleet writes a RelayFixture of n devices over sites to path as a
+// stream, each device with keys of its own (generated on every core), so
+// the file is never whole in memory.
+func writeFleet(t *testing.T, path string, n, sites int) fleetKeys {
 	t.Helper()
 	f, err := os.Create(path)
 	if err != nil {
@@ -237,20 +270,20 @@ func writeFleet(t *testing.T, path string, n int) fleetKeys {
 		w.Write(b)
 	}
 	w.WriteString(`{"sites":[`)
-	for i := range scaleSites {
+	for i := range sites {
 		k := mustKeys(t)
 		keys.sites = append(keys.sites, k)
 		if i > 0 {
 			w.WriteString(",")
 		}
-		write(projection.SiteRecord{SiteID: siteOf(i), Site: k.Public()})
+		write(projection.SiteRecord{SiteID: siteOf(i, sites), Site: k.Public()})
 	}
 	w.WriteString(`],"consents":[`)
 	for i := range n {
 		if i > 0 {
 			w.WriteString(",")
 		}
-		write(projection.ConsentRecord{Owner: ownerOf(i), SiteID: siteOf(i)})
+		write(projection.ConsentRecord{Owner: ownerOf(i), SiteID: siteOf(i, sites)})
 	}
 	w.WriteString(`],"devices":[`)
 	const batch = 4096

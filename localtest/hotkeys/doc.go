@@ -12,7 +12,11 @@
 // item. A key that a fixed share of all requests touch therefore caps the
 // whole relay at that partition's rate, however many sites and daemons
 // share it. The test fails when any key is touched by more than an eighth
-// of the requests, printing the ten hottest.
+// of the requests, printing the ten hottest. It runs two fleets of 100
+// devices of 100 owners: over ten sites (TestNoPartitionKeyIsHot), and all
+// consenting to one site (TestNoPartitionKeyIsHotForOneSite), where every
+// request names the same site, so a key of that site's alone that each of
+// its requests touches caps one site at one partition's rate.
 //
 //	go run ./localtest/withservices -- go test -count=1 -run TestNoPartitionKeyIsHot ./localtest/hotkeys/
 package hotkeys

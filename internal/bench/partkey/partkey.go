@@ -17,6 +17,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/byorelay/byorelay/store/dynamo"
 )
 
 // hashKeys are the partition key attribute of the table ("") and of each
@@ -239,6 +241,49 @@ func Name(index, value string) string {
 		return value
 	}
 	return index + ":" + value
+}
+
+// Family is a key spread over shards: each call picks its member by a hash
+// of what it names or at random, so at fleet scale every member takes an
+// equal part of the family's load, whichever members a sample touched.
+// A member's name is Prefix, then anything ending in '#' or '/' (the
+// store's NUL separator as Name prints it), or nothing, then its shard
+// number: "due:D#17" (prefix "due:D#"), or, for a family with one logical
+// key per site, "VS#site-a#3" (prefix "VS#"). Such a family groups its
+// members by what comes before the shard number: one site's copies are
+// one family member set, another site's another.
+type Family struct {
+	Prefix string
+	Shards int
+}
+
+// Families are the keys the relay spreads over shards, with the default
+// shard count of each (the bench's stacks run the defaults). A key spread
+// over shards is added here, or the bench bills its sample's members as if
+// each took the whole family's load.
+var Families = []Family{
+	{"due:D#", dynamo.DefaultDueShards},
+	{"due:ED#", dynamo.DefaultDueShards},
+	{"due:SD#", dynamo.DefaultDueShards},
+	{"CLOCK#probe#", dynamo.ClockProbeShards},
+}
+
+// FamilyOf is the family key is a member of: the name that stands for
+// every member of its set (its shard number printed as "*", like
+// "due:D#*") and the family's shard count.
+func FamilyOf(key string) (name string, shards int, ok bool) {
+	for _, f := range Families {
+		rest, found := strings.CutPrefix(key, f.Prefix)
+		if !found {
+			continue
+		}
+		head := strings.TrimRight(rest, "0123456789")
+		if head == rest || head != "" && !strings.HasSuffix(head, "#") && !strings.HasSuffix(head, "/") {
+			continue // no shard number, or one not after a separator
+		}
+		return f.Prefix + head + "*", f.Shards, true
+	}
+	return "", 0, false
 }
 
 func deref(s *string) string {

@@ -99,3 +99,32 @@ func TestTouchedIsItemsAndIndexEntriesOnce(t *testing.T) {
 		t.Errorf("a table description touched %q, want nothing", got)
 	}
 }
+
+// A shard family's members are named by what comes before their shard
+// number, so one site's shards group apart from another's, and a key that
+// merely ends in digits (a site id) is no member.
+func TestFamilyOfGroupsShardsByWhatTheyShard(t *testing.T) {
+	saved := Families
+	t.Cleanup(func() { Families = saved })
+	Families = append(slices.Clone(saved), Family{Prefix: "VS#", Shards: 8})
+	cases := []struct {
+		key, name string
+		shards    int
+	}{
+		{"due:D#17", "due:D#*", Families[0].Shards},
+		{"CLOCK#probe#146", "CLOCK#probe#*", Families[3].Shards},
+		{"VS#site-01#3", "VS#site-01#*", 8},
+		{"VS#site-01/12", "VS#site-01/*", 8},
+		{"VS#site-02#3", "VS#site-02#*", 8},
+		{"due:D#7x", "", 0},     // not a shard number
+		{"due:D#", "", 0},       // no shard number
+		{"VS#site-01", "", 0},   // a site id's digits are not a shard number
+		{"V#projection", "", 0}, // no family
+	}
+	for _, c := range cases {
+		name, shards, ok := FamilyOf(c.key)
+		if ok != (c.name != "") || name != c.name || shards != c.shards {
+			t.Errorf("FamilyOf(%q) = %q, %d, %v; want %q, %d", c.key, name, shards, ok, c.name, c.shards)
+		}
+	}
+}
