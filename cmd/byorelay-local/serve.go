@@ -85,7 +85,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.DurationVar(&o.awaiting, "awaiting", time.Duration(store.AwaitingPayloadMs)*time.Millisecond, "how long a site has to seal a claimed job before it is requeued\n(AWAITING_PAYLOAD_MS when deployed)")
 	fs.IntVar(&o.dueShards, "due-shards", dynamo.DefaultDueShards, "shards of the routing table's due index, a table setting: keep it for a table\n(DUE_SHARDS, template.yaml's DueShards, when deployed)")
 	fs.BoolVar(&o.quiet, "quiet", false, "log only warnings and errors")
-	fs.BoolVar(&o.verbose, "v", false, "also log every routed request (function, status, time)")
+	fs.BoolVar(&o.verbose, "v", false, "also log every request: the relay's request and decision lines, and the\nrouting (function, status, time); without it only warnings, errors and\nchanges (an approval, an import) are logged")
 	fs.BoolVar(&o.exposeAdmin, "expose-admin", false, "allow a non-loopback --host: the admin API (guarded by the per-run token,\nsent in clear over plain HTTP) is then reachable from the network too")
 	fs.BoolVar(&o.grants, "grants", false, "author grants with a control-plane key kept in the demo dir: daemons paired\nfrom now on run in relayed mode (a grant on every job, roster members' jobs too)")
 	fs.StringVar(&o.grantKMSKey, "grant-kms-key", "", "author grants as --grants does, signed by this AWS KMS key (id or ARN; key spec\nECC_NIST_EDWARDS25519) instead of a key file, as GrantKmsKeyId does when deployed;\nregion, credentials and AWS_ENDPOINT_URL_KMS come from the environment")
@@ -134,14 +134,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "byorelay-local serve: %v\n", err)
 		return 2
 	}
-	level := slog.LevelInfo
-	switch {
-	case opts.quiet:
-		level = slog.LevelWarn
-	case opts.verbose:
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := serveLogger(opts, stderr)
 
 	ls, err := startLocal(ctx, opts, log, stdout)
 	if err != nil && ctx.Err() != nil {
@@ -165,6 +158,49 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "byorelay-local serve: %v\n", err)
 		return 1
 	}
+}
+
+// serveLogger is serve's log: warnings and errors always; what the stack
+// does once (an import, an approval, a sweep that moved something) unless
+// --quiet; what it logs for every request only with -v, so the banner
+// stays on the screen and a request that went wrong stands out.
+func serveLogger(opts serveOptions, w io.Writer) *slog.Logger {
+	level := slog.LevelInfo
+	switch {
+	case opts.quiet:
+		level = slog.LevelWarn
+	case opts.verbose:
+		level = slog.LevelDebug
+	}
+	var h slog.Handler = slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})
+	if !opts.verbose {
+		h = withoutRequests{h}
+	}
+	return slog.New(h)
+}
+
+// perRequest are the records the relay writes at info for every request
+// it answers: when deployed each is a CloudWatch line worth having, but on
+// a terminal they are two lines a request.
+var perRequest = map[string]bool{"request": true, "decision": true}
+
+// withoutRequests drops the relay's per-request info records (perRequest)
+// and passes everything else, every warning and error included.
+type withoutRequests struct{ slog.Handler }
+
+func (h withoutRequests) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level < slog.LevelWarn && perRequest[r.Message] {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h withoutRequests) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return withoutRequests{h.Handler.WithAttrs(attrs)}
+}
+
+func (h withoutRequests) WithGroup(name string) slog.Handler {
+	return withoutRequests{h.Handler.WithGroup(name)}
 }
 
 // localStack is a running local stack.
