@@ -173,7 +173,7 @@ LAMBDA_GOFLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w"
 FN    ?= claim
 EVENT ?= events/$(FN).json
 
-## validate: cfn-lint on template.yaml (it applies the SAM transform), as it stands (edge off), with the edge options on and with the grant key in KMS
+## validate: cfn-lint on template.yaml and site-template.yaml (it applies the SAM transform) as they stand, and on template.yaml with the edge options on and with the grant key in KMS
 validate:
 	cfn-lint template.yaml site-template.yaml
 	$(GO) test -count=1 -run '^(TestTemplateWithTheEdgeOnPassesCfnLint|TestTemplateWithKMSGrantKeyPassesCfnLint)$$' .

@@ -70,15 +70,26 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	if err := demoSteps(ctx, o, stdout); err != nil {
 		fmt.Fprintf(stderr, "\nbyorelay-local demo: %v\n", err)
-		// The clients' errors do not all wrap the dial error, so its words
-		// are checked too.
-		if errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error(), "connection refused") {
-			fmt.Fprintf(stderr, "nothing answers at %s: start the stack first with 'make run' in another terminal,\n"+
-				"or name where it runs: make demo DEMO_FLAGS='--relay http://127.0.0.1:PORT'\n", o.relay)
+		if stackDown(err) {
+			fmt.Fprint(stderr, noStack(o.relay, "demo"))
 		}
 		return 1
 	}
 	return 0
+}
+
+// stackDown reports whether err says nothing answers at the relay. The
+// clients' errors do not all wrap the dial error, so its words are checked
+// too.
+func stackDown(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error(), "connection refused")
+}
+
+// noStack says what to do when nothing answers at relay, for the make
+// target that was run.
+func noStack(relay, target string) string {
+	return fmt.Sprintf("nothing answers at %s: start the stack first with 'make run' in another terminal,\n"+
+		"or name where it runs: make %s DEMO_FLAGS='--relay http://127.0.0.1:PORT'\n", relay, target)
 }
 
 // findStack fills in the relay and the admin token from the env file a
