@@ -190,9 +190,9 @@ build-lambdas:
 build-%Function:
 	GOOS=linux GOARCH=$(LAMBDA_ARCH) CGO_ENABLED=0 $(GO) build $(LAMBDA_GOFLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(shell echo $* | tr A-Z a-z)
 
-## invoke: make invoke FN=claim [EVENT=events/claim.json]: the real bootstrap under the Lambda RIE (host arch: arm64 cannot run here); FN=site… for the site stack
+## invoke: make invoke FN=claim [EVENT=events/claim.json]: the real bootstrap under the Lambda RIE (host arch: arm64 cannot run here); prints its answer; INVOKE_FLAGS=-v adds the function's logs; FN=site… for the site stack
 invoke:
-	@$(GO) run ./cmd/byorelay-local invoke $(FN) $(EVENT)
+	@$(GO) run ./cmd/byorelay-local invoke $(INVOKE_FLAGS) $(FN) $(EVENT)
 
 # The SAM CLI replaces samconfig.toml's parameter_overrides with the command
 # line's rather than merging them, so every value deploy sets is here:
