@@ -237,7 +237,9 @@ func demoSteps(ctx context.Context, o demoOptions, out io.Writer) error {
 func publishAndCollect(ctx context.Context, n *narrator, o demoOptions, shop *site.Client, startDevice func() <-chan error) error {
 	// 3. The jobs.
 	n.say("3. The site publishes %d job(s). The relay sees each stub only (id, kind, owner, size,", o.jobs)
-	n.say("   deadline); the prompt stays at the site, sealed to the site's own key.")
+	n.say("   deadline). The prompt waits at the site, sealed at rest to the site's own key, until")
+	n.say("   a device claims the job; then the site seals it to that device's key, and the relay")
+	n.say("   carries it sealed: it never reads it.")
 	runID := time.Now().Format("150405")
 	want := map[string]string{}
 	for i := range o.jobs {
