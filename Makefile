@@ -141,7 +141,7 @@ bin/chat:
 
 ## run: the local stack: DynamoDB Local + every function on one port, its tables kept in .cache/demo/dynamodb across runs (FRESH=1 starts empty; RUN_FLAGS='--port 9000 -v')
 run: deps bin/byorelay-local
-	bin/byorelay-local serve $(if $(FRESH),--fresh) $(RUN_FLAGS)
+	bin/byorelay-local serve $(if $(filter 1,$(FRESH)),--fresh) $(RUN_FLAGS)
 
 ## site: a direct-lane site locally: DynamoDB Local and the site functions on 127.0.0.1:8788 (SITE_FLAGS='--port 9000')
 site: deps bin/byorelay-local
