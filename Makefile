@@ -141,9 +141,9 @@ bin/byorelay-local:
 bin/chat:
 	$(GO) build -o $@ ./examples/chat
 
-## run: the local stack: DynamoDB Local + every function on one port (RUN_FLAGS='--port 9000 -v')
+## run: the local stack: DynamoDB Local + every function on one port, its tables kept in .cache/demo/dynamodb across runs (FRESH=1 starts empty; RUN_FLAGS='--port 9000 -v')
 run: deps bin/byorelay-local
-	bin/byorelay-local serve $(RUN_FLAGS)
+	bin/byorelay-local serve $(if $(filter 1,$(FRESH)),--fresh) $(RUN_FLAGS)
 
 ## site: a direct-lane site locally: DynamoDB Local and the site functions on 127.0.0.1:8788 (SITE_FLAGS='--port 9000')
 site: deps bin/byorelay-local
@@ -175,7 +175,7 @@ LAMBDA_GOFLAGS := -tags lambda.norpc -trimpath -ldflags="-s -w"
 FN    ?= claim
 EVENT ?= events/$(FN).json
 
-## validate: cfn-lint on template.yaml (it applies the SAM transform), as it stands (edge off), with the edge options on and with the grant key in KMS
+## validate: cfn-lint on template.yaml and site-template.yaml (it applies the SAM transform) as they stand, and on template.yaml with the edge options on and with the grant key in KMS
 validate:
 	cfn-lint template.yaml site-template.yaml
 	$(GO) test -count=1 -run '^(TestTemplateWithTheEdgeOnPassesCfnLint|TestTemplateWithKMSGrantKeyPassesCfnLint)$$' .
@@ -192,9 +192,9 @@ build-lambdas:
 build-%Function:
 	GOOS=linux GOARCH=$(LAMBDA_ARCH) CGO_ENABLED=0 $(GO) build $(LAMBDA_GOFLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(shell echo $* | tr A-Z a-z)
 
-## invoke: make invoke FN=claim [EVENT=events/claim.json]: the real bootstrap under the Lambda RIE (host arch: arm64 cannot run here); FN=site… for the site stack
+## invoke: make invoke FN=claim [EVENT=events/claim.json]: the real bootstrap under the Lambda RIE (host arch: arm64 cannot run here); prints its answer; INVOKE_FLAGS=-v adds the function's logs; FN=site… for the site stack
 invoke:
-	@$(GO) run ./cmd/byorelay-local invoke $(FN) $(EVENT)
+	@$(GO) run ./cmd/byorelay-local invoke $(INVOKE_FLAGS) $(FN) $(EVENT)
 
 # The SAM CLI replaces samconfig.toml's parameter_overrides with the command
 # line's rather than merging them, so every value deploy sets is here:

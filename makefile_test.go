@@ -69,3 +69,23 @@ func TestEveryMakeTargetSaysWhatItDoes(t *testing.T) {
 		}
 	}
 }
+
+// make help's validate line names every template the target lints: a
+// template left off the line reads as one nobody checks.
+func TestValidateSaysWhichTemplatesItLints(t *testing.T) {
+	data, err := os.ReadFile("Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := string(data)
+	help := regexp.MustCompile(`(?m)^## validate: (.*)$`).FindStringSubmatch(mk)
+	recipe := regexp.MustCompile(`(?m)^validate:\n\tcfn-lint (.*)$`).FindStringSubmatch(mk)
+	if help == nil || recipe == nil {
+		t.Fatal("the Makefile has no validate target with a ## line and a cfn-lint recipe line")
+	}
+	for _, file := range strings.Fields(recipe[1]) {
+		if !strings.Contains(help[1], file) {
+			t.Errorf("validate lints %s, and its help line does not say so: %q", file, help[1])
+		}
+	}
+}

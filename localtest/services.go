@@ -62,9 +62,23 @@ type service struct {
 type process struct {
 	cmd  *exec.Cmd
 	done chan error
+	// graceful: the process keeps state on disk, so it is asked to stop
+	// (SIGTERM) and given stopGrace to close its files before it is
+	// killed.
+	graceful bool
 }
 
+// stopGrace bounds how long a graceful stop waits before it kills.
+const stopGrace = 10 * time.Second
+
 func (p *process) stop() {
+	if p.graceful && p.cmd.Process.Signal(syscall.SIGTERM) == nil {
+		select {
+		case <-p.done:
+			return
+		case <-time.After(stopGrace):
+		}
+	}
 	_ = p.cmd.Process.Kill()
 	<-p.done
 }
@@ -166,6 +180,32 @@ func StartDynamoWithProgress(progress io.Writer) (endpoint string, stop func(), 
 	return ep, p.stop, nil
 }
 
+// StartDynamoOnDisk is StartDynamoWithProgress keeping its tables in dir
+// (one database file, whatever the caller's credentials or region), so a
+// stop and a start on the same dir finds every item where it was left:
+// what the local stack keeps its pairings in across restarts. dir is
+// made if missing. Stop asks DynamoDB Local to close its file before it
+// kills it. $BYORELAY_DYNAMODB_ENDPOINT, when set, is used instead and
+// dir is not touched.
+func StartDynamoOnDisk(dir string, progress io.Writer) (endpoint string, stop func(), err error) {
+	if ep := os.Getenv(EnvDynamoEndpoint); ep != "" {
+		return ep, func() {}, nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return "", nil, err
+	}
+	p, ep, err := startDynamoWith(progress, "-sharedDb", "-dbPath", abs)
+	if err != nil {
+		return "", nil, err
+	}
+	p.graceful = true
+	return ep, p.stop, nil
+}
+
 // StartMoto starts a moto server outside of a test, like StartDynamo.
 func StartMoto() (endpoint string, stop func(), err error) {
 	return StartMotoWithProgress(nil)
@@ -203,6 +243,12 @@ func (s *service) get(t testing.TB) string {
 }
 
 func startDynamo(progress io.Writer) (*process, string, error) {
+	return startDynamoWith(progress, "-inMemory")
+}
+
+// startDynamoWith starts DynamoDB Local with storage, its flags for where
+// the tables are kept.
+func startDynamoWith(progress io.Writer, storage ...string) (*process, string, error) {
 	dir, err := jsDir()
 	if err != nil {
 		return nil, "", err
@@ -221,9 +267,9 @@ func startDynamo(progress io.Writer) (*process, string, error) {
 			"(Debian/Ubuntu: sudo apt-get install default-jre-headless; macOS: brew install openjdk) " +
 			"or point --ddb-endpoint / " + EnvDynamoEndpoint + " at a DynamoDB you run")
 	}
-	cmd := exec.Command("java",
-		"-Djava.library.path="+filepath.Join(lib, "DynamoDBLocal_lib"),
-		"-jar", jar, "-inMemory", "-port", fmt.Sprint(port))
+	args := []string{"-Djava.library.path=" + filepath.Join(lib, "DynamoDBLocal_lib"), "-jar", jar}
+	args = append(args, storage...)
+	cmd := exec.Command("java", append(args, "-port", fmt.Sprint(port))...)
 	cmd.Dir = lib
 	return launch(cmd, fmt.Sprintf("http://127.0.0.1:%d", port), progress)
 }

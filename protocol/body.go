@@ -9,10 +9,11 @@ import "net/url"
 // on the raw bytes, decision for decision and byte for byte; it only saves
 // parsing them again.
 //
-// The relay uses it as: body := protocol.ParseBody(raw) once per request
-// (raw nil for anything but a POST, as for CheckVersion), then
-// body.CheckVersion(query) where it called CheckVersion(raw, query), and
-// body.Decode(&req) where it called DecodeStrict(raw, &req).
+// A handler uses it as: body := protocol.ParseBody(raw) (raw nil for
+// anything but a POST, as for CheckVersion), then body.CheckVersion(query)
+// in place of CheckVersion(raw, query), and body.Decode(&req) in place of
+// DecodeStrict(raw, &req). Each of those called on raw instead parses the
+// bytes again: a handler that mixes them parses more than once.
 //
 // A Body is read-only after ParseBody and safe to share between
 // goroutines. Decoded strings share memory with it, never with raw: the

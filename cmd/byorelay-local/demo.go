@@ -70,15 +70,26 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	if err := demoSteps(ctx, o, stdout); err != nil {
 		fmt.Fprintf(stderr, "\nbyorelay-local demo: %v\n", err)
-		// The clients' errors do not all wrap the dial error, so its words
-		// are checked too.
-		if errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error(), "connection refused") {
-			fmt.Fprintf(stderr, "nothing answers at %s: start the stack first with 'make run' in another terminal,\n"+
-				"or name where it runs: make demo DEMO_FLAGS='--relay http://127.0.0.1:PORT'\n", o.relay)
+		if stackDown(err) {
+			fmt.Fprint(stderr, noStack(o.relay, "demo"))
 		}
 		return 1
 	}
 	return 0
+}
+
+// stackDown reports whether err says nothing answers at the relay. The
+// clients' errors do not all wrap the dial error, so its words are checked
+// too.
+func stackDown(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error(), "connection refused")
+}
+
+// noStack says what to do when nothing answers at relay, for the make
+// target that was run.
+func noStack(relay, target string) string {
+	return fmt.Sprintf("nothing answers at %s: start the stack first with 'make run' in another terminal,\n"+
+		"or name where it runs: make %s DEMO_FLAGS='--relay http://127.0.0.1:PORT'\n", relay, target)
 }
 
 // findStack fills in the relay and the admin token from the env file a
@@ -226,7 +237,9 @@ func demoSteps(ctx context.Context, o demoOptions, out io.Writer) error {
 func publishAndCollect(ctx context.Context, n *narrator, o demoOptions, shop *site.Client, startDevice func() <-chan error) error {
 	// 3. The jobs.
 	n.say("3. The site publishes %d job(s). The relay sees each stub only (id, kind, owner, size,", o.jobs)
-	n.say("   deadline); the prompt stays at the site, sealed to the site's own key.")
+	n.say("   deadline). The prompt waits at the site, sealed at rest to the site's own key, until")
+	n.say("   a device claims the job; then the site seals it to that device's key, and the relay")
+	n.say("   carries it sealed: it never reads it.")
 	runID := time.Now().Format("150405")
 	want := map[string]string{}
 	for i := range o.jobs {

@@ -46,7 +46,11 @@ func runDemoStream(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return 1
 	}
 	if err := demoStream(ctx, o, addr, drip, stdout); err != nil && ctx.Err() == nil {
-		fmt.Fprintf(stderr, "byorelay-local demo-stream: %v (is 'make run' up?)\n", err)
+		if stackDown(err) {
+			fmt.Fprintf(stderr, "byorelay-local demo-stream: %s", noStack(o.relay, "demo-stream"))
+			return 1
+		}
+		fmt.Fprintf(stderr, "byorelay-local demo-stream: %v\n", err)
 		return 1
 	}
 	return 0
@@ -78,7 +82,7 @@ func demoStream(ctx context.Context, o demoOptions, addr string, drip time.Durat
 	if _, err := dev.Pair(ctx, "byorelay-local demo-stream", func(code daemon.PairCode) {
 		_, approveErr = admin.Approve(ctx, controlplane.ApproveRequest{UserCode: code.UserCode, Owner: o.pairAsWho})
 	}); err != nil || approveErr != nil {
-		return fmt.Errorf("pairing the streaming device: %v %v", err, approveErr)
+		return fmt.Errorf("pairing the streaming device: %w", errors.Join(err, approveErr))
 	}
 	// The device and the site stop with ctx; waiting for them before
 	// returning is what makes an interrupt a clean stop (no claim or

@@ -98,3 +98,15 @@ func TestTheDemoSaysHowToFindAStackThatIsNotThere(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
 	}
 }
+
+// With no stack up, the stream demo says so and what to run, rather than
+// a dial error.
+func TestTheStreamDemoSaysToStartTheStackFirst(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := runDemoStream(t.Context(), []string{"--relay", "http://127.0.0.1:1", "--demo-dir", t.TempDir()}, &stdout, &stderr)
+	msg := stderr.String()
+	if code != 1 || !strings.Contains(msg, "nothing answers at http://127.0.0.1:1") || !strings.Contains(msg, "'make run'") ||
+		!strings.Contains(msg, "make demo-stream DEMO_FLAGS='--relay") || strings.Contains(msg, "<nil>") {
+		t.Fatalf("exit %d, stderr:\n%s", code, msg)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -58,6 +59,7 @@ func runInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	inProcess := fs.Bool("in-process", false, "run the handler in this process instead of under the emulator")
 	bootstrap := fs.String("bootstrap", "", "a bootstrap already built for this machine (default: build functions/FN)")
 	rie := fs.String("rie", "", "the aws-lambda-rie binary (default: .cache/bin/aws-lambda-rie, installed on first use)")
+	verbose := fs.Bool("v", false, "also print the emulator's and the function's own output (its log lines, EMF\nmetrics); without it that is printed only when the invoke fails or answers 5xx")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -88,13 +90,20 @@ func runInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			}
 		}
 	}
-	opts := invokeOptions{inProcess: *inProcess, bootstrap: *bootstrap, rie: *rie, logs: stderr}
+	held := &heldOutput{}
+	opts := invokeOptions{inProcess: *inProcess, bootstrap: *bootstrap, rie: *rie, logs: stderr, output: held}
+	if *verbose {
+		opts.output = stderr
+	}
 	var answer []byte
 	switch f := fn.(type) {
 	case lambdafn.Function:
 		answer, err = invoke(ctx, f, raw, opts)
 	case sitefn.Function:
 		answer, err = invokeSite(ctx, f, raw, opts)
+	}
+	if err != nil || serverError(answer) {
+		held.writeTo(stderr)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "byorelay-local invoke:", err)
@@ -127,7 +136,44 @@ type invokeOptions struct {
 	inProcess bool
 	bootstrap string
 	rie       string
-	logs      io.Writer
+	// logs is told what invoke does (a build, a service started), one
+	// line a step: the first build on a loaded machine is silent for a
+	// minute otherwise.
+	logs io.Writer
+	// output takes the emulator's and the function's own output: the logs
+	// with -v, else a heldOutput printed only when something failed, so
+	// the answer is not under twenty lines of them.
+	output io.Writer
+}
+
+// heldOutput keeps the function's output until invoke knows whether
+// anyone needs to read it.
+type heldOutput struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (h *heldOutput) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.buf.Write(p)
+}
+
+// writeTo prints what was held, under a line saying what it is.
+func (h *heldOutput) writeTo(w io.Writer) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.buf.Len() > 0 {
+		fmt.Fprintf(w, "the emulator's and the function's output:\n%s", h.buf.Bytes())
+	}
+}
+
+// serverError reports whether answer is an HTTP function's 5xx response.
+func serverError(answer []byte) bool {
+	var resp struct {
+		StatusCode int `json:"statusCode"`
+	}
+	return json.Unmarshal(answer, &resp) == nil && resp.StatusCode >= 500
 }
 
 func invoke(ctx context.Context, fn lambdafn.Function, raw []byte, opts invokeOptions) ([]byte, error) {
@@ -161,7 +207,7 @@ func invoke(ctx context.Context, fn lambdafn.Function, raw []byte, opts invokeOp
 		if err != nil {
 			return nil, err
 		}
-		return invokeInProcess(ctx, fn, env, event, opts.logs)
+		return invokeInProcess(ctx, fn, env, event, opts.output)
 	}
 	answer, err := emulate(ctx, root, fn.Name, env, prepare, opts)
 	if err != nil || fn.Kind != lambdafn.KindStream {
@@ -203,7 +249,7 @@ func emulate(ctx context.Context, root, name string, env []string, prepare func(
 			return nil, err
 		}
 	}
-	logs := &untilAnswered{w: opts.logs}
+	logs := &untilAnswered{w: opts.output}
 	e, err := lambdadev.StartEmulator(ctx, emu, bin, append(env, "AWS_LAMBDA_FUNCTION_NAME=byorelay-"+name), logs)
 	if err != nil {
 		return nil, err
@@ -332,7 +378,7 @@ func invokeInProcess(ctx context.Context, fn lambdafn.Function, env []string, ev
 	if err != nil {
 		return nil, err
 	}
-	opts := lambdafn.Options{MetricsOut: logs}
+	opts := lambdafn.Options{MetricsOut: logs, Logger: slog.New(slog.NewJSONHandler(logs, nil))}
 	if ep := get("AWS_ENDPOINT_URL_DYNAMODB"); env != nil && ep != "" {
 		cfg := localtest.AWSConfig(ep)
 		opts.AWS = &cfg

@@ -52,22 +52,33 @@ func TestInvokeInProcessRunsOnItsOwnDynamoDBLocal(t *testing.T) {
 	}
 	t.Setenv("BYORELAY_DEMO_DIR", t.TempDir())
 	t.Setenv("TABLE_NAME", "")
-	var out, errs bytes.Buffer
-	if code := runInvoke(context.Background(), []string{"-in-process", "catchall", "../../events/catchall.json"}, &out, &errs); code != 0 {
-		t.Fatalf("exit %d: %s", code, errs.String())
-	}
-	var resp struct {
-		StatusCode int    `json:"statusCode"`
-		Body       string `json:"body"`
-	}
-	if err := json.Unmarshal(out.Bytes(), &resp); err != nil {
-		t.Fatalf("stdout is not a response: %q", out.String())
-	}
-	if resp.StatusCode != 404 || resp.Body != `{"error":"not-found"}` {
-		t.Fatalf("answer = %d %s", resp.StatusCode, resp.Body)
-	}
-	if !strings.Contains(errs.String(), `"Refusals":1`) {
-		t.Errorf("no EMF record on stderr:\n%s", errs.String())
+	// The function's own output (its log lines, EMF) is printed with -v
+	// only: without it the answer is not buried under it.
+	for _, verbose := range []bool{false, true} {
+		args := []string{"-in-process", "catchall", "../../events/catchall.json"}
+		if verbose {
+			args = append([]string{"-v"}, args...)
+		}
+		var out, errs bytes.Buffer
+		if code := runInvoke(context.Background(), args, &out, &errs); code != 0 {
+			t.Fatalf("exit %d: %s", code, errs.String())
+		}
+		var resp struct {
+			StatusCode int    `json:"statusCode"`
+			Body       string `json:"body"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &resp); err != nil {
+			t.Fatalf("stdout is not a response: %q", out.String())
+		}
+		if resp.StatusCode != 404 || resp.Body != `{"error":"not-found"}` {
+			t.Fatalf("answer = %d %s", resp.StatusCode, resp.Body)
+		}
+		if got := strings.Contains(errs.String(), `"Refusals":1`); got != verbose {
+			t.Errorf("-v %v: an EMF record on stderr %v:\n%s", verbose, got, errs.String())
+		}
+		if got := strings.Contains(errs.String(), `"msg":"request"`); got != verbose {
+			t.Errorf("-v %v: the function's request log on stderr %v:\n%s", verbose, got, errs.String())
+		}
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/byorelay/byorelay/internal/bench"
+	"github.com/byorelay/byorelay/internal/platform/version"
 )
 
 const usage = `usage: byorelay-local <command> [flags]
@@ -33,6 +34,7 @@ commands:
   fake-llm a stand-in OpenAI-compatible model server, so a real byollm
            daemon can run a demo job without a model installed
   bench    drive the job lifecycle and report throughput, latency and cost
+  version  print the release this build is
 
 The admin CLI and the daemon are byorelay (cmd/byorelay): they find the
 stack serve started without being told.
@@ -77,6 +79,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "admin", "daemon":
 		fmt.Fprintf(stderr, "byorelay-local: %s is byorelay's: go run ./cmd/byorelay %s\n", args[0], args[0])
 		return 2
+	case "version", "-version", "--version":
+		fmt.Fprintf(stdout, "byorelay-local %s\n", version.Version)
+		return 0
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

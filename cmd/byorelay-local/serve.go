@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -59,17 +60,24 @@ type serveOptions struct {
 	grants      bool
 	grantKMSKey string
 	exposeAdmin bool
+	fresh       bool
 }
+
+// ddbDirName is where, under the demo dir, the DynamoDB Local that serve
+// starts keeps its tables: beside the demo keys, since the pairings and
+// the projection in it name those keys.
+const ddbDirName = "dynamodb"
 
 func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	var o serveOptions
 	fs := flag.NewFlagSet("byorelay-local serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.store, "store", storeDynamo, "dynamodb: every function of template.yaml over DynamoDB Local, as deployed;\nmemory: the relay and its admin API on plain net/http over this process's memory,\nas the reference relay runs (no Java; everything is gone when it stops)")
+	fs.StringVar(&o.store, "store", storeDynamo, "dynamodb: every function of template.yaml over DynamoDB Local, as deployed,\nits tables kept across runs (--fresh starts empty);\nmemory: the relay and its admin API on plain net/http over this process's memory,\nas the reference relay runs (no Java; everything is gone when it stops)")
 	fs.StringVar(&o.host, "host", "127.0.0.1", "address to listen on; anything but loopback needs --expose-admin")
 	fs.IntVar(&o.port, "port", 8787, "port for every function (0 picks a free one)")
 	fs.StringVar(&o.ddbEndpoint, "ddb-endpoint", "", "use this DynamoDB endpoint instead of starting DynamoDB Local\n(also $"+localtest.EnvDynamoEndpoint+")")
 	fs.StringVar(&o.table, "table", "byorelay-local", "routing table name; created if missing")
+	fs.BoolVar(&o.fresh, "fresh", false, "start with empty tables: delete what the DynamoDB Local serve starts kept from\nits last run (pairings, jobs, the projection) in <demo-dir>/"+ddbDirName+"; the keys stay")
 	fs.StringVar(&o.demoDir, "demo-dir", "", "where the demo keys are kept, made on first run and reused after\n(default $"+localstack.EnvDir+", else .cache/demo in the repository)")
 	fs.BoolVar(&o.debug, "debug", false, "serve the relay's /debug page (?site=demo-site)")
 	fs.DurationVar(&o.sweepEvery, "sweep-every", time.Minute, "how often the sweeper runs, as its schedule does when deployed")
@@ -77,7 +85,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.DurationVar(&o.awaiting, "awaiting", time.Duration(store.AwaitingPayloadMs)*time.Millisecond, "how long a site has to seal a claimed job before it is requeued\n(AWAITING_PAYLOAD_MS when deployed)")
 	fs.IntVar(&o.dueShards, "due-shards", dynamo.DefaultDueShards, "shards of the routing table's due index, a table setting: keep it for a table\n(DUE_SHARDS, template.yaml's DueShards, when deployed)")
 	fs.BoolVar(&o.quiet, "quiet", false, "log only warnings and errors")
-	fs.BoolVar(&o.verbose, "v", false, "also log every routed request (function, status, time)")
+	fs.BoolVar(&o.verbose, "v", false, "also log every request: the relay's request and decision lines, and the\nrouting (function, status, time); without it only warnings, errors and\nchanges (an approval, an import) are logged")
 	fs.BoolVar(&o.exposeAdmin, "expose-admin", false, "allow a non-loopback --host: the admin API (guarded by the per-run token,\nsent in clear over plain HTTP) is then reachable from the network too")
 	fs.BoolVar(&o.grants, "grants", false, "author grants with a control-plane key kept in the demo dir: daemons paired\nfrom now on run in relayed mode (a grant on every job, roster members' jobs too)")
 	fs.StringVar(&o.grantKMSKey, "grant-kms-key", "", "author grants as --grants does, signed by this AWS KMS key (id or ARN; key spec\nECC_NIST_EDWARDS25519) instead of a key file, as GrantKmsKeyId does when deployed;\nregion, credentials and AWS_ENDPOINT_URL_KMS come from the environment")
@@ -99,6 +107,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	}
 	if o.lease < time.Millisecond || o.awaiting < time.Millisecond {
 		return o, errors.New("--lease and --awaiting must be at least 1ms")
+	}
+	if o.fresh && o.store != storeDynamo {
+		return o, errors.New("--fresh empties the DynamoDB Local serve starts; with --store memory there is none")
 	}
 	if o.grants && o.grantKMSKey != "" {
 		return o, errors.New("--grants keeps the key in a file and --grant-kms-key in KMS: pass one")
@@ -123,14 +134,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "byorelay-local serve: %v\n", err)
 		return 2
 	}
-	level := slog.LevelInfo
-	switch {
-	case opts.quiet:
-		level = slog.LevelWarn
-	case opts.verbose:
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := serveLogger(opts, stderr)
 
 	ls, err := startLocal(ctx, opts, log, stdout)
 	if err != nil && ctx.Err() != nil {
@@ -156,11 +160,55 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 }
 
+// serveLogger is serve's log: warnings and errors always; what the stack
+// does once (an import, an approval, a sweep that moved something) unless
+// --quiet; what it logs for every request only with -v, so the banner
+// stays on the screen and a request that went wrong stands out.
+func serveLogger(opts serveOptions, w io.Writer) *slog.Logger {
+	level := slog.LevelInfo
+	switch {
+	case opts.quiet:
+		level = slog.LevelWarn
+	case opts.verbose:
+		level = slog.LevelDebug
+	}
+	var h slog.Handler = slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})
+	if !opts.verbose {
+		h = withoutRequests{h}
+	}
+	return slog.New(h)
+}
+
+// perRequest are the records the relay writes at info for every request
+// it answers: when deployed each is a CloudWatch line worth having, but on
+// a terminal they are two lines a request.
+var perRequest = map[string]bool{"request": true, "decision": true}
+
+// withoutRequests drops the relay's per-request info records (perRequest)
+// and passes everything else, every warning and error included.
+type withoutRequests struct{ slog.Handler }
+
+func (h withoutRequests) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level < slog.LevelWarn && perRequest[r.Message] {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h withoutRequests) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return withoutRequests{h.Handler.WithAttrs(attrs)}
+}
+
+func (h withoutRequests) WithGroup(name string) slog.Handler {
+	return withoutRequests{h.Handler.WithGroup(name)}
+}
+
 // localStack is a running local stack.
 type localStack struct {
 	store       string // storeDynamo or storeMemory
 	url         string
 	ddbEndpoint string
+	ddbDir      string // where the DynamoDB Local serve started keeps its tables; "" when none was started
 	table       string
 	demoDir     string
 	demo        *demo.World
@@ -205,24 +253,28 @@ func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger, progre
 		return nil, err
 	}
 
-	ls.store = opts.store
-	if opts.store == storeDynamo {
-		ls.ddbEndpoint = opts.ddbEndpoint
-		if ls.ddbEndpoint == "" {
-			fmt.Fprintln(progress, "starting DynamoDB Local (in memory)…")
-			if ls.ddbEndpoint, ls.stopDynamo, err = localtest.StartDynamoWithProgress(progress); err != nil {
-				return nil, fmt.Errorf("DynamoDB Local: %w", err)
-			}
-		}
-		if err := ensureTable(ctx, dynamodb.NewFromConfig(localtest.AWSConfig(ls.ddbEndpoint)), opts.table); err != nil {
-			return nil, err
-		}
-	}
-
 	// The demo keys are shared with `byorelay-local invoke` (localtest/demo), so
 	// a sample event it re-signs is accepted here too.
 	if ls.demoDir = opts.demoDir; ls.demoDir == "" {
 		if ls.demoDir, err = localstack.Dir(); err != nil {
+			return nil, err
+		}
+	}
+
+	ls.store = opts.store
+	if opts.store == storeDynamo {
+		if ls.ddbEndpoint = opts.ddbEndpoint; ls.ddbEndpoint == "" {
+			ls.ddbEndpoint = os.Getenv(localtest.EnvDynamoEndpoint)
+		}
+		if ls.ddbEndpoint != "" && opts.fresh {
+			return nil, fmt.Errorf("--fresh empties the DynamoDB Local serve starts, and this run uses the one at %s", ls.ddbEndpoint)
+		}
+		if ls.ddbEndpoint == "" {
+			if err := ls.startDynamo(opts.fresh, progress); err != nil {
+				return nil, err
+			}
+		}
+		if err := ensureTable(ctx, dynamodb.NewFromConfig(localtest.AWSConfig(ls.ddbEndpoint)), opts.table); err != nil {
 			return nil, err
 		}
 	}
@@ -271,6 +323,25 @@ func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger, progre
 	ls.served = make(chan error, 1)
 	go func() { ls.served <- ls.srv.Serve(ls.listener) }()
 	return ls, nil
+}
+
+// startDynamo starts DynamoDB Local on its tables under the demo dir, so
+// a restart finds every pairing, job and the projection where the last
+// run left them: a daemon paired yesterday is still recognised today.
+// fresh deletes them first.
+func (ls *localStack) startDynamo(fresh bool, progress io.Writer) (err error) {
+	ls.ddbDir = filepath.Join(ls.demoDir, ddbDirName)
+	if fresh {
+		if err := os.RemoveAll(ls.ddbDir); err != nil {
+			return fmt.Errorf("--fresh: %w", err)
+		}
+		fmt.Fprintf(progress, "--fresh: deleted the tables kept in %s\n", ls.ddbDir)
+	}
+	fmt.Fprintf(progress, "starting DynamoDB Local (tables kept in %s)…\n", ls.ddbDir)
+	if ls.ddbEndpoint, ls.stopDynamo, err = localtest.StartDynamoOnDisk(ls.ddbDir, progress); err != nil {
+		return fmt.Errorf("DynamoDB Local: %w", err)
+	}
+	return nil
 }
 
 // backend is what a store brings up: the relay, what serves every
@@ -467,7 +538,11 @@ func (ls *localStack) printBanner(w io.Writer) {
 
 Requests over 6 MB of Lambda event are refused with API Gateway's 413.
 `, ls.table, ls.ddbEndpoint)
-	gone := "the routing state goes with DynamoDB Local"
+	gone := "the routing state and the projection stay in DynamoDB at " + ls.ddbEndpoint
+	if ls.ddbDir != "" {
+		storeLine += "\n                 tables kept in " + ls.ddbDir + " across runs (--fresh, or make run FRESH=1, starts empty)"
+		gone = "the tables stay in " + ls.ddbDir
+	}
 	if ls.store == storeMemory {
 		title = "the relay on plain net/http over this process's\nmemory, as the reference relay runs, with the admin API beside it."
 		storeLine = "  store          memory (this process's: a stop or a crash loses every job and pairing)"

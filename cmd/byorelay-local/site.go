@@ -11,12 +11,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/byorelay/byorelay/internal/repo"
 	"github.com/byorelay/byorelay/internal/sitefn"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
@@ -35,7 +37,7 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	port := fs.Int("port", 8788, "loopback port for the daemon endpoints (/byollm/*) and the app API (/app/*)")
 	adminPort := fs.Int("admin-port", 0, "TEST ONLY: serve the conformance admin API (reset, clock advance) on this loopback port; 0 is off")
-	keysPath := fs.String("keys", "site-keys.json", "the site's StoredKeys JSON; created (mode 0600) if absent")
+	keysPath := fs.String("keys", "", "the site's StoredKeys JSON; created (mode 0600) if absent\n(default .cache/site/site-keys.json in the repository)")
 	demoWorld := fs.Bool("demo", false, "hold the demo site's keys (.cache/demo, instead of --keys) and seed the site demo world: the demo daemon paired as runner-demo for demo-user, demo-job-1 queued; `make invoke FN=site…` can then act on this stack")
 	ddb := fs.String("ddb-endpoint", "", "use this DynamoDB endpoint instead of starting DynamoDB Local")
 	table := fs.String("table", "byorelay-site", "the site table (created if absent)")
@@ -71,8 +73,15 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return fail(err)
 		}
 		keys = world.Site
-	} else if keys, err = loadOrCreateSiteKeys(*keysPath, stdout); err != nil {
-		return fail(err)
+	} else {
+		if *keysPath == "" {
+			if *keysPath, err = defaultSiteKeys(stdout); err != nil {
+				return fail(err)
+			}
+		}
+		if keys, err = loadOrCreateSiteKeys(*keysPath, stdout); err != nil {
+			return fail(err)
+		}
 	}
 	endpoint := *ddb
 	if endpoint == "" {
@@ -174,6 +183,34 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // loadOrCreateSiteKeys reads the site's keys, or makes and saves a pair:
 // the site's identity must survive restarts, or every paired daemon's pin
 // breaks.
+// siteKeysFile is the name of the keys file make site keeps.
+const siteKeysFile = "site-keys.json"
+
+// defaultSiteKeys is where make site keeps its keys: .cache/site, with
+// every other key of the local stacks, git-ignored. Keys an earlier
+// version left at the repository's root are still read there, and the
+// run says how to move them: daemons pin that identity, so a new key in
+// the new place would orphan every pairing.
+func defaultSiteKeys(stdout io.Writer) (string, error) {
+	root, err := repo.Root()
+	if err != nil {
+		return "", fmt.Errorf("%w (pass --keys)", err)
+	}
+	path := filepath.Join(root, ".cache", "site", siteKeysFile)
+	old := filepath.Join(root, siteKeysFile)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(old); err == nil {
+			fmt.Fprintf(stdout, "site keys read from %s, where earlier versions kept them; they belong in %s:\n  mkdir -p %s && mv %s %s\n",
+				old, path, filepath.Dir(path), old, path)
+			return old, nil
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
 func loadOrCreateSiteKeys(path string, stdout io.Writer) (*protocol.Keys, error) {
 	raw, err := os.ReadFile(path)
 	if err == nil {

@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/byorelay/byorelay/internal/platform/version"
 )
 
 const usage = `usage: byorelay <command> [flags]
@@ -20,6 +22,7 @@ commands:
   admin    manage sites, devices, consents and pairings in the projection
   daemon   a minimal BYOLLM daemon: pair by device code, then serve jobs
            with an echo or OpenAI-compatible backend
+  version  print the release this build is
 
 With no endpoint given, both find the local stack 'make run' started.
 The local stack, the demo, the bench and invoke are byorelay-local.
@@ -51,6 +54,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "serve", "site", "invoke", "demo", "demo-stream", "fake-llm", "bench":
 		fmt.Fprintf(stderr, "byorelay: %s is byorelay-local's: go run ./cmd/byorelay-local %s\n", args[0], args[0])
 		return 2
+	case "version", "-version", "--version":
+		fmt.Fprintf(stdout, "byorelay %s\n", version.Version)
+		return 0
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

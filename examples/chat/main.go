@@ -8,7 +8,9 @@
 //
 //	go run ./examples/chat -lane direct
 //	    the site serves daemons itself at /byollm/* on the same origin;
-//	    `byollm connect http://127.0.0.1:8080` and approve the code on the page
+//	    `go run ./cmd/byorelay daemon --relay http://127.0.0.1:8080` (or the
+//	    real daemon, localtest/js/node_modules/.bin/byollm connect URL) and
+//	    approve the code on the page
 //	go run ./examples/chat -lane cloud -relay http://127.0.0.1:8787 -site demo-site -keys .cache/demo/site-keys.json
 //	    the site publishes through byorelay; daemons pair with the relay
 //
@@ -132,7 +134,9 @@ func serve(ctx context.Context, o options, stdout io.Writer) error {
 	go func() { done <- background(ctx) }()
 	fmt.Fprintf(stdout, "site %s (%s lane) for %s: open %s\n", keys.KeyID(), o.lane, o.owner, origin)
 	if o.lane == "direct" {
-		fmt.Fprintf(stdout, "pair a daemon: byollm connect %s  (then enter its code on the page)\n", origin)
+		fmt.Fprintf(stdout, "pair a daemon, then enter its code on the page:\n"+
+			"  go run ./cmd/byorelay daemon --relay %[1]s --state .cache/example/daemon.json\n"+
+			"  or the real one (make deps installs it): localtest/js/node_modules/.bin/byollm connect %[1]s\n", origin)
 	}
 	select {
 	case <-ctx.Done():

@@ -41,7 +41,16 @@ var (
 	// is API Gateway's status phrase; its exact wording for HTTP APIs is not
 	// documented (REST APIs have been observed to say "Request Too Long").
 	errTooLarge = gatewayError{http.StatusRequestEntityTooLarge, `{"message":"Request Entity Too Large"}`}
+	// The client hung up before the function answered: nothing is
+	// written, since no one is left to read it, and the log records
+	// statusClientClosed.
+	errClientClosed = gatewayError{statusClientClosed, ""}
 )
+
+// statusClientClosed is the status a request's log line records when the
+// client hung up first: 499, the "client closed request" of nginx's logs,
+// which no client ever receives.
+const statusClientClosed = 499
 
 func (e gatewayError) write(w http.ResponseWriter, requestID string) {
 	h := w.Header()

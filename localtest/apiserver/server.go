@@ -81,56 +81,82 @@ func (s *Server) Routes() []Route { return s.routes }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := s.now()
 	requestID := newRequestID()
-	status, function, gateway := s.serve(w, r, requestID)
+	status, function, by := s.serve(w, r, requestID)
 	// A function logs its own requests; what only the gateway knows (no
-	// route, too large, the function failed) is worth a warning.
-	level, answeredBy := slog.LevelDebug, "function"
-	if gateway {
-		level, answeredBy = slog.LevelWarn, "gateway"
+	// route, too large, the function failed) is worth a warning. A client
+	// that hung up is neither the function's answer nor a fault: it is
+	// said as what it is, with how long the request had run, so a dropped
+	// poll is not read as a function that timed out.
+	level, msg := slog.LevelDebug, "api gateway"
+	switch by {
+	case byGateway:
+		level = slog.LevelWarn
+	case byClient:
+		level, msg = slog.LevelInfo, "client closed the request"
 	}
-	s.log.Log(r.Context(), level, "api gateway",
+	s.log.Log(r.Context(), level, msg,
 		"method", r.Method, "path", r.URL.Path, "function", function,
 		"status", status, "ms", s.now().Sub(start).Milliseconds(),
-		"requestId", requestID, "answeredBy", answeredBy)
+		"requestId", requestID, "answeredBy", by)
 }
 
-// serve answers one request. gateway reports that API Gateway answered
-// itself rather than passing on the function's response.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, requestID string) (status int, function string, gateway bool) {
+// Who ended a request, as the request's log line says.
+const (
+	// byFunction: the function's response was passed on.
+	byFunction = "function"
+	// byGateway: API Gateway answered itself.
+	byGateway = "gateway"
+	// byClient: the client hung up before the function answered, and
+	// nothing was sent.
+	byClient = "client"
+)
+
+// serve answers one request and says who ended it.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, requestID string) (status int, function, by string) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBody+1))
 	if err != nil {
+		if r.Context().Err() != nil {
+			return statusClientClosed, "", byClient
+		}
 		errInternal.write(w, requestID)
-		return errInternal.status, "", true
+		return errInternal.status, "", byGateway
 	}
 	if len(body) > MaxRequestBody {
 		errTooLarge.write(w, requestID)
-		return errTooLarge.status, "", true
+		return errTooLarge.status, "", byGateway
 	}
 	m, ok := selectRoute(s.routes, r.Method, r.URL.Path)
 	if !ok {
 		errNotFound.write(w, requestID)
-		return errNotFound.status, "", true
+		return errNotFound.status, "", byGateway
 	}
 	function = m.route.Function
 	ev := newEvent(r, m, body, requestID, s.now())
 	resp, gwErr := s.invoke(r.Context(), m.route, ev)
+	if gwErr == &errClientClosed {
+		return statusClientClosed, function, byClient
+	}
 	if gwErr != nil {
 		gwErr.write(w, requestID)
-		return gwErr.status, function, true
+		return gwErr.status, function, byGateway
 	}
 	if err := writeResponse(w, resp, requestID); err != nil {
 		s.log.Error("function response unusable", "function", function, "err", err)
 		errInternal.write(w, requestID)
-		return errInternal.status, function, true
+		return errInternal.status, function, byGateway
 	}
-	return resp.StatusCode, function, false
+	return resp.StatusCode, function, byFunction
 }
 
 // invoke runs the route's handler as Lambda would: the event and response
 // both cross JSON (so the handler decodes exactly what the runtime would
 // give it, and the limits apply to the real byte counts), under the
 // function's timeout.
-func (s *Server) invoke(ctx context.Context, route *Route, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, *gatewayError) {
+//
+// A client that hangs up ends the request's context, and with it the
+// handler's: that is errClientClosed, not a timeout or a function error,
+// since only the function's own deadline passing is a timeout.
+func (s *Server) invoke(request context.Context, route *Route, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, *gatewayError) {
 	var none events.APIGatewayV2HTTPResponse
 	payload, err := json.Marshal(ev)
 	if err != nil {
@@ -147,7 +173,7 @@ func (s *Server) invoke(ctx context.Context, route *Route, ev events.APIGatewayV
 		return none, &errInternal
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, route.Timeout)
+	ctx, cancel := context.WithTimeout(request, route.Timeout)
 	defer cancel()
 	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{
 		AwsRequestID:       newRequestID(),
@@ -171,8 +197,15 @@ func (s *Server) invoke(ctx context.Context, route *Route, ev events.APIGatewayV
 	select {
 	case res = <-done:
 	case <-ctx.Done():
+		if request.Err() != nil {
+			return none, &errClientClosed
+		}
 		s.log.Error("function timed out", "function", route.Function, "timeout", route.Timeout)
 		return none, &errInternal
+	}
+	if res.err != nil && request.Err() != nil {
+		// The handler gave up because its caller did.
+		return none, &errClientClosed
 	}
 	if res.err != nil {
 		s.log.Error("function error", "function", route.Function, "err", res.err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -30,8 +31,11 @@ func (w *World) Seed(ctx context.Context, api SeedAPI, table string) error {
 	if err != nil && !errors.As(err, &inUse) {
 		return err
 	}
+	// The import's own log lines would be noise: a seed's outcome is its
+	// error.
 	admin := controlplane.NewAdmin(controlplane.AdminConfig{
-		Store: controlplane.NewStore(controlplane.NewDynamoStorage(api, table)),
+		Store:  controlplane.NewStore(controlplane.NewDynamoStorage(api, table)),
+		Logger: slog.New(slog.DiscardHandler),
 	})
 	if _, err := admin.Import(ctx, w.Fixture()); err != nil {
 		return fmt.Errorf("demo: import projection: %w", err)

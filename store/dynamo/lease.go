@@ -132,8 +132,8 @@ func (s *Store) leaseSite(ctx context.Context, leaseID string) (string, error) {
 	return site, nil
 }
 
-// putHint records, before a claim's transaction, that runner is about to
-// hold jobID on site. Holder-scoped calls whose lease does not resolve to
+// putHint records, before a claim's writes (the slot, then the job), that
+// runner is about to hold jobID on site. Holder-scoped calls whose lease does not resolve to
 // their job read the hints to tell stale-lease from not-found. A hint is
 // only a place to look: every job it names is read back and judged, so a
 // hint left by a claim that failed, or by a grant that ended, is harmless,

@@ -8,10 +8,13 @@
 package container
 
 import (
+	"io"
 	"log/slog"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/byorelay/byorelay/internal/platform/version"
 )
 
 // Start runs a function in its Lambda container: open builds its handler
@@ -20,12 +23,23 @@ import (
 // runtime loop serves it. What functions/<name>/main.go calls through its
 // stack's Start. An open that fails exits at init, which Lambda reports as
 // an init failure rather than as a function that answers 500 to
-// everything; the record names the function and the problem.
+// everything; the record names the function and the problem. Every init
+// logs the function and the release it runs, so a deployment's logs say
+// which version answered.
 func Start(name string, open func() (handler any, err error)) {
+	log := initLog(os.Stderr, name)
 	h, err := open()
 	if err != nil {
-		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("init failed", slog.String("function", name), slog.String("problem", err.Error()))
+		log.Error("init failed", slog.String("function", name), slog.String("problem", err.Error()))
 		os.Exit(1)
 	}
 	lambda.Start(h)
+}
+
+// initLog writes a function's init record, its name and the release, to
+// out, and is the logger for what init reports after it.
+func initLog(out io.Writer, name string) *slog.Logger {
+	log := slog.New(slog.NewJSONHandler(out, nil))
+	log.Info("init", slog.String("function", name), slog.String("version", version.Version))
+	return log
 }
