@@ -268,7 +268,7 @@ func attr(item map[string]types.AttributeValue, name string) string {
 // count is not yet written, and a request reading it reads the site at its
 // home rather than as no site. The next change of the site (or an import)
 // writes every copy of the new count.
-func TestARaisedCopyCountDoesNotReadAMissingCopyAsNoSite(t *testing.T) {
+func TestARaisedCopyCountReadsAMissingCopyAtHome(t *testing.T) {
 	ctx := t.Context()
 	table := newTable(t)
 	old := controlplane.NewDynamoStorage(dynamoClient(t), table).WithSiteCopies(4)
