@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/byorelay/byorelay/internal/bench/partkey"
+	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/store/dynamo"
 )
 
@@ -186,40 +187,51 @@ var shardFamilies = []shardFamily{
 // random pick spreads the family's load evenly, whichever members the
 // bench's sample happened to touch (one container's one clock probe read
 // lands on one member of 256, which the sample would bill as if every
-// container read it). The table of hottest keys keeps each exact key's
-// measured load.
+// container read it). A site's read copies are a family of their own per
+// site (partkey.SiteCopy), of controlplane.DefaultSiteCopies members. The
+// table of hottest keys keeps each exact key's measured load.
 func spread(keys map[string]Capacity) map[string]Capacity {
 	if len(keys) == 0 {
 		return keys
 	}
 	out := make(map[string]Capacity, len(keys))
-	totals := map[int]Capacity{}
+	type family struct {
+		total  Capacity
+		shards int
+	}
+	families := map[string]*family{}
 	for k, c := range keys {
-		if f, ok := familyOf(k); ok {
-			t := totals[f]
-			t.add(c)
-			totals[f] = t
+		name, shards, ok := familyOf(k)
+		if !ok {
+			out[k] = c
 			continue
 		}
-		out[k] = c
+		f := families[name]
+		if f == nil {
+			f = &family{shards: shards}
+			families[name] = f
+		}
+		f.total.add(c)
 	}
-	for f, t := range totals {
-		n := float64(shardFamilies[f].shards)
-		each := Capacity{Calls: t.Calls, ReadUnits: t.ReadUnits / n, WriteUnits: t.WriteUnits / n, IndexWrite: t.IndexWrite / n}
+	for name, f := range families {
+		n, t := float64(f.shards), f.total
 		// One name stands for every member: "<prefix>*".
-		out[shardFamilies[f].prefix+"*"] = each
+		out[name] = Capacity{Calls: t.Calls, ReadUnits: t.ReadUnits / n, WriteUnits: t.WriteUnits / n, IndexWrite: t.IndexWrite / n}
 	}
 	return out
 }
 
-// familyOf is the index in shardFamilies of the family key belongs to.
-func familyOf(key string) (int, bool) {
-	for i, f := range shardFamilies {
+// familyOf is the name of the family key belongs to and its shard count.
+func familyOf(key string) (string, int, bool) {
+	if name, ok := partkey.SiteCopy(key); ok {
+		return name, controlplane.DefaultSiteCopies, true
+	}
+	for _, f := range shardFamilies {
 		if rest, ok := strings.CutPrefix(key, f.prefix); ok && rest != "" && strings.Trim(rest, "0123456789") == "" {
-			return i, true
+			return f.prefix + "*", f.shards, true
 		}
 	}
-	return 0, false
+	return "", 0, false
 }
 
 // idleSaturation is the idle fleet at which the first key saturates. A

@@ -241,6 +241,28 @@ func Name(index, value string) string {
 	return index + ":" + value
 }
 
+// siteCopyPrefix begins a site's read copy key in the control plane's
+// records (internal/controlplane/records.go): VSC#<site>\x00<k>, named
+// "VSC#<site>/<k>".
+const siteCopyPrefix = "VSC#"
+
+// SiteCopy says whether name (as Name prints it) is one of a site's read
+// copies, and if so the name that stands for the whole family of that
+// site's copies, "VSC#<site>/*". Requests pick a copy by a hash of the
+// caller or at random, so at fleet scale a site's load is its family's
+// total over the copy count, whichever copies a sample touched.
+func SiteCopy(name string) (family string, ok bool) {
+	rest, ok := strings.CutPrefix(name, siteCopyPrefix)
+	if !ok {
+		return "", false
+	}
+	i := strings.LastIndexByte(rest, '/')
+	if i < 0 || i == len(rest)-1 || strings.Trim(rest[i+1:], "0123456789") != "" {
+		return "", false
+	}
+	return siteCopyPrefix + rest[:i] + "/*", true
+}
+
 func deref(s *string) string {
 	if s == nil {
 		return ""

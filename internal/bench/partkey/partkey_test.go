@@ -99,3 +99,21 @@ func TestTouchedIsItemsAndIndexEntriesOnce(t *testing.T) {
 		t.Errorf("a table description touched %q, want nothing", got)
 	}
 }
+
+// A site's read copies are one family per site: the copy number goes, the
+// site stays.
+func TestSiteCopyNamesASitesFamily(t *testing.T) {
+	for name, want := range map[string]string{
+		Name("", "VSC#site-a\x0017"):   "VSC#site-a/*",
+		Name("", "VSC#a/b\x000"):       "VSC#a/b/*",
+		Name("", "VS#site-a"):          "",
+		Name("", "VSC#site-a\x00"):     "",
+		Name("", "VSC#site-a\x001x"):   "",
+		Name("", "VSC#site-without-k"): "",
+	} {
+		got, ok := SiteCopy(name)
+		if got != want || ok != (want != "") {
+			t.Errorf("SiteCopy(%q) = %q, %v; want %q", name, got, ok, want)
+		}
+	}
+}
