@@ -81,9 +81,9 @@ func copyFor(q projection.Query, copies int) int {
 	return int(h.Sum32() % uint32(copies))
 }
 
-// copyItem is one copy: the home's records, each with its seq, and the
-// home's version when they were read.
-func (d *DynamoStorage) copyItem(key string, version int64, recs []record, gen string) (map[string]types.AttributeValue, error) {
+// copyItems are the items of copies 0 to n-1 of a site: the home's
+// records, each with its seq, and the home's version when they were read.
+func copyItems(siteID string, n int, version int64, recs []record, gen string) ([]map[string]types.AttributeValue, error) {
 	stored := make([]storedRecord, len(recs))
 	for i, r := range recs {
 		data, err := r.encode()
@@ -96,14 +96,18 @@ func (d *DynamoStorage) copyItem(key string, version int64, recs []record, gen s
 	if err != nil {
 		return nil, err
 	}
-	item := itemKey(key, versionItemSK)
-	item["v"] = number(version)
-	item["rs"] = str(string(data))
-	item["vr"] = number(1)
-	if gen != "" {
-		item["gen"] = str(gen)
+	out := make([]map[string]types.AttributeValue, n)
+	for k := range n {
+		item := itemKey(siteCopyKey(siteID, k), versionItemSK)
+		item["v"] = number(version)
+		item["rs"] = str(string(data))
+		item["vr"] = number(1)
+		if gen != "" {
+			item["gen"] = str(gen)
+		}
+		out[k] = item
 	}
-	return item, nil
+	return out, nil
 }
 
 // storedRecord is one record in a copy item.
@@ -162,15 +166,15 @@ func (d *DynamoStorage) fanOut(ctx context.Context, siteID string) error {
 	if len(home.records) == 0 {
 		return nil
 	}
+	items, err := copyItems(siteID, d.copies, home.version, home.records, "")
+	if err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
 	sem := make(chan struct{}, fanParallel)
-	for k := range d.copies {
-		item, err := d.copyItem(siteCopyKey(siteID, k), home.version, home.records, "")
-		if err != nil {
-			return err
-		}
+	for _, item := range items {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -218,11 +222,11 @@ func (d *DynamoStorage) importCopies(gen string, recs []record) ([]types.WriteRe
 	}
 	var out []types.WriteRequest
 	for _, site := range order {
-		for k := range d.copies {
-			item, err := d.copyItem(siteCopyKey(site, k), 0, bySite[site], gen)
-			if err != nil {
-				return nil, err
-			}
+		items, err := copyItems(site, d.copies, 0, bySite[site], gen)
+		if err != nil {
+			return nil, err
+		}
+		for _, item := range items {
 			out = append(out, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
 		}
 	}
