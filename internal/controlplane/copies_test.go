@@ -16,9 +16,10 @@ import (
 	"github.com/byorelay/byorelay/protocol"
 )
 
-// testCopies is the copy count of these tests' tables: the rule does not
-// depend on the count, and a small one keeps a read through every copy
-// quick on DynamoDB Local.
+// testCopies is the copy count of the tests' tables (the storage pairs of
+// main_test.go too): the rules do not depend on the count, and a small one
+// keeps every site change and a read through every copy quick on DynamoDB
+// Local. The spread test keeps the default.
 const testCopies = 8
 
 // oneSite is a fixture of site-a with key, alice consenting to it with
@@ -303,7 +304,7 @@ func TestARaisedCopyCountReadsAMissingCopyAtHome(t *testing.T) {
 func TestOneSitesRequestsSpreadOverItsCopies(t *testing.T) {
 	ctx := t.Context()
 	table := newTable(t)
-	const daemons, rounds = 100, 5
+	const daemons, rounds = 100, 3
 	f := projection.EmptyFixture()
 	f.Sites = []projection.SiteRecord{{SiteID: "popular", Site: newKeys(t).Public()}}
 	for i := range daemons {
