@@ -4,32 +4,47 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/store/dynamo"
 )
 
-// The due index's shard count is one setting for the whole deployment:
-// the DueShards parameter, whose default is the store's, reaches every
-// function as DUE_SHARDS through the functions' shared environment, and no
-// function sets a value of its own. Two functions over one table with two
-// counts would each leave the other's upper shards unread.
+// The due index's shard count and the control plane's site copy count
+// are each one setting for the whole deployment: a parameter, whose
+// default is the code's, reaching every function through the functions'
+// shared environment, and no function setting a value of its own. Two
+// functions over one table with two due shard counts would each leave the
+// other's upper shards unread; with two copy counts, one function's site
+// changes would leave copies the other reads unwritten.
 func TestTheTemplateGivesEveryFunctionOneDueShardCount(t *testing.T) {
+	for _, setting := range []struct {
+		param, env    string
+		def, maxValue int
+	}{
+		{"DueShards", "DUE_SHARDS", dynamo.DefaultDueShards, dynamo.MaxDueShards},
+		{"SiteCopies", "SITE_COPIES", controlplane.DefaultSiteCopies, controlplane.MaxSiteCopies},
+	} {
+		t.Run(setting.param, func(t *testing.T) { oneTableSetting(t, setting.param, setting.env, setting.def, setting.maxValue) })
+	}
+}
+
+func oneTableSetting(t *testing.T, param, env string, def, maxValue int) {
 	p := parseTemplate(t)
-	param := at(p.root, "Parameters", "DueShards")
-	if param == nil {
-		t.Fatal("template.yaml has no DueShards parameter")
+	node := at(p.root, "Parameters", param)
+	if node == nil {
+		t.Fatalf("template.yaml has no %s parameter", param)
 	}
-	if d := at(param, "Default"); d == nil || d.Value != strconv.Itoa(dynamo.DefaultDueShards) {
-		t.Errorf("DueShards defaults to %v, want the store's %d", d, dynamo.DefaultDueShards)
+	if d := at(node, "Default"); d == nil || d.Value != strconv.Itoa(def) {
+		t.Errorf("%s defaults to %v, want the code's %d", param, d, def)
 	}
-	if m := at(param, "MaxValue"); m == nil || m.Value != strconv.Itoa(dynamo.MaxDueShards) {
-		t.Errorf("DueShards MaxValue is %v, want the store's %d", m, dynamo.MaxDueShards)
+	if m := at(node, "MaxValue"); m == nil || m.Value != strconv.Itoa(maxValue) {
+		t.Errorf("%s MaxValue is %v, want the code's %d", param, m, maxValue)
 	}
-	if m := at(param, "MinValue"); m == nil || m.Value != "1" {
-		t.Errorf("DueShards MinValue is %v, want 1", m)
+	if m := at(node, "MinValue"); m == nil || m.Value != "1" {
+		t.Errorf("%s MinValue is %v, want 1", param, m)
 	}
-	v := at(p.root, "Globals", "Function", "Environment", "Variables", "DUE_SHARDS")
-	if v == nil || v.Tag != "!Ref" || v.Value != "DueShards" {
-		t.Fatalf("the functions' shared environment does not set DUE_SHARDS to !Ref DueShards (%v)", v)
+	v := at(p.root, "Globals", "Function", "Environment", "Variables", env)
+	if v == nil || v.Tag != "!Ref" || v.Value != param {
+		t.Fatalf("the functions' shared environment does not set %s to !Ref %s (%v)", env, param, v)
 	}
 	functions := 0
 	resources := at(p.root, "Resources")
@@ -40,10 +55,10 @@ func TestTheTemplateGivesEveryFunctionOneDueShardCount(t *testing.T) {
 		}
 		functions++
 		if typ := at(r, "Type"); typ.Value != "AWS::Serverless::Function" {
-			t.Errorf("%s is not a SAM function, so it does not get the shared DUE_SHARDS", name)
+			t.Errorf("%s is not a SAM function, so it does not get the shared %s", name, env)
 		}
-		if own := at(r, "Properties", "Environment", "Variables", "DUE_SHARDS"); own != nil {
-			t.Errorf("%s sets DUE_SHARDS itself", name)
+		if own := at(r, "Properties", "Environment", "Variables", env); own != nil {
+			t.Errorf("%s sets %s itself", name, env)
 		}
 	}
 	if functions == 0 {

@@ -55,6 +55,7 @@ type serveOptions struct {
 	lease       time.Duration
 	awaiting    time.Duration
 	dueShards   int
+	siteCopies  int
 	quiet       bool
 	verbose     bool
 	grants      bool
@@ -84,6 +85,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.DurationVar(&o.lease, "lease", time.Duration(store.DefaultLeaseMs)*time.Millisecond, "how long a claim's lease lasts without a heartbeat (LEASE_MS when deployed)")
 	fs.DurationVar(&o.awaiting, "awaiting", time.Duration(store.AwaitingPayloadMs)*time.Millisecond, "how long a site has to seal a claimed job before it is requeued\n(AWAITING_PAYLOAD_MS when deployed)")
 	fs.IntVar(&o.dueShards, "due-shards", dynamo.DefaultDueShards, "shards of the routing table's due index, a table setting: keep it for a table\n(DUE_SHARDS, template.yaml's DueShards, when deployed)")
+	fs.IntVar(&o.siteCopies, "site-copies", controlplane.DefaultSiteCopies, "read copies of each site's record in the routing table, a table setting: keep it\nfor a table (SITE_COPIES, template.yaml's SiteCopies, when deployed; --store memory\nkeeps none)")
 	fs.BoolVar(&o.quiet, "quiet", false, "log only warnings and errors")
 	fs.BoolVar(&o.verbose, "v", false, "also log every request: the relay's request and decision lines, and the\nrouting (function, status, time); without it only warnings, errors and\nchanges (an approval, an import) are logged")
 	fs.BoolVar(&o.exposeAdmin, "expose-admin", false, "allow a non-loopback --host: the admin API (guarded by the per-run token,\nsent in clear over plain HTTP) is then reachable from the network too")
@@ -116,6 +118,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	}
 	if o.dueShards < 1 || o.dueShards > dynamo.MaxDueShards {
 		return o, fmt.Errorf("--due-shards must be from 1 to %d", dynamo.MaxDueShards)
+	}
+	if o.siteCopies < 1 || o.siteCopies > controlplane.MaxSiteCopies {
+		return o, fmt.Errorf("--site-copies must be from 1 to %d", controlplane.MaxSiteCopies)
 	}
 	if !isLoopbackHost(o.host) && !o.exposeAdmin {
 		return o, fmt.Errorf("--host %s would serve the admin API (approve devices, change consents) to the network with the relay;\n"+
@@ -368,6 +373,7 @@ func (ls *localStack) dynamoBackend(ctx context.Context, opts serveOptions, auth
 		LeaseMs:           opts.lease.Milliseconds(),
 		AwaitingPayloadMs: opts.awaiting.Milliseconds(),
 		DueShards:         opts.dueShards,
+		SiteCopies:        opts.siteCopies,
 	}
 	cfg := localtest.AWSConfig(ls.ddbEndpoint)
 	st, err := lambdafn.Open(env, lambdafn.Options{AWS: &cfg, Logger: log, MetricsOut: io.Discard, RelayMetrics: newDeclineLog(log), Grants: author})

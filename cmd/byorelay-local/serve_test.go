@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/cmd/internal/localstack"
+	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/localtest"
@@ -353,5 +354,19 @@ func TestServeFailsBeforeTheBannerWhenThePortIsTaken(t *testing.T) {
 	if code != 1 || strings.Contains(out.String(), "relay ") || strings.Contains(out.String(), "DynamoDB") ||
 		!strings.Contains(errOut.String(), "address already in use") || !strings.Contains(errOut.String(), "--port") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out.String(), errOut.String())
+	}
+}
+
+func TestServeFlagsSetTheSiteCopyCount(t *testing.T) {
+	if o, err := parseServeFlags([]string{"--site-copies=32"}, io.Discard); err != nil || o.siteCopies != 32 {
+		t.Fatalf("options = %+v, %v", o, err)
+	}
+	if o, _ := parseServeFlags(nil, io.Discard); o.siteCopies != controlplane.DefaultSiteCopies {
+		t.Fatalf("default site copies %d, want %d", o.siteCopies, controlplane.DefaultSiteCopies)
+	}
+	for _, bad := range []string{"--site-copies=0", "--site-copies=5000"} {
+		if _, err := parseServeFlags([]string{bad}, io.Discard); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/byorelay/byorelay/internal/bench/partkey"
+	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/store/dynamo"
 )
 
@@ -220,5 +221,26 @@ func TestOneSiteVerdicts(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+// A site's read copies are spread as a family of that site: its load over
+// the copy count, still the site's.
+func TestSaturationSpreadsASitesCopies(t *testing.T) {
+	w := &world{sites: []site{{id: "site-a"}}, daemons: []daemon{{runnerID: "run-1", owner: "own-1"}}}
+	idle := &IdlePhase{Daemons: 2, Seconds: 5, Keys: map[string]Capacity{
+		"VSC#site-a/3":  {Calls: 1, ReadUnits: 1},
+		"VSC#site-a/40": {Calls: 1, ReadUnits: 1},
+	}}
+	spreadKeys := spread(scaled(idle.Keys, idle.DaemonSeconds()))
+	got, ok := spreadKeys["VSC#site-a/*"]
+	if !ok || len(spreadKeys) != 1 {
+		t.Fatalf("spread keys %v, want the one family VSC#site-a/*", spreadKeys)
+	}
+	if want := 0.2 / float64(controlplane.DefaultSiteCopies); !near(got.ReadUnits, want) {
+		t.Errorf("the family's reads per copy %v, want %v", got.ReadUnits, want)
+	}
+	if scope := classify("VSC#site-a/*", w); scope != "site" {
+		t.Errorf("the family's scope is %q, want site", scope)
 	}
 }

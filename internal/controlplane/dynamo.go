@@ -23,6 +23,7 @@ import (
 // tests can wrap it.
 type DynamoAPI interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 	BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
@@ -37,7 +38,11 @@ var _ DynamoAPI = (*dynamodb.Client)(nil)
 //     from, gen the import that wrote it;
 //   - a partition's version item: sk "#", v its version, vr = 1. Every
 //     change that writes the partition moves it, and a change that read the
-//     partition is conditioned on it.
+//     partition is conditioned on it;
+//   - a site's read copy (copies.go), alone in its partition: sk "#", v
+//     the home's version it copies, rs the home's records with their seqs,
+//     vr = 1, gen the import that wrote it. It has no l: it is not a
+//     record, and a listing skips it.
 const versionItemSK = "#"
 
 // maxTransactItems is DynamoDB's bound on one transaction.
@@ -61,13 +66,27 @@ const scanPageItems = 1000
 
 // DynamoStorage is Storage in the relay's DynamoDB table.
 type DynamoStorage struct {
-	api   DynamoAPI
-	table string
+	api    DynamoAPI
+	table  string
+	copies int
 }
 
-// NewDynamoStorage returns a storage in table.
+// NewDynamoStorage returns a storage in table, DefaultSiteCopies read
+// copies of each site.
 func NewDynamoStorage(api DynamoAPI, table string) *DynamoStorage {
-	return &DynamoStorage{api: api, table: table}
+	return &DynamoStorage{api: api, table: table, copies: DefaultSiteCopies}
+}
+
+// WithSiteCopies sets how many read copies each site has (1 to
+// MaxSiteCopies; the caller checks the setting) and returns d. A table
+// setting: every instance over one table must use the same count
+// (SITE_COPIES, template.yaml's SiteCopies).
+func (d *DynamoStorage) WithSiteCopies(n int) *DynamoStorage {
+	if n < 1 || n > MaxSiteCopies {
+		panic(fmt.Sprintf("controlplane: %d site copies; want 1 to %d", n, MaxSiteCopies))
+	}
+	d.copies = n
+	return d
 }
 
 func str(s string) *types.AttributeValueMemberS { return &types.AttributeValueMemberS{Value: s} }
@@ -80,7 +99,8 @@ func itemKey(pk, sk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"pk": str(pk), "sk": str(sk)}
 }
 
-// Read queries each partition, strongly consistent.
+// Read queries each partition, strongly consistent; a site copy is one
+// item, read by its key.
 func (d *DynamoStorage) Read(ctx context.Context, keys []string) (map[string]partition, error) {
 	out := make(map[string]partition, len(keys))
 	var mu sync.Mutex
@@ -93,7 +113,13 @@ func (d *DynamoStorage) Read(ctx context.Context, keys []string) (map[string]par
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			p, err := d.readPartition(ctx, k)
+			var p partition
+			var err error
+			if home, ok := copyHome(k); ok {
+				p, err = d.readCopy(ctx, k, home)
+			} else {
+				p, err = d.readPartition(ctx, k)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil && firstErr == nil {
@@ -326,7 +352,8 @@ func lostRace(err error) bool {
 	return errors.As(err, &inFlight)
 }
 
-// PutRecords writes recs in batches, several at once.
+// PutRecords writes recs, and every copy of the sites among them, in
+// batches, several at once.
 func (d *DynamoStorage) PutRecords(ctx context.Context, gen string, recs []record) error {
 	var requests []types.WriteRequest
 	for _, r := range recs {
@@ -338,7 +365,11 @@ func (d *DynamoStorage) PutRecords(ctx context.Context, gen string, recs []recor
 			requests = append(requests, types.WriteRequest{PutRequest: &types.PutRequest{Item: it}})
 		}
 	}
-	return d.batchWrite(ctx, requests)
+	copies, err := d.importCopies(gen, recs)
+	if err != nil {
+		return err
+	}
+	return d.batchWrite(ctx, append(requests, copies...))
 }
 
 // batchWrite sends requests 25 at a time, writeParallel batches at once,
@@ -445,7 +476,8 @@ func (d *DynamoStorage) scanPage(ctx context.Context, cursor, filter string, val
 
 // SweepStale deletes one page's projection items that import gen did not
 // write: records it does not name, and every partition version, so that a
-// change that read a partition before the import loses its race.
+// change that read a partition before the import loses its race, and the
+// copies of sites it does not name (and copies past the copy count).
 func (d *DynamoStorage) SweepStale(ctx context.Context, gen, cursor string) (int, string, error) {
 	items, next, err := d.scanPage(ctx, cursor, "attribute_exists(vr) AND (attribute_not_exists(gen) OR gen <> :g)",
 		map[string]types.AttributeValue{":g": str(gen)})

@@ -23,6 +23,31 @@ type hooked struct {
 	failTransact  error
 	transactCalls int
 	queried       []string
+	got           []string
+	failPut       func(pk string) error
+}
+
+func (h *hooked) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	h.mu.Lock()
+	if v, ok := in.Key["pk"].(*types.AttributeValueMemberS); ok {
+		h.got = append(h.got, v.Value)
+	}
+	h.mu.Unlock()
+	return h.DynamoAPI.GetItem(ctx, in, opts...)
+}
+
+// PutItem fails a put failPut says to, as a throttled or lost write
+// would: DynamoDB Local never fails one write of many on its own.
+func (h *hooked) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	h.mu.Lock()
+	fail := h.failPut
+	h.mu.Unlock()
+	if v, ok := in.Item["pk"].(*types.AttributeValueMemberS); ok && fail != nil {
+		if err := fail(v.Value); err != nil {
+			return nil, err
+		}
+	}
+	return h.DynamoAPI.PutItem(ctx, in, opts...)
 }
 
 func (h *hooked) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
@@ -68,8 +93,9 @@ func TestAnotherFailureIsAnErrorNotARetry(t *testing.T) {
 }
 
 // A daemon request's scope reads the device's partition, its owner's and
-// the sites its consents name, and nothing else: not another owner's, and
-// no partition every request reads.
+// the sites its consents name (each through the read copy its runner id
+// picks), and nothing else: not another owner's, and no partition every
+// request reads.
 func TestAScopeReadsOnlyThePartitionsThatDecideIt(t *testing.T) {
 	table := newTable(t)
 	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: controlplane.NewStore(controlplane.NewDynamoStorage(dynamoClient(t), table)), Logger: quiet})
@@ -92,7 +118,12 @@ func TestAScopeReadsOnlyThePartitionsThatDecideIt(t *testing.T) {
 		t.Fatalf("alice's sites: %+v", p.SitesFor("alice"))
 	}
 	got := strings.Join(slices.Sorted(slices.Values(api.queried)), " ")
-	if want := "VD#r1 VO#alice VS#site-a VS#site-b"; got != want {
+	if want := "VD#r1 VO#alice"; got != want {
 		t.Fatalf("queried %s, want %s", got, want)
+	}
+	k := controlplane.CopyFor(projection.Query{RunnerID: "r1"}, controlplane.DefaultSiteCopies)
+	got = strings.Join(slices.Sorted(slices.Values(api.got)), " ")
+	if want := controlplane.SiteCopyKey("site-a", k) + " " + controlplane.SiteCopyKey("site-b", k); got != want {
+		t.Fatalf("read items %q, want the sites' copy %d: %q", got, k, want)
 	}
 }

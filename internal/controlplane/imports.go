@@ -33,6 +33,12 @@ import (
 // and its request stay well inside a Lambda's time and 6 MB body.
 const MaxImportPageRecords = 5_000
 
+// MaxImportPageSites bounds the sites of one page: each site also writes
+// its read copies (DefaultSiteCopies, at most MaxSiteCopies), so 16 sites
+// are at most 16,384 writes, and 4,096 at the default, well inside a
+// Lambda's time.
+const MaxImportPageSites = 16
+
 // MaxWholeExportRecords bounds GET /admin/fixture, whose answer is one
 // document: past it, the answer would pass a Lambda's 6 MB response, and
 // the export is paged (ExportPage) instead.
@@ -124,6 +130,9 @@ func (a *Admin) ImportPage(ctx context.Context, req ImportPageRequest) (ImportPa
 	f := req.Fixture
 	if n := len(f.Sites) + len(f.Consents) + len(f.Devices) + len(f.Rosters) + len(f.Revoked); n > MaxImportPageRecords {
 		return ImportPageResponse{}, invalid("a page holds %d records, more than %d", n, MaxImportPageRecords)
+	}
+	if len(f.Sites) > MaxImportPageSites {
+		return ImportPageResponse{}, invalid("a page holds %d sites, more than %d (each writes its read copies too)", len(f.Sites), MaxImportPageSites)
 	}
 	return a.importPage(ctx, req)
 }

@@ -30,8 +30,8 @@ var storages = []struct {
 	}},
 	{"dynamodb-local", func(t *testing.T) (controlplane.Storage, controlplane.Storage) {
 		table := newTable(t)
-		return controlplane.NewDynamoStorage(localtest.DynamoClient(t), table),
-			controlplane.NewDynamoStorage(localtest.DynamoClient(t), table)
+		return controlplane.NewDynamoStorage(localtest.DynamoClient(t), table).WithSiteCopies(testCopies),
+			controlplane.NewDynamoStorage(localtest.DynamoClient(t), table).WithSiteCopies(testCopies)
 	}},
 }
 

@@ -171,7 +171,7 @@ func (a *Admin) SetSitePurposes(ctx context.Context, siteID string, purposes []s
 		purposes = nil
 	}
 	var record projection.SiteRecord
-	version, err := a.store.update(ctx, []string{siteKey(siteID)}, func(f *projection.Fixture) error {
+	version, err := a.store.updateSite(ctx, siteID, []string{siteKey(siteID)}, func(f *projection.Fixture) error {
 		i := slices.IndexFunc(f.Sites, func(s projection.SiteRecord) bool { return s.SiteID == siteID })
 		if i < 0 {
 			return notFound("no site %q is registered", siteID)

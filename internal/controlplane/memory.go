@@ -103,6 +103,13 @@ func (m *MemoryStorage) Commit(ctx context.Context, c commit) error {
 	return nil
 }
 
+// siteCopies is 0: one process's memory has no partition to spread, so
+// every request reads a site at its home.
+func (m *MemoryStorage) siteCopies() int { return 0 }
+
+// fanOut has no copies to write.
+func (m *MemoryStorage) fanOut(context.Context, string) error { return nil }
+
 // PutRecords writes recs as part of import gen.
 func (m *MemoryStorage) PutRecords(ctx context.Context, gen string, recs []record) error {
 	m.mu.Lock()

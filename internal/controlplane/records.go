@@ -48,6 +48,14 @@ type record struct {
 //	                says whether a service mapped to that owner is advertised
 //	                (the enqueue's satisfiable question, the console). No
 //	                daemon request reads it.
+//
+// A site's home is not what requests read. Beside it, in partitions of
+// their own, are its read copies (copies.go), one item each, written from
+// the home after every change of the site and by an import, never a
+// record's partition:
+//
+//	VSC#<siteId>\x00<k>  copy k (0 to the table's site copies, less one) of
+//	                     VS#<siteId>: what a request reads the site from
 const (
 	prefixSite     = "VS#"
 	prefixSiteKey  = "VSK#"
@@ -56,6 +64,7 @@ const (
 	prefixOwner    = "VO#"
 	prefixRoster   = "VR#"
 	prefixDevices  = "VOD#"
+	prefixSiteCopy = "VSC#"
 )
 
 func siteKey(siteID string) string        { return prefixSite + siteID }

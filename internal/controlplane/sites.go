@@ -26,7 +26,7 @@ func (a *Admin) RegisterSite(ctx context.Context, siteID string, site protocol.P
 		return projection.SiteRecord{}, 0, err
 	}
 	record := projection.SiteRecord{SiteID: siteID, Site: site}
-	version, err := a.store.update(ctx, []string{siteKey(siteID), siteKeyKey(keyID)}, func(f *projection.Fixture) error {
+	version, err := a.store.updateSite(ctx, siteID, []string{siteKey(siteID), siteKeyKey(keyID)}, func(f *projection.Fixture) error {
 		for _, s := range f.Sites {
 			if s.SiteID == siteID {
 				return conflict("site %q is already registered", siteID)
@@ -68,7 +68,7 @@ func (a *Admin) RotateSite(ctx context.Context, siteID string, next protocol.Pub
 	}
 	retiringUntil := clock.EpochMs(a.clock.Now()) + protocol.RetirementWindowMs
 	var record projection.SiteRecord
-	version, err := a.store.update(ctx, []string{siteKey(siteID), siteKeyKey(nextID)}, func(f *projection.Fixture) error {
+	version, err := a.store.updateSite(ctx, siteID, []string{siteKey(siteID), siteKeyKey(nextID)}, func(f *projection.Fixture) error {
 		i := slices.IndexFunc(f.Sites, func(s projection.SiteRecord) bool { return s.SiteID == siteID })
 		if i < 0 {
 			return notFound("no site %q is registered", siteID)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/byorelay/byorelay/internal/projection"
@@ -48,6 +49,14 @@ type Storage interface {
 	// List is one page of every record, each once, resuming after cursor;
 	// next is "" after the last page.
 	List(ctx context.Context, cursor string) (recs []record, next string, err error)
+	// siteCopies is how many read copies of each site's home partition the
+	// storage keeps (copies.go), 0 for none: a request then reads the home.
+	// PutRecords writes the copies of the sites it writes, SweepStale
+	// removes those no import wrote, List skips them.
+	siteCopies() int
+	// fanOut writes a site's home partition, as it is when called, to
+	// every copy holding an older version of it.
+	fanOut(ctx context.Context, siteID string) error
 }
 
 // updateAttempts bounds how often Update re-applies a change that lost to a
@@ -80,6 +89,22 @@ func NewStore(storage Storage) *Store {
 // (the device's, its owner's, the owner's roster members', the sites
 // their consents name), and nothing else.
 func (s *Store) Scoped(ctx context.Context, q projection.Query) (*projection.Projection, error) {
+	via := -1
+	if n := s.storage.siteCopies(); n > 0 {
+		via = copyFor(q, n)
+	}
+	return s.scoped(ctx, q, via)
+}
+
+// scoped is Scoped reading every site through its copy number via, or at
+// its home when via is -1.
+func (s *Store) scoped(ctx context.Context, q projection.Query, via int) (*projection.Projection, error) {
+	site := func(id string) string {
+		if via < 0 {
+			return siteKey(id)
+		}
+		return siteCopyKey(id, via)
+	}
 	read := map[string]partition{}
 	var recs []record
 	want := func(f projection.Fixture) []string {
@@ -99,7 +124,7 @@ func (s *Store) Scoped(ctx context.Context, q projection.Query) (*projection.Pro
 			add(ownerKey(q.Owner))
 		}
 		if q.SiteID != "" {
-			add(siteKey(q.SiteID))
+			add(site(q.SiteID))
 		}
 		for _, d := range f.Devices {
 			add(ownerKey(d.Owner))
@@ -110,7 +135,7 @@ func (s *Store) Scoped(ctx context.Context, q projection.Query) (*projection.Pro
 			}
 		}
 		for _, c := range f.Consents {
-			add(siteKey(c.SiteID))
+			add(site(c.SiteID))
 		}
 		return keys
 	}
@@ -198,7 +223,34 @@ func (s *Store) Fixture(ctx context.Context) (projection.Fixture, error) {
 //
 // keys must name every partition whose records the change decides on: a
 // change can only see, and be kept safe from races on, what it read.
+//
+// A commit that changes a site's records writes the site's read copies
+// before update returns (Storage.fanOut), so the change is in force on the
+// next request through every copy.
 func (s *Store) update(ctx context.Context, keys []string, change func(f *projection.Fixture) error) (int64, error) {
+	return s.updateSite(ctx, "", keys, change)
+}
+
+// updateSite is update for a change of site siteID ("" for none): whatever
+// the change comes to (written, nothing to write, or refused), the site's
+// copies are written from its home before it returns. A change whose copy
+// writes failed is therefore repaired by running it again, even when its
+// second run finds nothing left to change or is refused because the first
+// run's change stands.
+func (s *Store) updateSite(ctx context.Context, siteID string, keys []string, change func(f *projection.Fixture) error) (int64, error) {
+	fan := func(sites ...string) error {
+		seen := map[string]bool{}
+		for _, id := range sites {
+			if id == "" || seen[id] {
+				continue
+			}
+			seen[id] = true
+			if err := s.storage.fanOut(ctx, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for range updateAttempts {
 		got, err := s.storage.Read(ctx, keys)
 		if err != nil {
@@ -213,6 +265,12 @@ func (s *Store) update(ctx context.Context, keys []string, change func(f *projec
 		before := fixtureOf(recs)
 		after := fixtureOf(recs)
 		if err := change(&after); err != nil {
+			var refused *Error
+			if errors.As(err, &refused) {
+				if ferr := fan(siteID); ferr != nil {
+					return 0, ferr
+				}
+			}
 			return 0, err
 		}
 		if _, err := projection.New(after); err != nil {
@@ -227,7 +285,7 @@ func (s *Store) update(ctx context.Context, keys []string, change func(f *projec
 			return 0, err
 		}
 		if len(c.put)+len(c.del) == 0 {
-			return now.UnixMilli(), nil
+			return now.UnixMilli(), fan(siteID)
 		}
 		err = s.storage.Commit(ctx, c)
 		if errors.Is(err, ErrVersionConflict) {
@@ -236,7 +294,21 @@ func (s *Store) update(ctx context.Context, keys []string, change func(f *projec
 		if err != nil {
 			return 0, err
 		}
-		return now.UnixMilli(), nil
+		return now.UnixMilli(), fan(append(changedSites(c), siteID)...)
+	}
+	if err := fan(siteID); err != nil {
+		return 0, err
 	}
 	return 0, errBusy
+}
+
+// changedSites are the ids of the sites whose records c puts or deletes.
+func changedSites(c commit) []string {
+	var out []string
+	for _, r := range append(slices.Clone(c.put), c.del...) {
+		if r.Site != nil {
+			out = append(out, r.Site.SiteID)
+		}
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/store/dynamo"
 )
 
@@ -35,6 +36,10 @@ type Env struct {
 	// every function of one deployment must read the same value, which
 	// template.yaml's DueShards parameter gives them all.
 	DueShards int
+	// SiteCopies is how many read copies of each site the control plane
+	// keeps (SITE_COPIES); 0 means controlplane.DefaultSiteCopies. A table
+	// setting, like DueShards (template.yaml's SiteCopies).
+	SiteCopies int
 	// BasePath mounts the daemon plane (BASE_PATH); "" means /byollm.
 	BasePath string
 	// VerificationURL is where a human approves a pairing code
@@ -119,6 +124,13 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 			return Env{}, fmt.Errorf("lambdafn: DUE_SHARDS=%q is not a shard count from 1 to %d", v, dynamo.MaxDueShards)
 		}
 		e.DueShards = n
+	}
+	if v := getenv("SITE_COPIES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > controlplane.MaxSiteCopies {
+			return Env{}, fmt.Errorf("lambdafn: SITE_COPIES=%q is not a copy count from 1 to %d", v, controlplane.MaxSiteCopies)
+		}
+		e.SiteCopies = n
 	}
 	if e.MetricsNamespace == "" {
 		e.MetricsNamespace = "byorelay"

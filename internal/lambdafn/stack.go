@@ -143,7 +143,11 @@ func (st *Stack) openStores(cfg aws.Config, endpoint endpointFunc, storeClock st
 	if err != nil {
 		return err
 	}
-	st.Control = controlplane.NewStore(controlplane.NewDynamoStorage(db, env.TableName))
+	projections := controlplane.NewDynamoStorage(db, env.TableName)
+	if env.SiteCopies > 0 {
+		projections.WithSiteCopies(env.SiteCopies)
+	}
+	st.Control = controlplane.NewStore(projections)
 	return nil
 }
 

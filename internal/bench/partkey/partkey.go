@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/store/dynamo"
 )
 
@@ -266,6 +267,9 @@ var Families = []Family{
 	{"due:ED#", dynamo.DefaultDueShards},
 	{"due:SD#", dynamo.DefaultDueShards},
 	{"CLOCK#probe#", dynamo.ClockProbeShards},
+	// A site's read copies, VSC#<site>\x00<k> (named "VSC#<site>/<k>"):
+	// one family per site.
+	{"VSC#", controlplane.DefaultSiteCopies},
 }
 
 // FamilyOf is the family key is a member of: the name that stands for

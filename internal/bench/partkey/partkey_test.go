@@ -7,6 +7,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/byorelay/byorelay/internal/controlplane"
 )
 
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
@@ -116,6 +118,10 @@ func TestFamilyOfGroupsShardsByWhatTheyShard(t *testing.T) {
 		{"VS#site-01#3", "VS#site-01#*", 8},
 		{"VS#site-01/12", "VS#site-01/*", 8},
 		{"VS#site-02#3", "VS#site-02#*", 8},
+		{Name("", "VSC#site-a\x0017"), "VSC#site-a/*", controlplane.DefaultSiteCopies},
+		{Name("", "VSC#a/b\x000"), "VSC#a/b/*", controlplane.DefaultSiteCopies},
+		{Name("", "VSC#site-a\x00"), "", 0},
+		{Name("", "VSC#site-a\x001x"), "", 0},
 		{"due:D#7x", "", 0},     // not a shard number
 		{"due:D#", "", 0},       // no shard number
 		{"VS#site-01", "", 0},   // a site id's digits are not a shard number

@@ -24,7 +24,8 @@ import (
 // changes nothing.
 
 // pageRecords and pageBytes bound one page sent: well inside the API's
-// MaxImportPageRecords and a Lambda's 6 MB request.
+// MaxImportPageRecords and a Lambda's 6 MB request. A page also ends at
+// the API's MaxImportPageSites sites.
 const (
 	pageRecords = 2_000
 	pageBytes   = 3 << 20
@@ -94,7 +95,7 @@ func readFixturePages(r io.Reader, page func(at controlplane.ListOffsets, f proj
 			}
 			n++
 			size += len(raw)
-			if n >= pageRecords || size >= pageBytes {
+			if n >= pageRecords || size >= pageBytes || len(current.Sites) >= controlplane.MaxImportPageSites {
 				if err := flush(); err != nil {
 					return err
 				}

@@ -1,12 +1,14 @@
 package admincli_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/internal/projection"
 )
 
@@ -86,5 +88,36 @@ func TestImportRefusesWhatTheAPIRefuses(t *testing.T) {
 		if code, _, errOut := s.run(t, "import", path); code != 1 || !strings.Contains(errOut, "nothing was written") {
 			t.Errorf("%s: exit %d: %s", name, code, errOut)
 		}
+	}
+}
+
+// Each site of an import also writes its read copies, so the API takes at
+// most controlplane.MaxImportPageSites sites a page, and the CLI ends a
+// page there: a file of many sites lands whole.
+func TestImportSendsAFewSitesAPage(t *testing.T) {
+	s := newStack(t)
+	f := projection.EmptyFixture()
+	const n = 3*controlplane.MaxImportPageSites + 1
+	for i := range n {
+		f.Sites = append(f.Sites, projection.SiteRecord{SiteID: fmt.Sprintf("site-%02d", i), Site: keys(t).Public()})
+	}
+	data, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "sites.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.mustRun(t, "import", path)
+	if got := s.projection(t).Fixture(); len(got.Sites) != n {
+		t.Fatalf("imported %d sites, want %d", len(got.Sites), n)
+	}
+
+	over := projection.EmptyFixture()
+	over.Sites = f.Sites[:controlplane.MaxImportPageSites+1]
+	_, err = controlplane.NewClient(s.url, nil).ImportPage(t.Context(), controlplane.ImportPageRequest{Import: controlplane.NewImportID(), Fixture: over})
+	if err == nil || !strings.Contains(err.Error(), "sites") {
+		t.Fatalf("a page of %d sites: %v, want a refusal", len(over.Sites), err)
 	}
 }
