@@ -76,7 +76,8 @@ type RoutingStore interface {
 	// and answer size follow the site's throughput and never the results
 	// it holds. It is, newest first, the results accepted in the last
 	// ResultsFreshMs (Job.DoneAt), up to limit - ResultsRotated(limit) of
-	// them, and up to ResultsRotated(limit) more from a rotation through
+	// them or, if more, every one accepted in the last ResultsRecentMs up
+	// to ResultsRecentMax, and up to ResultsRotated(limit) more from a rotation through
 	// all the site's results: each call lists on from where the rotation
 	// stands and moves it past what it listed, starting over past the end,
 	// unless the rotation moved within ResultsRotateMs
