@@ -54,11 +54,15 @@ type serveOptions struct {
 	lease       time.Duration
 	awaiting    time.Duration
 	dueShards   int
-	quiet       bool
-	verbose     bool
-	grants      bool
-	grantKMSKey string
-	exposeAdmin bool
+	// unsealedShards and finishedShards are the routing table's per-site
+	// shard counts (UNSEALED_SHARDS, FINISHED_SHARDS when deployed).
+	unsealedShards int
+	finishedShards int
+	quiet          bool
+	verbose        bool
+	grants         bool
+	grantKMSKey    string
+	exposeAdmin    bool
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
@@ -76,6 +80,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.DurationVar(&o.lease, "lease", time.Duration(store.DefaultLeaseMs)*time.Millisecond, "how long a claim's lease lasts without a heartbeat (LEASE_MS when deployed)")
 	fs.DurationVar(&o.awaiting, "awaiting", time.Duration(store.AwaitingPayloadMs)*time.Millisecond, "how long a site has to seal a claimed job before it is requeued\n(AWAITING_PAYLOAD_MS when deployed)")
 	fs.IntVar(&o.dueShards, "due-shards", dynamo.DefaultDueShards, "shards of the routing table's due index, a table setting: keep it for a table\n(DUE_SHARDS, template.yaml's DueShards, when deployed)")
+	fs.IntVar(&o.unsealedShards, "unsealed-shards", dynamo.DefaultUnsealedShards, "shards of each site's unsealed sets, a table setting: keep it for a table, or raise it\n(UNSEALED_SHARDS, template.yaml's UnsealedShards, when deployed)")
+	fs.IntVar(&o.finishedShards, "finished-shards", dynamo.DefaultFinishedShards, "shards of each site's finished list, a table setting: keep it for a table, or raise it\n(FINISHED_SHARDS, template.yaml's FinishedShards, when deployed)")
 	fs.BoolVar(&o.quiet, "quiet", false, "log only warnings and errors")
 	fs.BoolVar(&o.verbose, "v", false, "also log every routed request (function, status, time)")
 	fs.BoolVar(&o.exposeAdmin, "expose-admin", false, "allow a non-loopback --host: the admin API (guarded by the per-run token,\nsent in clear over plain HTTP) is then reachable from the network too")
@@ -105,6 +111,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	}
 	if o.dueShards < 1 || o.dueShards > dynamo.MaxDueShards {
 		return o, fmt.Errorf("--due-shards must be from 1 to %d", dynamo.MaxDueShards)
+	}
+	if o.unsealedShards < 1 || o.unsealedShards > dynamo.MaxSiteShards || o.finishedShards < 1 || o.finishedShards > dynamo.MaxSiteShards {
+		return o, fmt.Errorf("--unsealed-shards and --finished-shards must be from 1 to %d", dynamo.MaxSiteShards)
 	}
 	if !isLoopbackHost(o.host) && !o.exposeAdmin {
 		return o, fmt.Errorf("--host %s would serve the admin API (approve devices, change consents) to the network with the relay;\n"+
@@ -297,6 +306,8 @@ func (ls *localStack) dynamoBackend(ctx context.Context, opts serveOptions, auth
 		LeaseMs:           opts.lease.Milliseconds(),
 		AwaitingPayloadMs: opts.awaiting.Milliseconds(),
 		DueShards:         opts.dueShards,
+		UnsealedShards:    opts.unsealedShards,
+		FinishedShards:    opts.finishedShards,
 	}
 	cfg := localtest.AWSConfig(ls.ddbEndpoint)
 	st, err := lambdafn.Open(env, lambdafn.Options{AWS: &cfg, Logger: log, MetricsOut: io.Discard, RelayMetrics: newDeclineLog(log), Grants: author})
