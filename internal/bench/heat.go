@@ -181,6 +181,33 @@ var shardFamilies = []shardFamily{
 	{"CLOCK#probe#", dynamo.ClockProbeShards},
 }
 
+// siteShardFamilies are the per-site families: one site's unsealed sets
+// and finished list, each spread over shards by a hash of the owner or the
+// job id (store/dynamo unsealedPK, finishedKey). A member is named
+// prefix + site, for shard 0, or prefix + site + "/" + the shard number
+// (partkey prints the NUL between them as "/"); the family is named
+// prefix + site + "/*".
+var siteShardFamilies = []shardFamily{
+	{"U#", dynamo.DefaultUnsealedShards},
+	{"due:F#", dynamo.DefaultFinishedShards},
+}
+
+// siteFamilyOf is the family key belongs to among siteShardFamilies: its
+// name and shard count.
+func siteFamilyOf(key string) (name string, shards int, ok bool) {
+	for _, f := range siteShardFamilies {
+		rest, found := strings.CutPrefix(key, f.prefix)
+		if !found || rest == "" {
+			continue
+		}
+		if i := strings.LastIndexByte(rest, '/'); i > 0 && i < len(rest)-1 && strings.Trim(rest[i+1:], "0123456789") == "" {
+			rest = rest[:i]
+		}
+		return f.prefix + rest + "/*", f.shards, true
+	}
+	return "", 0, false
+}
+
 // spread gives every member of a shard family the family's total over its
 // shard count, for the saturation estimates: at fleet scale a hash or a
 // random pick spreads the family's load evenly, whichever members the
@@ -194,7 +221,19 @@ func spread(keys map[string]Capacity) map[string]Capacity {
 	}
 	out := make(map[string]Capacity, len(keys))
 	totals := map[int]Capacity{}
+	type siteTotal struct {
+		c      Capacity
+		shards int
+	}
+	siteTotals := map[string]siteTotal{}
 	for k, c := range keys {
+		if name, shards, ok := siteFamilyOf(k); ok {
+			t := siteTotals[name]
+			t.c.add(c)
+			t.shards = shards
+			siteTotals[name] = t
+			continue
+		}
 		if f, ok := familyOf(k); ok {
 			t := totals[f]
 			t.add(c)
@@ -208,6 +247,10 @@ func spread(keys map[string]Capacity) map[string]Capacity {
 		each := Capacity{Calls: t.Calls, ReadUnits: t.ReadUnits / n, WriteUnits: t.WriteUnits / n, IndexWrite: t.IndexWrite / n}
 		// One name stands for every member: "<prefix>*".
 		out[shardFamilies[f].prefix+"*"] = each
+	}
+	for name, t := range siteTotals {
+		n := float64(t.shards)
+		out[name] = Capacity{Calls: t.c.Calls, ReadUnits: t.c.ReadUnits / n, WriteUnits: t.c.WriteUnits / n, IndexWrite: t.c.IndexWrite / n}
 	}
 	return out
 }
