@@ -12,8 +12,9 @@
 // Prints {"event":"progress",...} once a second and, once every job is
 // completed or past its deadline, {"event":"done",enqueued,completed,
 // late,missing,firstEnqueuedAt,lastCompletedAt,maxLatencyMs,maxPumpMs,
-// maxCompleted,pumpErrors} and exits 0 (late: completed after its deadline; missing:
-// never completed). It exits when stdin closes.
+// maxCompleted,pumpErrors} and exits 0 (late: the ids completed after
+// their deadline; missing: the ids never completed). It exits when stdin
+// closes.
 import { load, emit, fail, flags, sleep } from "./load.mjs";
 
 const args = flags({ rate: "300", runMs: "10000", deadlineMs: "60000", pumpMs: "250" });
@@ -107,11 +108,11 @@ await Promise.all([publish(), pump()]);
 clearInterval(progress);
 if (failure !== null) fail(failure);
 
-let late = 0;
+const late = [];
 let maxLatencyMs = 0;
 let lastCompletedAt = 0;
 for (const [id, at] of completedAt) {
-  if (at > deadlines.get(id)) late++;
+  if (at > deadlines.get(id)) late.push(id);
   maxLatencyMs = Math.max(maxLatencyMs, at - publishedAt.get(id));
   lastCompletedAt = Math.max(lastCompletedAt, at);
 }
@@ -120,7 +121,7 @@ emit("done", {
   enqueued,
   completed: completedAt.size,
   late,
-  missing: enqueued - completedAt.size,
+  missing: [...deadlines.keys()].filter((id) => !completedAt.has(id)),
   firstEnqueuedAt,
   lastCompletedAt,
   maxLatencyMs,
