@@ -105,16 +105,16 @@ func TestAStockSiteCollectsEveryResultAtItsFullRate(t *testing.T) {
 	script := peers.Start(t, "siterate.mjs", env, "--relay", origin, "--siteId", siteID, "--owners", strings.Join(names, ","),
 		"--rate", strconv.Itoa(rate), "--runMs", strconv.Itoa(runMs), "--deadlineMs", "60000", "--pumpMs", "250")
 	var done struct {
-		Enqueued        int   `json:"enqueued"`
-		Completed       int   `json:"completed"`
+		Enqueued        int      `json:"enqueued"`
+		Completed       int      `json:"completed"`
 		Late            []string `json:"late"`
 		Missing         []string `json:"missing"`
-		FirstEnqueuedAt int64 `json:"firstEnqueuedAt"`
-		LastCompletedAt int64 `json:"lastCompletedAt"`
-		MaxLatencyMs    int64 `json:"maxLatencyMs"`
-		MaxPumpMs       int64 `json:"maxPumpMs"`
-		MaxCompleted    int   `json:"maxCompleted"`
-		PumpErrors      int   `json:"pumpErrors"`
+		FirstEnqueuedAt int64    `json:"firstEnqueuedAt"`
+		LastCompletedAt int64    `json:"lastCompletedAt"`
+		MaxLatencyMs    int64    `json:"maxLatencyMs"`
+		MaxPumpMs       int64    `json:"maxPumpMs"`
+		MaxCompleted    int      `json:"maxCompleted"`
+		PumpErrors      int      `json:"pumpErrors"`
 	}
 	// Every job is completed, or past its deadline, within the run, its
 	// 60 s deadline and a margin.
