@@ -13,7 +13,7 @@ DDB_PORT  ?= 8000
 # Tests share one DynamoDB Local and one moto server, started once here.
 WITH_SERVICES := $(GO) run ./localtest/withservices --
 
-.PHONY: help all build deps test unit race fuzz lint ddb run site demo demo-stream example validate build-lambdas invoke deploy bench vectors chaos race-long site-restart sweep-load site-sweep-load scale bin/byorelay bin/byorelay-local bin/chat
+.PHONY: help all build deps test unit race fuzz lint ddb run site demo demo-stream example validate build-lambdas invoke deploy bench vectors chaos race-long site-restart sweep-load site-sweep-load site-rate scale bin/byorelay bin/byorelay-local bin/chat
 
 ## help: this list, one line a target (what `make` with no target prints)
 help:
@@ -46,6 +46,12 @@ race:
 ## sweep-load: the scheduled sweep clears 100,000 due entries on DynamoDB Local; logs items/s per worker and asserts its heap bound (docs/performance.md). `make unit` runs the same test with 5,000
 sweep-load: deps
 	SWEEP_LOAD=100000 $(WITH_SERVICES) $(GO) test -count=1 -timeout=30m -v -run '^TestSweepLoad$$' ./store/dynamo/
+
+## site-rate: a stock @byollm/server site publishing SITE_RATE jobs/s for SITE_RATE_MS collects every result before its 60 s deadline through the results GET; logs the rate reached (docs/performance.md). `make unit` runs 50/s for 15 s
+SITE_RATE ?= 300
+SITE_RATE_MS ?= 30000
+site-rate: deps
+	BYORELAY_SITERATE_RATE=$(SITE_RATE) BYORELAY_SITERATE_RUN_MS=$(SITE_RATE_MS) $(GO) test -count=1 -timeout=10m -v -run '^TestAStockSiteCollectsEveryResultAtItsFullRate$$' ./localtest/siterate/
 
 ## scale: a relay on DynamoDB Local loaded with SCALE_DEVICES paired devices consenting to SCALE_SITES sites (300; 1 puts them all on one site) by `byorelay admin import` (docs/performance.md)
 # With their consents, device i's to site i mod SCALE_SITES; one device

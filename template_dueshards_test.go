@@ -8,20 +8,23 @@ import (
 	"github.com/byorelay/byorelay/store/dynamo"
 )
 
-// The due index's shard count and the control plane's site copy count
-// are each one setting for the whole deployment: a parameter, whose
-// default is the code's, reaching every function through the functions'
-// shared environment, and no function setting a value of its own. Two
-// functions over one table with two due shard counts would each leave the
-// other's upper shards unread; with two copy counts, one function's site
-// changes would leave copies the other reads unwritten.
-func TestTheTemplateGivesEveryFunctionOneDueShardCount(t *testing.T) {
+// Each shard count of the routing table (the due index's, a site's
+// unsealed sets' and finished list's) and the control plane's site copy
+// count is one setting for the whole deployment: a parameter, whose
+// default and bounds are the code's, reaching every function through the
+// functions' shared environment, and no function setting a value of its
+// own. Two functions over one table with two shard counts would each leave
+// the other's upper shards unread; with two copy counts, one function's
+// site changes would leave copies the other reads unwritten.
+func TestTheTemplateGivesEveryFunctionOneShardCountEach(t *testing.T) {
 	for _, setting := range []struct {
 		param, env    string
 		def, maxValue int
 	}{
 		{"DueShards", "DUE_SHARDS", dynamo.DefaultDueShards, dynamo.MaxDueShards},
 		{"SiteCopies", "SITE_COPIES", controlplane.DefaultSiteCopies, controlplane.MaxSiteCopies},
+		{"UnsealedShards", "UNSEALED_SHARDS", dynamo.DefaultUnsealedShards, dynamo.MaxSiteShards},
+		{"FinishedShards", "FINISHED_SHARDS", dynamo.DefaultFinishedShards, dynamo.MaxSiteShards},
 	} {
 		t.Run(setting.param, func(t *testing.T) { oneTableSetting(t, setting.param, setting.env, setting.def, setting.maxValue) })
 	}

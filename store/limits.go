@@ -88,6 +88,27 @@ const (
 // holds, gets the rest from the rotation (ResultsRotated).
 const ResultsFreshMs = 10_000
 
+// ResultsRecentMs and ResultsRecentMax are how a results page keeps up
+// with a busy site (RoutingStore.ResultsPage): beside the newest of the
+// fresh window, a page lists every result accepted in the last
+// ResultsRecentMs, newest first, up to ResultsRecentMax. A site whose
+// polls come at most ResultsRecentMs apart (a pump that takes a while
+// under load included) then sees every result fresh while it takes no
+// more than ResultsRecentMax of them between two polls (a stock site
+// polling every 250 ms: 16,000 a second), where a page of a fixed size
+// passed only that many a poll and left the rest to the rotation's pace,
+// past their deadlines. A result is listed this way on at most
+// ResultsRecentMs / poll period polls (20 at 250 ms; a site taking fewer
+// than a page's fixed part in that time is listed them anyway, by the
+// fresh window), so a poll's cost still follows the site's throughput and
+// poll rate, never its jobs' deadlines. The relay's answer bound in bytes
+// cuts a page of large results short, newest kept (internal/relay
+// ResultsPageBytes).
+const (
+	ResultsRecentMs  = 5_000
+	ResultsRecentMax = 4_000
+)
+
 // ResultsRotated is how many of a page of limit results come from the
 // rotation through the site's older results: a fifth, at least one. The
 // rest of the page is the fresh window's. Without the rotation a result

@@ -72,14 +72,17 @@ type RoutingStore interface {
 	// result.
 	Finished(ctx context.Context, siteID string, graceMs int64) ([]Job, error)
 	// ResultsPage is the GET results read: results Finished with graceMs 0
-	// would list, at most limit of them (limit >= 2), so that a poll's cost
-	// and answer size follow the site's throughput and never the results
-	// it holds. It is, newest first, the results accepted in the last
-	// ResultsFreshMs (Job.DoneAt), up to limit - ResultsRotated(limit) of
-	// them, and up to ResultsRotated(limit) more from a rotation through
-	// all the site's results: each call lists on from where the rotation
-	// stands and moves it past what it listed, starting over past the end,
-	// unless the rotation moved within ResultsRotateMs
+	// would list, at most limit of them (limit >= 2) or, while the site
+	// takes more than a page's fresh share in ResultsRecentMs, those and
+	// the rotation's share, so that a poll's cost and answer size follow
+	// the site's throughput and never the results it holds. It is, newest
+	// first, the results accepted in the last ResultsFreshMs (Job.DoneAt),
+	// up to limit - ResultsRotated(limit) of them or, if more, every one
+	// accepted in the last ResultsRecentMs up to ResultsRecentMax, and up
+	// to ResultsRotated(limit) more from a rotation through all the site's
+	// results, in an order of the store's: each call lists on from where
+	// the rotation stands and moves it past what it listed, starting over
+	// past the end, unless the rotation moved within ResultsRotateMs
 	// (ResultsRotationMoves), when it lists the same and leaves it. So
 	// every result is listed within about n/ResultsRotated(limit) calls
 	// ResultsRotateMs apart, n the results held, and a site holding no

@@ -56,12 +56,16 @@ type serveOptions struct {
 	awaiting    time.Duration
 	dueShards   int
 	siteCopies  int
-	quiet       bool
-	verbose     bool
-	grants      bool
-	grantKMSKey string
-	exposeAdmin bool
-	fresh       bool
+	// unsealedShards and finishedShards are the routing table's per-site
+	// shard counts (UNSEALED_SHARDS, FINISHED_SHARDS when deployed).
+	unsealedShards int
+	finishedShards int
+	quiet          bool
+	verbose        bool
+	grants         bool
+	grantKMSKey    string
+	exposeAdmin    bool
+	fresh          bool
 }
 
 // ddbDirName is where, under the demo dir, the DynamoDB Local that serve
@@ -86,6 +90,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.DurationVar(&o.awaiting, "awaiting", time.Duration(store.AwaitingPayloadMs)*time.Millisecond, "how long a site has to seal a claimed job before it is requeued\n(AWAITING_PAYLOAD_MS when deployed)")
 	fs.IntVar(&o.dueShards, "due-shards", dynamo.DefaultDueShards, "shards of the routing table's due index, a table setting: keep it for a table\n(DUE_SHARDS, template.yaml's DueShards, when deployed)")
 	fs.IntVar(&o.siteCopies, "site-copies", controlplane.DefaultSiteCopies, "read copies of each site's record in the routing table, a table setting: keep it\nfor a table (SITE_COPIES, template.yaml's SiteCopies, when deployed; --store memory\nkeeps none)")
+	fs.IntVar(&o.unsealedShards, "unsealed-shards", dynamo.DefaultUnsealedShards, "shards of each site's unsealed sets, a table setting: keep it for a table, or raise it\n(UNSEALED_SHARDS, template.yaml's UnsealedShards, when deployed)")
+	fs.IntVar(&o.finishedShards, "finished-shards", dynamo.DefaultFinishedShards, "shards of each site's finished list, a table setting: keep it for a table, or raise it\n(FINISHED_SHARDS, template.yaml's FinishedShards, when deployed)")
 	fs.BoolVar(&o.quiet, "quiet", false, "log only warnings and errors")
 	fs.BoolVar(&o.verbose, "v", false, "also log every request: the relay's request and decision lines, and the\nrouting (function, status, time); without it only warnings, errors and\nchanges (an approval, an import) are logged")
 	fs.BoolVar(&o.exposeAdmin, "expose-admin", false, "allow a non-loopback --host: the admin API (guarded by the per-run token,\nsent in clear over plain HTTP) is then reachable from the network too")
@@ -121,6 +127,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	}
 	if o.siteCopies < 1 || o.siteCopies > controlplane.MaxSiteCopies {
 		return o, fmt.Errorf("--site-copies must be from 1 to %d", controlplane.MaxSiteCopies)
+	}
+	if o.unsealedShards < 1 || o.unsealedShards > dynamo.MaxSiteShards || o.finishedShards < 1 || o.finishedShards > dynamo.MaxSiteShards {
+		return o, fmt.Errorf("--unsealed-shards and --finished-shards must be from 1 to %d", dynamo.MaxSiteShards)
 	}
 	if !isLoopbackHost(o.host) && !o.exposeAdmin {
 		return o, fmt.Errorf("--host %s would serve the admin API (approve devices, change consents) to the network with the relay;\n"+
@@ -374,6 +383,8 @@ func (ls *localStack) dynamoBackend(ctx context.Context, opts serveOptions, auth
 		AwaitingPayloadMs: opts.awaiting.Milliseconds(),
 		DueShards:         opts.dueShards,
 		SiteCopies:        opts.siteCopies,
+		UnsealedShards:    opts.unsealedShards,
+		FinishedShards:    opts.finishedShards,
 	}
 	cfg := localtest.AWSConfig(ls.ddbEndpoint)
 	st, err := lambdafn.Open(env, lambdafn.Options{AWS: &cfg, Logger: log, MetricsOut: io.Discard, RelayMetrics: newDeclineLog(log), Grants: author})

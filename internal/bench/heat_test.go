@@ -244,3 +244,43 @@ func TestSaturationSpreadsASitesCopies(t *testing.T) {
 		t.Errorf("the family's scope is %q, want site", scope)
 	}
 }
+
+// A site's unsealed sets and finished list are shard families of that
+// site: every member (shard 0 is the bare key) adds to the family's load,
+// which the estimates spread over the store's default count, per site.
+func TestSaturationSpreadsASitesShards(t *testing.T) {
+	for _, c := range []struct {
+		key    string
+		family string
+		ok     bool
+	}{
+		{"U#site-a", "U#site-a/*", true},
+		{"U#site-a/5", "U#site-a/*", true},
+		{"U#site-01", "U#site-01/*", true},
+		{"due:F#site-a/63", "due:F#site-a/*", true},
+		{"due:F#site-a", "due:F#site-a/*", true},
+		{"due:D#3", "due:D#*", true},
+		{"VS#site-a", "", false},
+	} {
+		name, _, ok := partkey.FamilyOf(c.key)
+		if ok != c.ok || name != c.family {
+			t.Errorf("FamilyOf(%q) = %q, %v; want %q, %v", c.key, name, ok, c.family, c.ok)
+		}
+	}
+	w := &world{sites: []site{{id: "site-a"}}, daemons: []daemon{{runnerID: "run-1", owner: "own-1"}}}
+	lifecycle := map[string]Capacity{
+		"U#site-a":        {Calls: 10, WriteUnits: 30},
+		"U#site-a/9":      {Calls: 10, WriteUnits: 30},
+		"due:F#site-a/17": {Calls: 10, WriteUnits: 100},
+	}
+	h := heat(w, 100, lifecycle, nil)
+	// 0.6 WCU per job over the set shards, 1 over the finished shards, at
+	// one site: whichever saturates first.
+	sets := 1000 * float64(dynamo.DefaultUnsealedShards) / 0.6
+	finished := 1000 * float64(dynamo.DefaultFinishedShards) / 1
+	for _, s := range h.JobsPerSecond {
+		if s.Sites == 1 && !near(s.At, min(sets, finished)) {
+			t.Errorf("at one site: %+v, want %v jobs/s", s, min(sets, finished))
+		}
+	}
+}

@@ -40,6 +40,12 @@ type Env struct {
 	// keeps (SITE_COPIES); 0 means controlplane.DefaultSiteCopies. A table
 	// setting, like DueShards (template.yaml's SiteCopies).
 	SiteCopies int
+	// UnsealedShards and FinishedShards are how many shards each site's
+	// unsealed sets and finished list are spread over (UNSEALED_SHARDS,
+	// FINISHED_SHARDS); 0 means the store's defaults. Table settings, as
+	// DueShards.
+	UnsealedShards int
+	FinishedShards int
 	// BasePath mounts the daemon plane (BASE_PATH); "" means /byollm.
 	BasePath string
 	// VerificationURL is where a human approves a pairing code
@@ -118,12 +124,14 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 	if e.AwaitingPayloadMs, err = positiveMs(getenv, "AWAITING_PAYLOAD_MS"); err != nil {
 		return Env{}, err
 	}
-	if v := getenv("DUE_SHARDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > dynamo.MaxDueShards {
-			return Env{}, fmt.Errorf("lambdafn: DUE_SHARDS=%q is not a shard count from 1 to %d", v, dynamo.MaxDueShards)
-		}
-		e.DueShards = n
+	if e.DueShards, err = shardCount(getenv, "DUE_SHARDS", dynamo.MaxDueShards); err != nil {
+		return Env{}, err
+	}
+	if e.UnsealedShards, err = shardCount(getenv, "UNSEALED_SHARDS", dynamo.MaxSiteShards); err != nil {
+		return Env{}, err
+	}
+	if e.FinishedShards, err = shardCount(getenv, "FINISHED_SHARDS", dynamo.MaxSiteShards); err != nil {
+		return Env{}, err
 	}
 	if v := getenv("SITE_COPIES"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -177,4 +185,18 @@ func flag(getenv func(string) string, name string) (bool, error) {
 	default:
 		return false, fmt.Errorf("lambdafn: %s=%q is not 0, 1, true or false", name, v)
 	}
+}
+
+// shardCount is the shard count in variable name (1 to limit), 0 when it
+// is unset.
+func shardCount(getenv func(string) string, name string, limit int) (int, error) {
+	v := getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > limit {
+		return 0, fmt.Errorf("lambdafn: %s=%q is not a shard count from 1 to %d", name, v, limit)
+	}
+	return n, nil
 }

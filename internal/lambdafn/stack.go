@@ -128,6 +128,8 @@ func (st *Stack) openStores(cfg aws.Config, endpoint endpointFunc, storeClock st
 		DB:                   db,
 		Table:                env.TableName,
 		DueShards:            env.DueShards,
+		UnsealedShards:       env.UnsealedShards,
+		FinishedShards:       env.FinishedShards,
 		OnObjectDeleteFailed: st.onObjectDeleteFailed,
 		Options: store.Options{
 			Clock:             storeClock,

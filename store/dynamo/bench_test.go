@@ -115,7 +115,7 @@ func writeQueued(tb testing.TB, db *dynamodb.Client, s *Store, n int, job func(i
 					Deadline: deadline, State: string(store.StateQueued), Ver: 1, WID: "load", Seq: fmt.Sprintf("%013d.%016d", enqueuedAt, i)}
 				stub, _ := json.Marshal(st)
 				j.Stub = string(stub)
-				j.index(s.shards)
+				j.index(s.shards, s.finishedShards)
 				item, err := j.marshal()
 				if err != nil {
 					errs <- err

@@ -668,7 +668,7 @@ func snapshot(t *testing.T, s *Store, w *workload) (jobs []*jobItem, held map[st
 	}
 	owners := []string{"alice", "bob"}
 	for _, o := range owners {
-		gets = append(gets, types.TransactGetItem{Get: &types.Get{TableName: &s.table, Key: key(unsealedPK(cSite), unsealedSK(o))}})
+		gets = append(gets, types.TransactGetItem{Get: &types.Get{TableName: &s.table, Key: key(unsealedPK(cSite, unsealedShard(o, s.unsealedShards)), unsealedSK(o))}})
 	}
 	out, err := s.db.TransactGetItems(context.Background(), &dynamodb.TransactGetItemsInput{TransactItems: gets})
 	if err != nil {

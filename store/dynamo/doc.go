@@ -22,10 +22,11 @@
 //	T#<tag>               the site a lease tag stands for (lease.go)
 //	H#<runner>\0<jobId>   sk H#<site>: a hint that this runner held a job
 //	                      with this bare id on that site
-//	U#<site>              sk <owner>: the pair's unsealed grants, as a set
-//	                      of <leaseId>\0<jobId>\0<awaiting window end>; a
-//	                      site's sets share its partition, which is the
-//	                      site's awaiting list (Awaiting)
+//	U#<site>[\0<n>]       sk <owner>: the pair's unsealed grants, as a set
+//	                      of <leaseId>\0<jobId>\0<awaiting window end>, on
+//	                      shard n of Config.UnsealedShards by the owner
+//	                      (shard 0 the bare key); a site's sets, read
+//	                      shard by shard, are its awaiting list (Awaiting)
 //	K#<runner>            jobs cancelled while this runner held them
 //	E#<site>\0<jobId>     eviction notice: the site's job was evicted; kept
 //	                      until the site collects it (TTL past the deadline)
@@ -59,14 +60,15 @@
 //	          shard is an FNV hash of the key modulo Config.DueShards
 //	          (DefaultDueShards, 256; DUE_SHARDS, template.yaml's
 //	          DueShards). A removed job's tombstone carries no index key.
-//	          dk = F#<site>, du = when the result was accepted: the site's
-//	          finished list, the done jobs whose result it has not
-//	          collected, so a results page reads the newest from a moment on
-//	          with one Query (ResultsPage). No sweep reads it: every read
-//	          treats a finished job as gone from its deadline (its grace
-//	          for a collect), it is not reported Removed, and Finished reads
-//	          the whole partition and leaves out, on the consistent read,
-//	          the jobs past theirs.
+//	          dk = F#<site>[\0<n>], du = when the result was accepted: the
+//	          site's finished list, the done jobs whose result it has not
+//	          collected, on shard n of Config.FinishedShards by the job id
+//	          (shard 0 the bare key), so a results page reads the newest
+//	          from a moment on with one Query a shard (ResultsPage). No
+//	          sweep reads it: every read treats a finished job as gone from
+//	          its deadline (its grace for a collect), it is not reported
+//	          Removed, and Finished reads every shard whole and leaves out,
+//	          on the consistent read, the jobs past theirs.
 //	          dk = ED#<shard>, du = deadlineAt + ResultGraceMs on a job's
 //	          payload items and its end item: its end hooks, which bring
 //	          the scheduled sweep back to delete its ciphertext (below).
@@ -132,18 +134,18 @@
 // awaiting window, far more than the replicas' clocks may disagree by.
 //
 // The same invariant makes the sets the site's awaiting list: Awaiting is
-// one strongly consistent Query of the site's set partition (U#<site>, one
-// item per owner), then a consistent BatchGet of the jobs its live members
+// one strongly consistent Query of each of the site's set partitions
+// (U#<site> shards, one item per owner), then a consistent BatchGet of the jobs its live members
 // name, each kept only while awaiting under that member's lease and inside
 // its window. So the job carries no awaiting-list index entry. (It keeps
 // its queue index entry while unsealed, for a claim to find it once its
 // window is over: the claim's write updates that entry instead of deleting
 // it, and the seal deletes it.) The price of the sets: every claim, seal and
-// check of any pair of one site writes that one partition, so a site's
-// claims and seals together are bounded by a partition's write throughput
-// (1,000 small writes a second; DynamoDB splits a hot item collection by
-// sort key, so pairs spread). A site's pending poll reads the whole
-// partition, at most UnsealedPerPair members per owner.
+// check of a pair writes its set's shard, so a site's claims and seals
+// together are bounded by UnsealedShards partitions' write throughput
+// (1,000 small writes a second each: DefaultUnsealedShards has the
+// sizing). A site's pending poll reads every shard, at most
+// UnsealedPerPair members per owner.
 //
 // A lease id is a version 4 UUID whose first four bytes are a tag of its
 // job's site (lease.go), so a holder-scoped call, which carries a job id

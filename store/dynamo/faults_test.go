@@ -238,7 +238,7 @@ func (e *faultEnv) held(id string) (store.Job, []string) {
 	if err != nil || !ok {
 		e.t.Fatalf("job %s: ok=%v err=%v", id, ok, err)
 	}
-	av, err := e.clean.getRaw(e.ctx, unsealedPK("site"), unsealedSK("alice"))
+	av, err := e.clean.getRaw(e.ctx, unsealedPK("site", unsealedShard("alice", e.clean.unsealedShards)), unsealedSK("alice"))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -655,7 +655,7 @@ func TestFaultsClaimFrozenBetweenItsWritesKeepsTheCap(t *testing.T) {
 	}
 	setHolds := func() []string {
 		t.Helper()
-		av, err := clean.getRaw(ctx, unsealedPK("site"), unsealedSK("alice"))
+		av, err := clean.getRaw(ctx, unsealedPK("site", unsealedShard("alice", clean.unsealedShards)), unsealedSK("alice"))
 		if err != nil {
 			t.Fatal(err)
 		}

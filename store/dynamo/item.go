@@ -123,8 +123,9 @@ func (j *jobItem) claimed() bool { return j.Lease != "" }
 // renewal, and on a seal unless sealMovesDue says the move is cheaper (the
 // seal then sets DU to 0). A sweep that reaches it early finds nothing due
 // and writes the real due time then (sweepJob), which for most jobs never
-// happens: they are done first.
-func (j *jobItem) index(shards int) {
+// happens: they are done first. shards and finishedShards are the store's
+// DueShards and FinishedShards.
+func (j *jobItem) index(shards, finishedShards int) {
 	stored := j.DU
 	j.QK, j.DK, j.DU = "", "", 0
 	j.TTL = j.Deadline/1000 + ttlGraceSeconds
@@ -160,11 +161,11 @@ func (j *jobItem) index(shards int) {
 		// payload item or its end item), not by this item. Until then it
 		// is on its site's finished list, a partition of the due index
 		// sorted by when its result was accepted, so a results page reads
-		// the newest with one Query from a moment on (ResultsPage). A job
+		// the newest with one Query a shard from a moment on (ResultsPage). A job
 		// accepted before DoneAt was kept sorts first, as the oldest.
 		j.TTL = (j.Deadline+store.ResultGraceMs)/1000 + 1
 		if (j.Result != "" || j.ResultS3 != "") && !j.Collected {
-			j.DK, j.DU = finishedKey(j.Site), max(j.DoneAt, 1)
+			j.DK, j.DU = finishedKey(j.Site, finishedShard(j.JobID, finishedShards)), max(j.DoneAt, 1)
 		}
 		return
 	}

@@ -245,61 +245,74 @@ func (s *Store) Awaiting(ctx context.Context, siteID string) ([]store.Job, error
 }
 
 // unsealedSets is every member of the site's unsealed sets: one strongly
-// consistent Query of the site's set partition.
+// consistent Query of each of the site's set partitions
+// (Config.UnsealedShards of them, concurrently).
 func (s *Store) unsealedSets(ctx context.Context, siteID string) ([]string, error) {
-	in := &dynamodb.QueryInput{
-		TableName:                 &s.table,
-		KeyConditionExpression:    aws.String("pk = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(unsealedPK(siteID))},
-		ConsistentRead:            aws.Bool(true),
+	found := make([][]string, s.unsealedShards)
+	err := each(s.unsealedShards, func(shard int) error {
+		in := &dynamodb.QueryInput{
+			TableName:                 &s.table,
+			KeyConditionExpression:    aws.String("pk = :pk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(unsealedPK(siteID, shard))},
+			ConsistentRead:            aws.Bool(true),
+		}
+		for {
+			out, err := s.db.Query(ctx, in)
+			if err != nil {
+				return fmt.Errorf("query unsealed sets: %w", err)
+			}
+			for _, av := range out.Items {
+				found[shard] = append(found[shard], getSS(av, "held")...)
+			}
+			if len(out.LastEvaluatedKey) == 0 {
+				return nil
+			}
+			in.ExclusiveStartKey = out.LastEvaluatedKey
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
-	var members []string
-	for {
-		out, err := s.db.Query(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("query unsealed sets: %w", err)
-		}
-		for _, av := range out.Items {
-			members = append(members, getSS(av, "held")...)
-		}
-		if len(out.LastEvaluatedKey) == 0 {
-			return members, nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
-	}
+	return slices.Concat(found...), nil
 }
 
 // Finished lists the site's done jobs that carry a result and are not
 // collected (the index lags a collect; the consistent read does not).
 //
-// The list is the site's partition of the due index (keys only). It holds
-// a result until the sweep ends its job, shortly after the deadline and
-// its grace (the end hook), and the consistent read leaves out those past
+// The list is the site's partitions of the due index (keys only), one
+// Query of each (Config.FinishedShards of them, concurrently). It holds a
+// result until the sweep ends its job, shortly after the deadline and its
+// grace (the end hook), and the consistent read leaves out those past
 // theirs.
 func (s *Store) Finished(ctx context.Context, siteID string, graceMs int64) ([]store.Job, error) {
-	var pks []string
-	in := &dynamodb.QueryInput{
-		TableName:              &s.table,
-		IndexName:              aws.String("due"),
-		KeyConditionExpression: aws.String("dk = :dk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":dk": str(finishedKey(siteID)),
-		},
+	found := make([][]string, s.finishedShards)
+	err := each(s.finishedShards, func(shard int) error {
+		in := &dynamodb.QueryInput{
+			TableName:              &s.table,
+			IndexName:              aws.String("due"),
+			KeyConditionExpression: aws.String("dk = :dk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":dk": str(finishedKey(siteID, shard)),
+			},
+		}
+		for {
+			out, err := s.db.Query(ctx, in)
+			if err != nil {
+				return fmt.Errorf("query finished: %w", err)
+			}
+			for _, av := range out.Items {
+				found[shard] = append(found[shard], getS(av, "pk"))
+			}
+			if len(out.LastEvaluatedKey) == 0 {
+				return nil
+			}
+			in.ExclusiveStartKey = out.LastEvaluatedKey
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
-	for {
-		out, err := s.db.Query(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("query finished: %w", err)
-		}
-		for _, av := range out.Items {
-			pks = append(pks, getS(av, "pk"))
-		}
-		if len(out.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
-	}
-	return s.finishedJobs(ctx, pks, graceMs)
+	return s.finishedJobs(ctx, slices.Concat(found...), graceMs)
 }
 
 // finishedJobs reads the jobs pks names and keeps the uncollected results.

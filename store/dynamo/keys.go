@@ -3,6 +3,7 @@ package dynamo
 import (
 	"hash/fnv"
 	"strconv"
+	"strings"
 )
 
 // Item keys. One table holds every kind of item; the pk prefix says which.
@@ -41,10 +42,39 @@ func cancelsPK(runnerID string) string { return "K#" + runnerID }
 
 // unsealedPK and unsealedSK key a (site, job owner) pair's unsealed set: the
 // members of its unsealed grants, whose size is the cap (side.go). A site's
-// sets share a partition, so the site's awaiting list is one strongly
-// consistent Query of it (Awaiting).
-func unsealedPK(siteID string) string { return "U#" + siteID }
-func unsealedSK(owner string) string  { return owner }
+// sets are spread over Config.UnsealedShards partitions by a hash of the
+// owner (unsealedShard), so a busy site's claims and seals are not one
+// partition's 1,000 WCU/s; the site's awaiting list is one strongly
+// consistent Query of each (Awaiting). Shard 0 is the bare U#<site>, the
+// key of a table whose count is 1, so raising the count from 1 leaves
+// every set where a reader looks.
+func unsealedPK(siteID string, shard int) string { return shardKey("U#"+siteID, shard) }
+func unsealedSK(owner string) string             { return owner }
+
+// unsealedShard is the shard of shards that holds owner's set on a site.
+func unsealedShard(owner string, shards int) int { return hashShard(owner, shards) }
+
+// unsealedSite is the site of an unsealed set's pk, whatever its shard.
+func unsealedSite(pk string) string {
+	site, _, _ := strings.Cut(strings.TrimPrefix(pk, "U#"), "\x00")
+	return site
+}
+
+// shardKey is base's shard: base itself for shard 0, else base, NUL and
+// the shard number (NUL appears in no site id, so no site's key is
+// another's shard).
+func shardKey(base string, shard int) string {
+	if shard == 0 {
+		return base
+	}
+	return base + "\x00" + strconv.Itoa(shard)
+}
+
+func hashShard(s string, shards int) int {
+	h := fnv.New32a()
+	h.Write([]byte(s))
+	return int(h.Sum32() % uint32(max(shards, 1)))
+}
 
 // evictedPK is the notice a sweep leaves when it evicts a job, so the site
 // hears of it; it lasts until the site collects it or the deadline passes.
@@ -129,6 +159,13 @@ func endDueKey(pk string, shards int) string { return "E" + dueKey(pk, shards) }
 
 func endDueShardKey(shard int) string { return "E" + dueShardKey(shard) }
 
-// finishedKey is a site's finished list: a partition of the due index
-// (sort key: when the result was accepted) that no sweep reads.
-func finishedKey(siteID string) string { return "F#" + siteID }
+// finishedKey is a shard of a site's finished list: a partition of the
+// due index (sort key: when the result was accepted) that no sweep reads.
+// A result goes to the shard of its job id (finishedShard) over
+// Config.FinishedShards, so a busy site's completions are not one
+// partition's 1,000 WCU/s; the site's reads fan over every shard. Shard 0
+// is the bare F#<site>, as for the unsealed sets.
+func finishedKey(siteID string, shard int) string { return shardKey("F#"+siteID, shard) }
+
+// finishedShard is the shard of shards that lists job jobID's result.
+func finishedShard(jobID string, shards int) int { return hashShard(jobID, shards) }

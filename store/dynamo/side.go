@@ -28,7 +28,7 @@ import (
 // member through, so a retry of a write that did commit is not refused as
 // "full". It reports false when the set is full.
 func (s *Store) takeSlot(ctx context.Context, j *jobItem, member string, checkAt int64) (bool, error) {
-	pk, sk := unsealedPK(j.Site), unsealedSK(j.Owner)
+	pk, sk := s.unsealedKey(j)
 	in := &dynamodb.UpdateItemInput{
 		TableName: &s.table,
 		Key:       key(pk, sk),
@@ -98,7 +98,7 @@ func (s *Store) freeSlot(ctx context.Context, j *jobItem) {
 		}
 		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:                 &s.table,
-			Key:                       key(unsealedPK(j.Site), unsealedSK(j.Owner)),
+			Key:                       key(s.unsealedKey(j)),
 			UpdateExpression:          aws.String("DELETE held :l"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":l": strSet(slotMember(j.Lease, j.JobID, j.AwaitingUntil))},
 		})
@@ -106,6 +106,14 @@ func (s *Store) freeSlot(ctx context.Context, j *jobItem) {
 			return
 		}
 	}
+}
+
+// unsealedKey is the pk and sk of j's pair's unsealed set under this
+// store's count. A grant taken under a smaller count is in the set of its
+// pair's shard then: freeSlot misses it, and the set's check removes it
+// (Config.UnsealedShards).
+func (s *Store) unsealedKey(j *jobItem) (pk, sk string) {
+	return unsealedPK(j.Site, unsealedShard(j.Owner, s.unsealedShards)), unsealedSK(j.Owner)
 }
 
 // unsealed is j when a write that moves it on ends an unsealed grant (so

@@ -1,6 +1,7 @@
 package dynamo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,31 @@ const (
 	// MaxDueShards bounds Config.DueShards: the scheduled sweep queries
 	// every shard each run.
 	MaxDueShards = 1024
+	// DefaultUnsealedShards is how many partitions each site's unsealed
+	// sets are spread over (unsealedPK), sized so that one site running
+	// 10,000 jobs/s keeps each under half a partition. A job costs its
+	// site's sets about 0.52 WCU and 0.51 RCU (the bench's key heat:
+	// docs/performance.md; a claim's ADD and a seal's DELETE, and the
+	// pending read), so the count must be at least 10,000 x 0.52 / 500 =
+	// 11: 16 puts 325 WCU/s on each (33%), given owners enough to hash
+	// over them. A pair's set is one item, so one (site, owner) pair
+	// stays on one partition whatever the count; its rate is bounded by
+	// UnsealedPerPair. Every pending read and in-line sweep of the site
+	// queries every shard (one strongly consistent Query each: Awaiting),
+	// so the count is also that read's number of calls.
+	DefaultUnsealedShards = 16
+	// DefaultFinishedShards is how many partitions each site's finished
+	// list is spread over (finishedKey), sized as the unsealed sets: a job
+	// writes its site's list twice (its entry put by the result, deleted
+	// at its end or collect, 1 WCU each), so the count must be at least
+	// 10,000 x 2 / 500 = 40: 64 puts 313 WCU/s on each (31%). A results
+	// GET reads the fresh of every shard (one keys-only Query each) and a
+	// collect every shard's whole list, so the count is also their
+	// number of Queries.
+	DefaultFinishedShards = 64
+	// MaxSiteShards bounds Config.UnsealedShards and FinishedShards: each
+	// is the number of Queries a site read makes.
+	MaxSiteShards = 256
 )
 
 // ErrContention is returned when an operation lost its conditional write
@@ -91,6 +117,23 @@ type Config struct {
 	// their next write moves their entry, and their end hooks wait for
 	// TTL. A smaller count is for a new table only.
 	DueShards int
+	// UnsealedShards and FinishedShards override DefaultUnsealedShards
+	// and DefaultFinishedShards (1 to MaxSiteShards). Table settings, as
+	// DueShards (UNSEALED_SHARDS and FINISHED_SHARDS, template.yaml's
+	// UnsealedShards and FinishedShards), with the same rule: raising one
+	// on a live table is safe, lowering one is for a new table only. A
+	// set or a finished entry written under a smaller count is on a shard
+	// below it, and every reader reads every shard below its own count,
+	// so a raise loses none: a finished entry stays where it was written
+	// until its job ends, and a pair whose set moves to another shard
+	// keeps its earlier grants in the old set, which Awaiting still reads
+	// and the set's own check (repairSlots) empties once their windows
+	// are over; until then the pair may hold up to twice
+	// store.UnsealedPerPair unsealed grants. Lowering strands the sets and
+	// entries above the new count, which no reader reads again. A table
+	// from before the sets and lists were sharded holds count 1's keys.
+	UnsealedShards int
+	FinishedShards int
 	// Meter, when set, asks DynamoDB for the capacity every call consumes
 	// and adds it up.
 	Meter *Meter
@@ -116,6 +159,9 @@ type Store struct {
 	awaitingMs      int64
 	inlineBytes     int
 	shards          int
+	// unsealedShards and finishedShards are Config's, defaulted.
+	unsealedShards int
+	finishedShards int
 
 	// tagOf and siteOf cache lease tags both ways (lease.go). A tag never
 	// changes once written, so no replica can disagree with a cached one.
@@ -146,6 +192,9 @@ func New(cfg Config) (*Store, error) {
 	if cfg.DueShards < 0 || cfg.DueShards > MaxDueShards {
 		return nil, fmt.Errorf("dynamo: DueShards must be 0 (the default) to %d", MaxDueShards)
 	}
+	if cfg.UnsealedShards < 0 || cfg.UnsealedShards > MaxSiteShards || cfg.FinishedShards < 0 || cfg.FinishedShards > MaxSiteShards {
+		return nil, fmt.Errorf("dynamo: UnsealedShards and FinishedShards must be 0 (the default) to %d", MaxSiteShards)
+	}
 	s := &Store{
 		db:              cfg.DB,
 		table:           cfg.Table,
@@ -158,6 +207,8 @@ func New(cfg Config) (*Store, error) {
 		awaitingMs:      cfg.Options.AwaitingMs(),
 		inlineBytes:     cfg.InlineEnvelopeBytes,
 		shards:          cfg.DueShards,
+		unsealedShards:  cmp.Or(cfg.UnsealedShards, DefaultUnsealedShards),
+		finishedShards:  cmp.Or(cfg.FinishedShards, DefaultFinishedShards),
 	}
 	if s.clock == nil {
 		s.clock = clock.System{}

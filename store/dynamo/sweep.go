@@ -846,7 +846,7 @@ func (s *Store) repairSlots(ctx context.Context, pk, sk string, now int64) error
 	}
 	var dead []string
 	latest := int64(0)
-	site := strings.TrimPrefix(pk, "U#")
+	site := unsealedSite(pk)
 	for _, m := range getSS(av, "held") {
 		lease, jobID, window := parseSlotMember(m)
 		if window+s.awaitingMs > now {

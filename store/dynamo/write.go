@@ -89,7 +89,7 @@ func (s *Store) commitJob(ctx context.Context, w jobWrite) (outcome, int, error)
 	wid := newWID()
 	w.put.WID = wid
 	w.put.Ver = w.ver + 1
-	w.put.index(s.shards)
+	w.put.index(s.shards, s.finishedShards)
 	var lastErr error
 	ambiguous := false
 	for attempt := 0; attempt < maxAttempts; attempt++ {

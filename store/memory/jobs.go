@@ -123,7 +123,13 @@ func (s *Store) ResultsPage(ctx context.Context, siteID string, limit int) ([]st
 		}
 	}
 	slices.SortStableFunc(page, func(a, b *store.Job) int { return cmp.Compare(b.DoneAt, a.DoneAt) })
-	page = page[:min(len(page), limit-rotated)]
+	// The newest limit - rotated, and every one of the last
+	// ResultsRecentMs beyond them up to ResultsRecentMax.
+	keep := min(len(page), limit-rotated)
+	for keep < len(page) && keep < store.ResultsRecentMax && page[keep].DoneAt > now-store.ResultsRecentMs {
+		keep++
+	}
+	page = page[:keep]
 	fresh := len(page)
 
 	at, placed := s.rotation[siteID]

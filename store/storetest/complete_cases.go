@@ -93,7 +93,9 @@ var completeCases = []testCase{
 	{"pages the GET's results: the fresh on every page, every result within a rotation", func(e *env) {
 		in := claimArgs()
 		in.LeaseMs = 120_000
-		const n, limit = 9, 5
+		// Few enough pages to list them all within the fresh window once
+		// the results are no longer recent.
+		const n, limit = 14, 10
 		rotated := store.ResultsRotated(limit)
 		finish := func(id string, deadlineIn int64) {
 			s := stub(id, "alice")
@@ -138,6 +140,8 @@ var completeCases = []testCase{
 			fresh = append(fresh, id)
 			e.advance(1) // accepted a millisecond apart: newest last
 		}
+		// Fresh but not recent: the page holds the newest of them only.
+		e.advance(store.ResultsRecentMs)
 		newest := fresh[len(fresh)-(limit-rotated):]
 		slices.Reverse(newest)
 		seen := map[string]bool{}
@@ -162,6 +166,42 @@ var completeCases = []testCase{
 		e.check(err)
 		e.same("other site's page", jobIDs(other), []string{})
 	}},
+	{"lists every result of the last ResultsRecentMs on the GET's page", func(e *env) {
+		in := claimArgs()
+		in.LeaseMs = 120_000
+		const n, limit = 12, 5
+		rotated := store.ResultsRotated(limit)
+		var all []string
+		for i := range n {
+			id := fmt.Sprintf("r%02d", i)
+			s := stub(id, "alice")
+			s.DeadlineAt = e.nowMs() + 600_000
+			e.enqueue(site, s)
+			granted := e.claimOne(in, id)
+			e.seal(id)
+			e.take(id, "runner_1", granted.Lease.ID)
+			e.complete(id, "runner_1", granted.Lease.ID, "answer", store.DispositionOK)
+			all = append(all, id)
+			e.advance(1)
+		}
+		// All accepted within the last ResultsRecentMs: a site taking more
+		// between two polls than a page's fixed part sees every one.
+		got, err := e.s.ResultsPage(e.ctx, site, limit)
+		e.check(err)
+		ids := jobIDs(got)
+		newestFirst := slices.Clone(all)
+		slices.Reverse(newestFirst)
+		e.same("a page of the recent, newest first", ids, newestFirst)
+		// Past it, a page is back to its fixed bound.
+		e.advance(store.ResultsRecentMs)
+		got, err = e.s.ResultsPage(e.ctx, site, limit)
+		e.check(err)
+		ids = jobIDs(got)
+		if len(ids) > limit {
+			e.T.Fatalf("a page of %d results once none is recent, bound %d: %v", len(ids), limit, ids)
+		}
+		e.same("its fresh part, newest first", ids[:limit-rotated], newestFirst[:limit-rotated])
+	}},
 	{"moves the results rotation at most once a ResultsRotateMs", func(e *env) {
 		in := claimArgs()
 		in.LeaseMs = 120_000
@@ -185,18 +225,36 @@ var completeCases = []testCase{
 		// and moves it on; the rest of the bound's pages list the next
 		// stretch and leave it, so the next bound's first page lists that
 		// one again. Past the end it starts over, within the same rule.
+		// The order it goes through the results is the store's (the
+		// DynamoDB store's goes shard by shard), so over len(ids) bounds
+		// the first pages list each result once.
+		var moved []string // what the last bound's later pages listed
+		firsts := map[string]int{}
 		for bound := range 2 * len(ids) {
+			var rest []string
 			for poll := range polls {
 				got, err := e.s.ResultsPage(e.ctx, site, limit)
 				e.check(err)
-				at := bound
-				if poll > 0 {
-					at++
+				listed := jobIDs(got)
+				if len(listed) != 1 {
+					e.T.Fatalf("bound %d, page %d lists %v, want one result", bound, poll, listed)
 				}
-				e.same(fmt.Sprintf("bound %d, page %d", bound, poll), jobIDs(got), []string{ids[at%len(ids)]})
+				switch {
+				case poll == 0:
+					if bound > 0 {
+						e.same(fmt.Sprintf("bound %d's first page, the stretch the last bound moved to", bound), listed, moved)
+					}
+					firsts[listed[0]]++
+				case poll == 1:
+					rest = listed
+				default:
+					e.same(fmt.Sprintf("bound %d, page %d", bound, poll), listed, rest)
+				}
 				e.advance(step)
 			}
+			moved = rest
 		}
+		e.same("first pages per result", firsts, map[string]int{"a": 2, "b": 2, "c": 2})
 	}},
 	{"refuses a result once the deadline has passed, swept or not", func(e *env) {
 		// Accepted now, it would be listed to no results poll: accepted at

@@ -256,6 +256,10 @@ func Name(index, value string) string {
 type Family struct {
 	Prefix string
 	Shards int
+	// Bare is a family whose shard 0 is the key it was before it was
+	// spread, with no shard number ("U#site-a" beside "U#site-a/5"), so a
+	// table written before keeps its items where the readers look.
+	Bare bool
 }
 
 // Families are the keys the relay spreads over shards, with the default
@@ -263,13 +267,17 @@ type Family struct {
 // over shards is added here, or the bench bills its sample's members as if
 // each took the whole family's load.
 var Families = []Family{
-	{"due:D#", dynamo.DefaultDueShards},
-	{"due:ED#", dynamo.DefaultDueShards},
-	{"due:SD#", dynamo.DefaultDueShards},
-	{"CLOCK#probe#", dynamo.ClockProbeShards},
+	{"due:D#", dynamo.DefaultDueShards, false},
+	{"due:ED#", dynamo.DefaultDueShards, false},
+	{"due:SD#", dynamo.DefaultDueShards, false},
+	{"CLOCK#probe#", dynamo.ClockProbeShards, false},
 	// A site's read copies, VSC#<site>\x00<k> (named "VSC#<site>/<k>"):
 	// one family per site.
-	{"VSC#", controlplane.DefaultSiteCopies},
+	{"VSC#", controlplane.DefaultSiteCopies, false},
+	// A site's unsealed sets, by owner, and its finished list, by job
+	// (U#<site>\x00<n>, F#<site>\x00<n>; shard 0 the bare key).
+	{"U#", dynamo.DefaultUnsealedShards, true},
+	{"due:F#", dynamo.DefaultFinishedShards, true},
 }
 
 // FamilyOf is the family key is a member of: the name that stands for
@@ -283,6 +291,9 @@ func FamilyOf(key string) (name string, shards int, ok bool) {
 		}
 		head := strings.TrimRight(rest, "0123456789")
 		if head == rest || head != "" && !strings.HasSuffix(head, "#") && !strings.HasSuffix(head, "/") {
+			if f.Bare && rest != "" {
+				return f.Prefix + rest + "/*", f.Shards, true // shard 0
+			}
 			continue // no shard number, or one not after a separator
 		}
 		return f.Prefix + head + "*", f.Shards, true

@@ -46,6 +46,10 @@ func TestOfNamesEveryPartitionACallTouches(t *testing.T) {
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":dk": s("F#site-a"), ":since": &types.AttributeValueMemberN{Value: "5"}},
 		}, []string{"due:F#site-a"}},
+		{"Query of a site's shard", &dynamodb.QueryInput{
+			KeyConditionExpression:    aws.String("pk = :pk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s("U#site-a\x007")},
+		}, []string{"U#site-a/7"}},
 		{"TransactWriteItems", &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 			{Put: &types.Put{Item: key("J#job-3", "j")}},
 			{Update: &types.Update{Key: key("O#owner-1", "o")}},
