@@ -243,6 +243,9 @@ type Relay struct {
 	metrics  Metrics
 	// rows keeps results rows encoded between polls (result_rows.go).
 	rows resultRows
+	// countParse, set only by a test (CountParses), is told of each parse
+	// of a request's body or signature header.
+	countParse func(what string)
 }
 
 // ErrGrantsWithoutAuthor is New's refusal of a relay that would tell devices
