@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/byorelay/byorelay/internal/grant"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 )
@@ -101,14 +102,14 @@ func (r *Relay) authorGrants(c *call, q *request, who caller, caps []protocol.Ca
 	for _, job := range granted {
 		ref := protocol.GrantRef{JobID: job.ID, LeaseID: job.Lease.ID}
 		siteID, known := q.proj.SiteIDForKey(job.Site)
-		var decision GrantDecision
+		var decision grant.Decision
 		if !known {
 			// A stub naming a site this projection cannot place. Transient:
 			// the projection is what is behind, not the job.
-			decision = GrantDecision{Declined: &Decline{Permanent: false, Reason: "unknown-site"}}
+			decision = grant.Decision{Declined: &grant.Decline{Permanent: false, Reason: "unknown-site"}}
 		} else {
 			var err error
-			decision, err = r.cfg.AuthorGrant(c.ctx, GrantRequest{
+			decision, err = r.cfg.AuthorGrant(c.ctx, grant.Request{
 				Job:          job.ClaimedStub,
 				SiteID:       siteID,
 				SiteKey:      job.Site,

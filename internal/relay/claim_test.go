@@ -6,14 +6,15 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/byorelay/byorelay/internal/grant"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 )
 
-func grantAll(_ context.Context, in relay.GrantRequest) (relay.GrantDecision, error) {
-	return relay.GrantDecision{Granted: &protocol.SignedGrant{
+func grantAll(_ context.Context, in grant.Request) (grant.Decision, error) {
+	return grant.Decision{Granted: &protocol.SignedGrant{
 		GrantID: "g-" + in.Job.ID, JobID: in.Job.ID, Site: in.SiteKey, User: in.Job.Owner, Owner: in.Owner,
 		Purpose: "chat", Kind: in.Job.Kind, Service: "local", IssuedAt: 1, Signature: "sig",
 	}}, nil
@@ -165,10 +166,10 @@ func TestClaim(t *testing.T) {
 func TestClaimWithGrants(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		t.Run("each won job carries the control plane's grant, asked with the stub's own facts", func(t *testing.T) {
-			var asked []relay.GrantRequest
+			var asked []grant.Request
 			w := newWorld(t, f, func(c *relay.Config) {
 				c.ControlPlanePublic = "cp"
-				c.AuthorGrant = func(ctx context.Context, in relay.GrantRequest) (relay.GrantDecision, error) {
+				c.AuthorGrant = func(ctx context.Context, in grant.Request) (grant.Decision, error) {
 					asked = append(asked, in)
 					return grantAll(ctx, in)
 				}
@@ -192,8 +193,8 @@ func TestClaimWithGrants(t *testing.T) {
 		})
 		t.Run("a permanent decline is released as refused and never offered to this device again", func(t *testing.T) {
 			w := newWorld(t, f, func(c *relay.Config) {
-				c.AuthorGrant = func(context.Context, relay.GrantRequest) (relay.GrantDecision, error) {
-					return relay.GrantDecision{Declined: &relay.Decline{Permanent: true, Reason: "removed"}}, nil
+				c.AuthorGrant = func(context.Context, grant.Request) (grant.Decision, error) {
+					return grant.Decision{Declined: &grant.Decline{Permanent: true, Reason: "removed"}}, nil
 				}
 			})
 			w.enqueue(w.site, "job-1", "alice")
@@ -210,8 +211,8 @@ func TestClaimWithGrants(t *testing.T) {
 		})
 		t.Run("a transient decline goes back with a thirty-second not-before", func(t *testing.T) {
 			w := newWorld(t, f, func(c *relay.Config) {
-				c.AuthorGrant = func(context.Context, relay.GrantRequest) (relay.GrantDecision, error) {
-					return relay.GrantDecision{Declined: &relay.Decline{Reason: "other-device"}}, nil
+				c.AuthorGrant = func(context.Context, grant.Request) (grant.Decision, error) {
+					return grant.Decision{Declined: &grant.Decline{Reason: "other-device"}}, nil
 				}
 			})
 			w.enqueue(w.site, "job-1", "alice")
@@ -229,7 +230,7 @@ func TestClaimWithGrants(t *testing.T) {
 		t.Run("a stub naming a key the projection cannot place is declined transiently, without asking", func(t *testing.T) {
 			asked := 0
 			w := newWorld(t, f, func(c *relay.Config) {
-				c.AuthorGrant = func(ctx context.Context, in relay.GrantRequest) (relay.GrantDecision, error) {
+				c.AuthorGrant = func(ctx context.Context, in grant.Request) (grant.Decision, error) {
 					asked++
 					return grantAll(ctx, in)
 				}
@@ -246,8 +247,8 @@ func TestClaimWithGrants(t *testing.T) {
 		})
 		t.Run("an author that fails fails the request", func(t *testing.T) {
 			w := newWorld(t, f, func(c *relay.Config) {
-				c.AuthorGrant = func(context.Context, relay.GrantRequest) (relay.GrantDecision, error) {
-					return relay.GrantDecision{}, errors.New("policy store down")
+				c.AuthorGrant = func(context.Context, grant.Request) (grant.Decision, error) {
+					return grant.Decision{}, errors.New("policy store down")
 				}
 			})
 			w.enqueue(w.site, "job-1", "alice")
@@ -301,8 +302,8 @@ func TestClaimAwaitingUntil(t *testing.T) {
 		})
 		t.Run("is 0 when every grant is declined", func(t *testing.T) {
 			w := newWorld(t, f, func(c *relay.Config) {
-				c.AuthorGrant = func(context.Context, relay.GrantRequest) (relay.GrantDecision, error) {
-					return relay.GrantDecision{Declined: &relay.Decline{Reason: "other-device"}}, nil
+				c.AuthorGrant = func(context.Context, grant.Request) (grant.Decision, error) {
+					return grant.Decision{Declined: &grant.Decline{Reason: "other-device"}}, nil
 				}
 			})
 			w.enqueue(w.site, "job-1", "alice")
