@@ -32,7 +32,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/protocol"
 )
@@ -222,7 +221,7 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	kinds := cfg.Kinds
 	if kinds == nil {
-		kinds = []string{site.KindGenerate, site.KindChat}
+		kinds = []string{protocol.KindGenerate, protocol.KindChat}
 	}
 	caps := make([]protocol.Capability, 0, len(kinds))
 	for _, k := range kinds {
