@@ -260,13 +260,14 @@ func TestClaimWithGrants(t *testing.T) {
 	})
 }
 
-// Response.AwaitingUntil is what a front end wakes the sweeper for: the
-// first awaiting-payload window a claim's answer opened, in the store's
-// time, read back from the job the store stamped.
+// AwaitingOpened is what a front end wakes the sweeper by: told the first
+// awaiting-payload window a claim's answer opened, in the store's time,
+// read back from the job the store stamped, and told nothing else.
 func TestClaimAwaitingUntil(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		t.Run("is the window the store stamped on the grants", func(t *testing.T) {
-			w := newWorld(t, f, func(c *relay.Config) { c.LeaseMs = 45_000 })
+			var told []int64
+			w := newWorld(t, f, func(c *relay.Config) { c.LeaseMs = 45_000 }, tellInto(&told))
 			w.enqueue(w.site, "job-1", "alice")
 			w.enqueue(w.site, "job-2", "alice")
 			resp := w.daemonCall(w.daemon, "claim", claimBody(w.daemon, 2))
@@ -275,52 +276,60 @@ func TestClaimAwaitingUntil(t *testing.T) {
 			}
 			for _, id := range []string{"job-1", "job-2"} {
 				job, _, _ := w.store.Job(w.ctx, "site-a", id)
-				if job.AwaitingUntil == 0 || resp.AwaitingUntil != job.AwaitingUntil {
-					t.Fatalf("awaiting until %d, the store stamped %s with %d", resp.AwaitingUntil, id, job.AwaitingUntil)
+				if job.AwaitingUntil == 0 || len(told) != 1 || told[0] != job.AwaitingUntil {
+					t.Fatalf("told %v, the store stamped %s with %d", told, id, job.AwaitingUntil)
 				}
 			}
 		})
 		t.Run("follows the store's configured window", func(t *testing.T) {
-			w := newWorld(t, f)
+			var told []int64
+			w := newWorld(t, f, tellInto(&told))
 			s := f.new(t, store.Options{Clock: w.clock, AwaitingPayloadMs: 3_000})
 			w.store = s
 			w.rebuild(func(c *relay.Config) { c.Store, c.Pairing = s, s })
 			w.enqueue(w.site, "job-1", "alice")
-			resp := w.daemonCall(w.daemon, "claim", claimBody(w.daemon, 1))
+			w.daemonCall(w.daemon, "claim", claimBody(w.daemon, 1))
 			job, _, _ := w.store.Job(w.ctx, "site-a", "job-1")
-			if job.AwaitingUntil != w.nowMs()+3_000 || resp.AwaitingUntil != job.AwaitingUntil {
-				t.Fatalf("awaiting until %d, the store stamped %d", resp.AwaitingUntil, job.AwaitingUntil)
+			if job.AwaitingUntil != w.nowMs()+3_000 || len(told) != 1 || told[0] != job.AwaitingUntil {
+				t.Fatalf("told %v, the store stamped %d", told, job.AwaitingUntil)
 			}
 		})
-		t.Run("is 0 when the claim grants nothing", func(t *testing.T) {
-			w := newWorld(t, f)
-			resp := w.daemonCall(w.daemon, "claim", claimBody(w.daemon, 1))
-			expect(t, resp, 200, `{"jobs":[],"leaseMs":60000}`)
-			if resp.AwaitingUntil != 0 {
-				t.Fatalf("awaiting until %d", resp.AwaitingUntil)
+		t.Run("is not told when the claim grants nothing", func(t *testing.T) {
+			var told []int64
+			w := newWorld(t, f, tellInto(&told))
+			expect(t, w.daemonCall(w.daemon, "claim", claimBody(w.daemon, 1)), 200, `{"jobs":[],"leaseMs":60000}`)
+			if len(told) != 0 {
+				t.Fatalf("told %v", told)
 			}
 		})
-		t.Run("is 0 when every grant is declined", func(t *testing.T) {
+		t.Run("is not told when every grant is declined", func(t *testing.T) {
+			var told []int64
 			w := newWorld(t, f, func(c *relay.Config) {
 				c.AuthorGrant = func(context.Context, grant.Request) (grant.Decision, error) {
 					return grant.Decision{Declined: &grant.Decline{Reason: "other-device"}}, nil
 				}
-			})
+			}, tellInto(&told))
 			w.enqueue(w.site, "job-1", "alice")
-			resp := w.daemonCall(w.daemon, "claim", claimBody(w.daemon, 1))
-			expect(t, resp, 200, `{"jobs":[],"leaseMs":60000}`)
-			if resp.AwaitingUntil != 0 {
-				t.Fatalf("awaiting until %d", resp.AwaitingUntil)
+			expect(t, w.daemonCall(w.daemon, "claim", claimBody(w.daemon, 1)), 200, `{"jobs":[],"leaseMs":60000}`)
+			if len(told) != 0 {
+				t.Fatalf("told %v", told)
 			}
 		})
-		t.Run("is 0 on other answers", func(t *testing.T) {
-			w := newWorld(t, f)
+		t.Run("is not told of other answers", func(t *testing.T) {
+			var told []int64
+			w := newWorld(t, f, tellInto(&told))
 			stub := w.site.Stub("job-1", "alice", w.deadline())
-			resp := w.siteCall(w.site, "enqueue", protocol.EnqueueRequest{ProtocolVersion: "2", SiteID: "site-a", Stub: stub})
-			expectStatus(t, resp, 200)
-			if resp.AwaitingUntil != 0 {
-				t.Fatalf("awaiting until %d", resp.AwaitingUntil)
+			expectStatus(t, w.siteCall(w.site, "enqueue", protocol.EnqueueRequest{ProtocolVersion: "2", SiteID: "site-a", Stub: stub}), 200)
+			if len(told) != 0 {
+				t.Fatalf("told %v", told)
 			}
 		})
 	})
+}
+
+// tellInto has the relay's AwaitingOpened append to told.
+func tellInto(told *[]int64) func(*relay.Config) {
+	return func(c *relay.Config) {
+		c.AwaitingOpened = func(_ context.Context, untilMs int64) { *told = append(*told, untilMs) }
+	}
 }

@@ -31,7 +31,7 @@ type reply struct {
 	// body is encoded with protocol.Encode unless html is set.
 	body any
 	html string
-	// awaitingUntil becomes Response.AwaitingUntil.
+	// awaitingUntil is what Config.AwaitingOpened is told, 0 for nothing.
 	awaitingUntil int64
 }
 
@@ -150,7 +150,9 @@ func (r *Relay) Handle(ctx context.Context, req Request) Response {
 		resp, _ = encode(serverError)
 		rep = serverError
 	}
-	resp.AwaitingUntil = rep.awaitingUntil
+	if rep.awaitingUntil != 0 && r.cfg.AwaitingOpened != nil {
+		r.cfg.AwaitingOpened(ctx, rep.awaitingUntil)
+	}
 	if rep.code != "" {
 		r.metrics.Refused(c.endpoint, rep.code)
 	}

@@ -49,12 +49,6 @@ type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
-	// AwaitingUntil is, for a claim that granted work, when the first
-	// awaiting-payload window it opened closes (epoch ms, store clock), as
-	// the store stamped it (store.Claimed); 0 for every other answer. A site that has not sealed by then loses the
-	// grant, and nothing in-line may notice: a front end that can wake a
-	// sweep for that moment reads it here, not from Body.
-	AwaitingUntil int64
 }
 
 // ProjectionSource hands the relay the control plane's current projection.
@@ -168,6 +162,15 @@ type Config struct {
 	AuthorGrant        grant.Author
 	// Satisfiable is asked at enqueue when set; nil refuses nothing.
 	Satisfiable Satisfiable
+	// AwaitingOpened, when set, is told after a claim that granted work
+	// when the first awaiting-payload window it opened closes (epoch ms,
+	// store clock), as the store stamped it (store.Claimed), and is told
+	// nothing of any other answer. A site that has not sealed by then
+	// loses the grant, and nothing in-line may notice: a front end that
+	// can wake a sweep for that moment does it here. Called on the
+	// request's context before Handle returns; it cannot change the
+	// answer, so a failure to wake is its own to log.
+	AwaitingOpened func(ctx context.Context, untilMs int64)
 	// Streams tunes the live-stream attach (docs/streaming.md); the lane
 	// is served when Store also implements store.StreamLog.
 	Streams StreamOptions
