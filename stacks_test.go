@@ -24,7 +24,7 @@ func TestStacksShareOnlyThePlatform(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	relayOnly := []string{"internal/relay", "internal/lambdafn", "internal/controlplane", "store/dynamo"}
+	relayOnly := []string{"internal/relay", "internal/lambdafn", "internal/controlplane", "store"}
 	siteOnly := []string{"internal/sitefn", "internal/siteserver", "internal/sitestore"}
 	sites := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -45,6 +45,104 @@ func TestStacksShareOnlyThePlatform(t *testing.T) {
 	}
 	if sites == 0 {
 		t.Fatal("go list named no site function: the test would hold nothing")
+	}
+}
+
+// layers places every package of the module, lowest first. A package
+// imports only from a layer below its own, or from inside its own entry
+// (store/dynamo is its own entry, so it may import store below it, but
+// internal/platform/ddb may import internal/platform/clock beside it). Two
+// entries in one layer never import each other: the relay and the control
+// plane are two planes, the relay's store and the site's store two stacks,
+// the daemon and the site two clients. The top is tooling and wiring
+// (functions, commands, the bench, the local stack, examples, the fitness
+// tests): it may import anything, and nothing below imports it.
+var layers = [][]string{
+	{"protocol"},
+	{"internal/platform", "internal/stream", "internal/repo"},
+	{"store", "internal/sitestore", "client/site", "client/daemon"},
+	{"store/memory", "store/dynamo", "store/storetest", "internal/projection",
+		"internal/sitestore/memory", "internal/sitestore/dynamo", "internal/sitestore/sitestoretest", "internal/siteserver"},
+	{"internal/grant"},
+	{"internal/relay", "internal/controlplane"},
+	{"internal/lambdafn", "internal/sitefn"},
+}
+
+// top is the tooling and wiring above every layer.
+var top = []string{"", "functions", "cmd", "internal/bench", "localtest", "examples"}
+
+// placed is the entry of layers (or top) that holds pkg, a module-relative
+// path, and its layer (len(layers) for top); ok is false for a package no
+// entry holds. The longest entry that is pkg or a parent of it wins.
+func placed(pkg string) (entry string, layer int, ok bool) {
+	holds := func(e string) bool { return pkg == e || e == "" || strings.HasPrefix(pkg, e+"/") }
+	for i, l := range append(layers, top) {
+		for _, e := range l {
+			if holds(e) && (!ok || len(e) > len(entry)) && (e != "" || pkg == "") {
+				entry, layer, ok = e, i, true
+			}
+		}
+	}
+	return entry, layer, ok
+}
+
+// TestImportsPointDown: every package's imports (tests' aside) point down
+// the layers above, and two named rules hold whatever the layers say: no
+// package of the site stack imports the relay's store (a site function
+// would carry the relay's store into every cold start, and a change to one
+// stack's ids or bounds could break the other), and the public daemon
+// library does not import the public site SDK (a device would link a
+// site's whole client to read two plaintext types).
+func TestImportsPointDown(t *testing.T) {
+	const mod = "github.com/byorelay/byorelay"
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	rel := func(p string) (string, bool) {
+		if p == mod {
+			return "", true
+		}
+		r, found := strings.CutPrefix(p, mod+"/")
+		return r, found
+	}
+	never := []struct{ from, to, why string }{
+		{"internal/sitestore", "store", "the site stack imports the relay's store"},
+		{"internal/siteserver", "store", "the site stack imports the relay's store"},
+		{"internal/sitefn", "store", "the site stack imports the relay's store"},
+		{"client/site", "store", "the site stack imports the relay's store"},
+		{"client/daemon", "client/site", "the daemon library imports the site SDK"},
+	}
+	under := func(p, e string) bool { return p == e || strings.HasPrefix(p, e+"/") }
+	edges := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg, _ := rel(fields[0])
+		entry, layer, ok := placed(pkg)
+		if !ok {
+			t.Errorf("%s is in no layer: place it in stacks_test.go's layers", pkg)
+			continue
+		}
+		for _, imp := range fields[1:] {
+			dep, inModule := rel(imp)
+			if !inModule {
+				continue
+			}
+			edges++
+			for _, n := range never {
+				if under(pkg, n.from) && under(dep, n.to) {
+					t.Errorf("%s imports %s: %s", pkg, dep, n.why)
+				}
+			}
+			depEntry, depLayer, ok := placed(dep)
+			if !ok || layer == len(layers) || depEntry == entry || depLayer < layer {
+				continue
+			}
+			t.Errorf("%s (%s, layer %d) imports %s (%s, layer %d): imports point down", pkg, entry, layer, dep, depEntry, depLayer)
+		}
+	}
+	if edges == 0 {
+		t.Fatal("go list named no import inside the module: the test would hold nothing")
 	}
 }
 

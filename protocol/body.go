@@ -2,18 +2,19 @@ package protocol
 
 import "net/url"
 
-// Body is a request body parsed once, for a handler that runs the
-// handshake and then one or more strict decodes on the same bytes: the
-// relay's pair endpoint tries three schemas on one body, and a result or
-// payload body is 6 MiB. Its answers are CheckVersion's and DecodeStrict's
-// on the raw bytes, decision for decision and byte for byte; it only saves
-// parsing them again.
+// Body is a request body parsed once, for every reader of it: the
+// handshake (Handshake), the body rule (Check) and one or more strict
+// decodes (Decode) on the same bytes. The relay parses each request's body
+// once, in dispatch, and every plane reads that Body; its pair endpoint
+// tries three schemas on it, and a result or payload body is 6 MiB, so a
+// second parse is a second full scan. Its answers are Handshake's,
+// CheckBody's, CheckVersion's and DecodeStrict's on the raw bytes,
+// decision for decision and byte for byte; it only saves parsing them
+// again.
 //
-// A handler uses it as: body := protocol.ParseBody(raw) (raw nil for
-// anything but a POST, as for CheckVersion), then body.CheckVersion(query)
-// in place of CheckVersion(raw, query), and body.Decode(&req) in place of
-// DecodeStrict(raw, &req). Each of those called on raw instead parses the
-// bytes again: a handler that mixes them parses more than once.
+// The parse is deep, so a body refused before authentication has been
+// built all the same; MaxEnvelopeBytes bounds what that costs, and an
+// accepted body is built once rather than scanned and then built.
 //
 // A Body is read-only after ParseBody and safe to share between
 // goroutines. Decoded strings share memory with it, never with raw: the
@@ -37,6 +38,19 @@ func ParseBody(raw []byte) *Body {
 		problem = shapeProblem(root, err)
 	}
 	return &Body{root: root, err: err, problem: problem}
+}
+
+// Handshake is Handshake(raw, query).
+func (b *Body) Handshake(query url.Values) *WireError {
+	switch b.problem {
+	case nil:
+		return versionDecision(declaredIn(b.root, nil, query))
+	case errBodyEmpty:
+		// No body: the version is the query's.
+		return b.CheckVersion(query)
+	}
+	refusal := b.problem.WireError()
+	return &refusal
 }
 
 // CheckVersion is CheckVersion(raw, query).

@@ -120,12 +120,16 @@ func TestHandshakeChecksTheBodyBeforeTheVersion(t *testing.T) {
 			if got := Handshake([]byte(tc.raw), tc.query); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("Handshake = %+v, want %+v", got, tc.want)
 			}
+			if got := ParseBody([]byte(tc.raw)).Handshake(tc.query); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("Body.Handshake = %+v, want %+v", got, tc.want)
+			}
 		})
 	}
 }
 
 // FuzzHandshake: on any bytes Handshake never panics, answers a valid
-// WireError when it refuses, and agrees with CheckBody and CheckVersion;
+// WireError when it refuses, and agrees with CheckBody and CheckVersion,
+// and a parsed Body answers both as the raw calls do;
 // a body it lets through is its own text (so a signature over it is over
 // the bytes sent) and one JSON object; an offset it names is where the
 // problem is.
@@ -151,8 +155,12 @@ func FuzzHandshake(f *testing.F) {
 			}
 		}
 		problem := CheckBody(raw)
-		if !reflect.DeepEqual(ParseBody(raw).Check(), problem) {
-			t.Fatalf("Body.Check %v, CheckBody %v", ParseBody(raw).Check(), problem)
+		body := ParseBody(raw)
+		if !reflect.DeepEqual(body.Check(), problem) {
+			t.Fatalf("Body.Check %v, CheckBody %v", body.Check(), problem)
+		}
+		if !reflect.DeepEqual(body.Handshake(q), got) {
+			t.Fatalf("Body.Handshake %+v, Handshake %+v", body.Handshake(q), got)
 		}
 		switch {
 		case len(raw) == 0:

@@ -1,18 +1,7 @@
 package store
 
-import (
-	"crypto/rand"
-	"fmt"
-)
+import "github.com/byorelay/byorelay/internal/platform/ids"
 
-// NewLeaseID mints a random (version 4) UUID. A UUID rather than a readable
-// composite, because a site's Postgres adapter stores lease ids in a uuid
-// column: a relay minting "lease_<job>_<time>" would route perfectly against
-// a memory store and fail the moment a real site adopted the lease.
-func NewLeaseID() string {
-	var b [16]byte
-	rand.Read(b[:]) // crypto/rand.Read never fails (it aborts the program instead).
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
+// NewLeaseID mints a lease id: a random UUID (ids.UUID, which says why a
+// UUID).
+func NewLeaseID() string { return ids.UUID() }

@@ -1,24 +1,8 @@
 package store
 
 import (
-	"regexp"
 	"testing"
 )
-
-func TestNewLeaseIDIsARandomV4UUID(t *testing.T) {
-	v4 := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
-	seen := map[string]bool{}
-	for range 100 {
-		id := NewLeaseID()
-		if !v4.MatchString(id) {
-			t.Fatalf("%q is not a v4 UUID", id)
-		}
-		if seen[id] {
-			t.Fatalf("%q minted twice", id)
-		}
-		seen[id] = true
-	}
-}
 
 func TestRouteKeyJoinsWithNUL(t *testing.T) {
 	if got := (Route{SiteID: "s", Owner: "o"}).Key(); got != "s\x00o" {

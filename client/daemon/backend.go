@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
 )
 
@@ -67,24 +66,24 @@ func outcomeForSite(err error) protocol.Outcome {
 	}
 	switch code {
 	case "timeout":
-		return site.Failed("timeout", "the device did not answer in time", true)
+		return protocol.FailedOutcome("timeout", "the device did not answer in time", true)
 	case "output-too-large":
-		return site.Failed("output-too-large", "the answer was too large to return", false)
+		return protocol.FailedOutcome("output-too-large", "the answer was too large to return", false)
 	case "canceled":
-		return site.Canceled()
+		return protocol.CanceledOutcome()
 	default:
-		return site.Failed("service_unavailable", serviceUnavailable, true)
+		return protocol.FailedOutcome("service_unavailable", serviceUnavailable, true)
 	}
 }
 
 // ComposePrompt is the text a single-prompt backend is asked:
 // the system instructions, then the prompt or the labelled chat turns.
-func ComposePrompt(kind string, p site.Payload) string {
+func ComposePrompt(kind string, p protocol.JobPayload) string {
 	var sections []string
 	if p.System != nil && strings.TrimSpace(*p.System) != "" {
 		sections = append(sections, "System instructions:\n"+*p.System)
 	}
-	if kind == site.KindGenerate {
+	if kind == protocol.KindGenerate {
 		sections = append(sections, p.Prompt)
 		return strings.Join(sections, "\n\n")
 	}

@@ -31,7 +31,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/protocol"
 )
@@ -221,7 +220,7 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	kinds := cfg.Kinds
 	if kinds == nil {
-		kinds = []string{site.KindGenerate, site.KindChat}
+		kinds = []string{protocol.KindGenerate, protocol.KindChat}
 	}
 	caps := make([]protocol.Capability, 0, len(kinds))
 	for _, k := range kinds {

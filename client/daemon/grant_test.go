@@ -7,6 +7,7 @@ import (
 
 	"github.com/byorelay/byorelay/client/daemon"
 	"github.com/byorelay/byorelay/client/site"
+	"github.com/byorelay/byorelay/internal/grant"
 	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/protocol"
@@ -18,7 +19,7 @@ import (
 func withGrants(t *testing.T, clk *clock.Manual, signer, pinned *protocol.Keys, tamper func(*protocol.SignedGrant)) func(*relay.Config) {
 	return func(cfg *relay.Config) {
 		cfg.ControlPlanePublic = pinned.Public().Identity
-		cfg.AuthorGrant = func(ctx context.Context, in relay.GrantRequest) (relay.GrantDecision, error) {
+		cfg.AuthorGrant = func(ctx context.Context, in grant.Request) (grant.Decision, error) {
 			purpose := in.Purpose
 			if purpose == "" {
 				purpose = "default"
@@ -33,9 +34,9 @@ func withGrants(t *testing.T, clk *clock.Manual, signer, pinned *protocol.Keys, 
 			}
 			g, err := protocol.SignGrant(signer, claims)
 			if err != nil {
-				return relay.GrantDecision{}, err
+				return grant.Decision{}, err
 			}
-			return relay.GrantDecision{Granted: &g}, nil
+			return grant.Decision{Granted: &g}, nil
 		}
 	}
 }

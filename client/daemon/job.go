@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
 )
 
@@ -42,7 +41,7 @@ func (d *Daemon) handle(ctx context.Context, job protocol.ClaimedStub) {
 			// Cancelled before the work arrived: still answered, so the site
 			// learns the cancel was honoured.
 			info := d.backend.Info()
-			d.report(job, site.Canceled(), site.RunMetadata{Model: info.Model, BackendClass: info.Class})
+			d.report(job, protocol.CanceledOutcome(), protocol.RunMetadata{Model: info.Model, BackendClass: info.Class})
 		}
 		return
 	}
@@ -257,23 +256,23 @@ func (d *Daemon) gone(job protocol.ClaimedStub, why string) {
 
 // openPayload opens work sealed to this device and checks it came from
 // the pinned site the stub names (SITE_KEY_BY_STUB); no other pin is tried.
-func (d *Daemon) openPayload(job protocol.ClaimedStub, envelope protocol.SealedEnvelope) (site.Payload, error) {
+func (d *Daemon) openPayload(job protocol.ClaimedStub, envelope protocol.SealedEnvelope) (protocol.JobPayload, error) {
 	pin, ok := d.pinFor(job.Site)
 	if !ok {
-		return site.Payload{}, fmt.Errorf("this device does not serve site %s", job.Site)
+		return protocol.JobPayload{}, fmt.Errorf("this device does not serve site %s", job.Site)
 	}
 	// Checked apart from the signature so the refusal names the routing,
 	// not the crypto, when the two disagree.
 	if envelope.SenderKeyID != job.Site {
-		return site.Payload{}, fmt.Errorf("the stub names site %s, but the payload says it was sealed by %s", job.Site, envelope.SenderKeyID)
+		return protocol.JobPayload{}, fmt.Errorf("the stub names site %s, but the payload says it was sealed by %s", job.Site, envelope.SenderKeyID)
 	}
 	plaintext, err := protocol.Open(envelope, d.keys, pin.Identity, protocol.ExpectedEnvelope{
 		JobID: job.ID, SenderKeyID: job.Site, RecipientKeyID: d.keys.KeyID(), Direction: protocol.DirectionPayload,
 	})
 	if err != nil {
-		return site.Payload{}, fmt.Errorf("the payload did not verify as coming from site %s (%w)", job.Site, err)
+		return protocol.JobPayload{}, fmt.Errorf("the payload did not verify as coming from site %s (%w)", job.Site, err)
 	}
-	return site.DecodePayload(plaintext, job.Kind)
+	return protocol.DecodeJobPayload(plaintext, job.Kind)
 }
 
 func (d *Daemon) pinFor(siteKeyID string) (protocol.PublicIdentity, bool) {
@@ -284,14 +283,14 @@ func (d *Daemon) pinFor(siteKeyID string) (protocol.PublicIdentity, bool) {
 }
 
 // run asks the backend, bounded by the job's deadline.
-func (d *Daemon) run(ctx context.Context, job protocol.ClaimedStub, payload site.Payload) (protocol.Outcome, site.RunMetadata) {
+func (d *Daemon) run(ctx context.Context, job protocol.ClaimedStub, payload protocol.JobPayload) (protocol.Outcome, protocol.RunMetadata) {
 	d.emit(Event{Type: EventRunning, JobID: job.ID, Site: job.Site})
 	info := d.backend.Info()
 	started := d.clock.Now()
 	runCtx, cancel := context.WithTimeout(ctx, time.Duration(job.DeadlineAt-d.now())*time.Millisecond)
 	answer, err := d.answer(runCtx, job, ComposePrompt(job.Kind, payload))
 	cancel()
-	ran := site.RunMetadata{Model: info.Model, BackendClass: info.Class, DurationMs: max(0, d.clock.Now().Sub(started).Milliseconds())}
+	ran := protocol.RunMetadata{Model: info.Model, BackendClass: info.Class, DurationMs: max(0, d.clock.Now().Sub(started).Milliseconds())}
 	switch {
 	case err == nil:
 		stop, reported := answer.Stop, answer.Stop != ""
@@ -299,9 +298,9 @@ func (d *Daemon) run(ctx context.Context, job protocol.ClaimedStub, payload site
 			stop = "unknown"
 		}
 		ran.Stop, ran.StopReported = stop, &reported
-		return site.OK(answer.Text), ran
+		return protocol.OKOutcome(answer.Text), ran
 	case errors.Is(context.Cause(ctx), errCancelledBySite):
-		return site.Canceled(), ran
+		return protocol.CanceledOutcome(), ran
 	default:
 		d.emit(Event{Type: EventError, JobID: job.ID, Site: job.Site, Detail: "backend: " + err.Error()})
 		return outcomeForSite(err), ran
@@ -311,13 +310,13 @@ func (d *Daemon) run(ctx context.Context, job protocol.ClaimedStub, payload site
 // report seals the outcome to the site the stub names and submits it with
 // its disposition. It runs outside the job's context: a job the site
 // cancelled still reports "canceled".
-func (d *Daemon) report(job protocol.ClaimedStub, outcome protocol.Outcome, ran site.RunMetadata) {
+func (d *Daemon) report(job protocol.ClaimedStub, outcome protocol.Outcome, ran protocol.RunMetadata) {
 	pin, ok := d.pinFor(job.Site)
 	if !ok {
 		d.release(job, "revoked")
 		return
 	}
-	plaintext, err := site.SealedOutcome{Outcome: outcome, Ran: ran}.Plaintext()
+	plaintext, err := protocol.SealedOutcome{Outcome: outcome, Ran: ran}.Plaintext()
 	if err != nil {
 		d.emit(Event{Type: EventError, JobID: job.ID, Site: job.Site, Detail: "sealing the outcome: " + err.Error()})
 		return

@@ -29,12 +29,8 @@ type Serves int
 const (
 	// ServesRelay hands every event to the relay.
 	ServesRelay Serves = iota
-	// ServesClaims is the relay plus a sweeper wake-up at the awaiting
-	// window's end of the grants a claim hands out, so an unsealed grant
-	// is re-offered on time rather than at the next scheduled sweep.
-	ServesClaims
 	// ServesPage answers the verification page, and every other event as
-	// ServesClaims: a catch-all may dispatch a claim (/byollm/x/claim).
+	// ServesRelay.
 	ServesPage
 	// ServesAdmin is the control API.
 	ServesAdmin
@@ -84,12 +80,8 @@ const (
 func Functions() []Function {
 	var fns []Function
 	for _, n := range []string{Pair, Claim, Fetch, Heartbeat, Result, Release} {
-		serves := ServesRelay
-		if n == Claim {
-			serves = ServesClaims
-		}
 		fns = append(fns, Function{Name: n, LogicalID: logicalID(n), Kind: KindHTTP,
-			Routes: []string{"ANY /byollm/" + n}, Serves: serves})
+			Routes: []string{"ANY /byollm/" + n}})
 	}
 	for _, n := range []string{Enqueue, Payload, Cancel, Pending, Results} {
 		fns = append(fns, Function{Name: n, LogicalID: logicalID(n), Kind: KindHTTP,

@@ -35,8 +35,6 @@ func (st *Stack) Handler(name string) (Handler, error) {
 		return st.adminHandler, nil
 	case ServesPage:
 		return st.catchAllHandler, nil
-	case ServesClaims:
-		return st.claimHandler, nil
 	default:
 		return st.relayHandler, nil
 	}
@@ -129,8 +127,8 @@ func (st *Stack) serve(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (
 }
 
 // catchAllHandler serves the verification page, and every other path as
-// the relay (a claim among them: /byollm/x/claim dispatches to claim, so it
-// may need a wake-up). The page sits outside /byollm and /relay, where the
+// the relay (a claim among them: /byollm/x/claim dispatches to claim, and
+// wakes the sweeper as the claim function's does). The page sits outside /byollm and /relay, where the
 // reference answers 404, so no protocol path changes meaning.
 func (st *Stack) catchAllHandler(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	method := ev.RequestContext.HTTP.Method
@@ -150,27 +148,19 @@ func (st *Stack) catchAllHandler(ctx context.Context, ev events.APIGatewayV2HTTP
 			return toAPIGateway(serveHTTP(ctx, approvePage(), req)), nil
 		}
 	}
-	return st.claimHandler(ctx, ev)
+	return st.relayHandler(ctx, ev)
 }
 
 // approvePage is built once, on first use: it hashes its script for its
 // CSP, which no function but the catch-all needs at its cold start.
 var approvePage = sync.OnceValue(controlplane.ApprovePage)
 
-// claimHandler is the relay, plus a sweeper wake-up for the grants a claim
-// hands out.
-func (st *Stack) claimHandler(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	resp, err := st.serve(ctx, ev)
-	if err != nil {
-		return failedEvent(err), nil
+// wake schedules the sweeper for when a claim's first awaiting-payload
+// window closes (relay.Config.AwaitingOpened). A failed wake-up costs
+// timeliness, not correctness: the periodic schedule and every later claim
+// sweep too. So it is logged, and the device still gets its jobs.
+func (st *Stack) wake(ctx context.Context, untilMs int64) {
+	if err := st.waker.Wake(ctx, time.UnixMilli(untilMs)); err != nil {
+		st.log.WarnContext(ctx, "sweeper wake-up not scheduled", slog.String("problem", err.Error()))
 	}
-	if st.waker != nil && resp.AwaitingUntil != 0 {
-		// A failed wake-up costs timeliness, not correctness: the periodic
-		// schedule and every later claim sweep too. So it is logged, and
-		// the device still gets its jobs.
-		if err := st.waker.Wake(ctx, time.UnixMilli(resp.AwaitingUntil)); err != nil {
-			st.log.WarnContext(ctx, "sweeper wake-up not scheduled", slog.String("problem", err.Error()))
-		}
-	}
-	return toAPIGateway(resp), nil
 }

@@ -176,6 +176,9 @@ func (st *Stack) openRelay(cfg aws.Config, endpoint endpointFunc, clk clock.Cloc
 		Metrics:         st.relayMetrics,
 		Satisfiable:     Satisfiable(controlplane.NewSlots(st.Control, st.Store)),
 	}
+	if st.waker != nil {
+		rcfg.AwaitingOpened = st.wake
+	}
 	if env.OriginSecretParameter != "" {
 		rcfg.OriginSecrets = NewSSMOriginSecrets(params, env.OriginSecretParameter, clk, st.log).Secrets
 	}

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/byorelay/byorelay/internal/grant"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 )
@@ -14,12 +15,7 @@ var runnerMismatch = fail(http.StatusForbidden, protocol.CodeForbidden, "runner 
 // caller that reads, filters and writes back cannot be atomic once the store
 // is on a network. The projection travels as data (the route pairs), since
 // a predicate cannot.
-func (r *Relay) claim(c *call, d daemonRequest) (reply, error) {
-	var req protocol.ClaimRequest
-	who, refusal, err := r.authDaemon(c, &d, &req)
-	if refusal != nil || err != nil {
-		return deref(refusal), err
-	}
+func (r *Relay) claim(c *call, q *request, who caller, req protocol.ClaimRequest) (reply, error) {
 	if req.RunnerID != who.runnerID {
 		// The signature verified, so we know exactly who this is; the body
 		// names somebody else.
@@ -37,7 +33,7 @@ func (r *Relay) claim(c *call, d daemonRequest) (reply, error) {
 	// A paused consent drops its routes and leaves the rest: "waiting for
 	// you to read something about one site" is not "cut off from
 	// everything".
-	routes := d.proj.RoutesFor(who.owner)
+	routes := q.proj.RoutesFor(who.owner)
 	granted, err := r.store.Claim(c.ctx, store.ClaimInput{
 		RunnerID: who.runnerID,
 		Owner:    who.owner,
@@ -46,7 +42,7 @@ func (r *Relay) claim(c *call, d daemonRequest) (reply, error) {
 		Kinds:    kinds,
 		Max:      int(req.Max),
 		LeaseMs:  r.leaseMs,
-		Streams:  streamsOptIn(d.header),
+		Streams:  streamsOptIn(q.header),
 	})
 	if err != nil {
 		return reply{}, err
@@ -58,7 +54,7 @@ func (r *Relay) claim(c *call, d daemonRequest) (reply, error) {
 	}
 	jobs := granted
 	if r.cfg.AuthorGrant != nil {
-		if jobs, err = r.authorGrants(c, d, who, req.Capabilities, granted); err != nil {
+		if jobs, err = r.authorGrants(c, q, who, req.Capabilities, granted); err != nil {
 			return reply{}, err
 		}
 	}
@@ -100,20 +96,20 @@ func firstAwaitingUntil(jobs []store.Claimed) int64 {
 // refused (never offered to this device again); a transient one goes back
 // with a not-before, because a plain release would be re-claimed at once,
 // declined again, and spin.
-func (r *Relay) authorGrants(c *call, d daemonRequest, who caller, caps []protocol.Capability, granted []store.Claimed) ([]store.Claimed, error) {
+func (r *Relay) authorGrants(c *call, q *request, who caller, caps []protocol.Capability, granted []store.Claimed) ([]store.Claimed, error) {
 	withGrants := []store.Claimed{}
 	var refused, returned []protocol.GrantRef
 	for _, job := range granted {
 		ref := protocol.GrantRef{JobID: job.ID, LeaseID: job.Lease.ID}
-		siteID, known := d.proj.SiteIDForKey(job.Site)
-		var decision GrantDecision
+		siteID, known := q.proj.SiteIDForKey(job.Site)
+		var decision grant.Decision
 		if !known {
 			// A stub naming a site this projection cannot place. Transient:
 			// the projection is what is behind, not the job.
-			decision = GrantDecision{Declined: &Decline{Permanent: false, Reason: "unknown-site"}}
+			decision = grant.Decision{Declined: &grant.Decline{Permanent: false, Reason: "unknown-site"}}
 		} else {
 			var err error
-			decision, err = r.cfg.AuthorGrant(c.ctx, GrantRequest{
+			decision, err = r.cfg.AuthorGrant(c.ctx, grant.Request{
 				Job:          job.ClaimedStub,
 				SiteID:       siteID,
 				SiteKey:      job.Site,
@@ -121,7 +117,7 @@ func (r *Relay) authorGrants(c *call, d daemonRequest, who caller, caps []protoc
 				Owner:        who.owner,
 				RunnerID:     who.runnerID,
 				Capabilities: caps,
-				Projection:   d.proj,
+				Projection:   q.proj,
 			})
 			if err != nil {
 				return nil, err
@@ -165,13 +161,4 @@ func (r *Relay) authorGrants(c *call, d daemonRequest, who caller, caps []protoc
 		}
 	}
 	return withGrants, nil
-}
-
-// deref returns the refusal a plane's auth produced, or the zero reply when
-// it produced an error instead.
-func deref(rep *reply) reply {
-	if rep == nil {
-		return reply{}
-	}
-	return *rep
 }

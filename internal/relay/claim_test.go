@@ -6,14 +6,15 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/byorelay/byorelay/internal/grant"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 )
 
-func grantAll(_ context.Context, in relay.GrantRequest) (relay.GrantDecision, error) {
-	return relay.GrantDecision{Granted: &protocol.SignedGrant{
+func grantAll(_ context.Context, in grant.Request) (grant.Decision, error) {
+	return grant.Decision{Granted: &protocol.SignedGrant{
 		GrantID: "g-" + in.Job.ID, JobID: in.Job.ID, Site: in.SiteKey, User: in.Job.Owner, Owner: in.Owner,
 		Purpose: "chat", Kind: in.Job.Kind, Service: "local", IssuedAt: 1, Signature: "sig",
 	}}, nil
@@ -165,10 +166,10 @@ func TestClaim(t *testing.T) {
 func TestClaimWithGrants(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		t.Run("each won job carries the control plane's grant, asked with the stub's own facts", func(t *testing.T) {
-			var asked []relay.GrantRequest
+			var asked []grant.Request
 			w := newWorld(t, f, func(c *relay.Config) {
 				c.ControlPlanePublic = "cp"
-				c.AuthorGrant = func(ctx context.Context, in relay.GrantRequest) (relay.GrantDecision, error) {
+				c.AuthorGrant = func(ctx context.Context, in grant.Request) (grant.Decision, error) {
 					asked = append(asked, in)
 					return grantAll(ctx, in)
 				}
@@ -192,8 +193,8 @@ func TestClaimWithGrants(t *testing.T) {
 		})
 		t.Run("a permanent decline is released as refused and never offered to this device again", func(t *testing.T) {
 			w := newWorld(t, f, func(c *relay.Config) {
-				c.AuthorGrant = func(context.Context, relay.GrantRequest) (relay.GrantDecision, error) {
-					return relay.GrantDecision{Declined: &relay.Decline{Permanent: true, Reason: "removed"}}, nil
+				c.AuthorGrant = func(context.Context, grant.Request) (grant.Decision, error) {
+					return grant.Decision{Declined: &grant.Decline{Permanent: true, Reason: "removed"}}, nil
 				}
 			})
 			w.enqueue(w.site, "job-1", "alice")
@@ -210,8 +211,8 @@ func TestClaimWithGrants(t *testing.T) {
 		})
 		t.Run("a transient decline goes back with a thirty-second not-before", func(t *testing.T) {
 			w := newWorld(t, f, func(c *relay.Config) {
-				c.AuthorGrant = func(context.Context, relay.GrantRequest) (relay.GrantDecision, error) {
-					return relay.GrantDecision{Declined: &relay.Decline{Reason: "other-device"}}, nil
+				c.AuthorGrant = func(context.Context, grant.Request) (grant.Decision, error) {
+					return grant.Decision{Declined: &grant.Decline{Reason: "other-device"}}, nil
 				}
 			})
 			w.enqueue(w.site, "job-1", "alice")
@@ -229,7 +230,7 @@ func TestClaimWithGrants(t *testing.T) {
 		t.Run("a stub naming a key the projection cannot place is declined transiently, without asking", func(t *testing.T) {
 			asked := 0
 			w := newWorld(t, f, func(c *relay.Config) {
-				c.AuthorGrant = func(ctx context.Context, in relay.GrantRequest) (relay.GrantDecision, error) {
+				c.AuthorGrant = func(ctx context.Context, in grant.Request) (grant.Decision, error) {
 					asked++
 					return grantAll(ctx, in)
 				}
@@ -246,8 +247,8 @@ func TestClaimWithGrants(t *testing.T) {
 		})
 		t.Run("an author that fails fails the request", func(t *testing.T) {
 			w := newWorld(t, f, func(c *relay.Config) {
-				c.AuthorGrant = func(context.Context, relay.GrantRequest) (relay.GrantDecision, error) {
-					return relay.GrantDecision{}, errors.New("policy store down")
+				c.AuthorGrant = func(context.Context, grant.Request) (grant.Decision, error) {
+					return grant.Decision{}, errors.New("policy store down")
 				}
 			})
 			w.enqueue(w.site, "job-1", "alice")
@@ -259,13 +260,14 @@ func TestClaimWithGrants(t *testing.T) {
 	})
 }
 
-// Response.AwaitingUntil is what a front end wakes the sweeper for: the
-// first awaiting-payload window a claim's answer opened, in the store's
-// time, read back from the job the store stamped.
+// AwaitingOpened is what a front end wakes the sweeper by: told the first
+// awaiting-payload window a claim's answer opened, in the store's time,
+// read back from the job the store stamped, and told nothing else.
 func TestClaimAwaitingUntil(t *testing.T) {
 	eachStore(t, func(t *testing.T, f storeFactory) {
 		t.Run("is the window the store stamped on the grants", func(t *testing.T) {
-			w := newWorld(t, f, func(c *relay.Config) { c.LeaseMs = 45_000 })
+			var told []int64
+			w := newWorld(t, f, func(c *relay.Config) { c.LeaseMs = 45_000 }, tellInto(&told))
 			w.enqueue(w.site, "job-1", "alice")
 			w.enqueue(w.site, "job-2", "alice")
 			resp := w.daemonCall(w.daemon, "claim", claimBody(w.daemon, 2))
@@ -274,52 +276,60 @@ func TestClaimAwaitingUntil(t *testing.T) {
 			}
 			for _, id := range []string{"job-1", "job-2"} {
 				job, _, _ := w.store.Job(w.ctx, "site-a", id)
-				if job.AwaitingUntil == 0 || resp.AwaitingUntil != job.AwaitingUntil {
-					t.Fatalf("awaiting until %d, the store stamped %s with %d", resp.AwaitingUntil, id, job.AwaitingUntil)
+				if job.AwaitingUntil == 0 || len(told) != 1 || told[0] != job.AwaitingUntil {
+					t.Fatalf("told %v, the store stamped %s with %d", told, id, job.AwaitingUntil)
 				}
 			}
 		})
 		t.Run("follows the store's configured window", func(t *testing.T) {
-			w := newWorld(t, f)
+			var told []int64
+			w := newWorld(t, f, tellInto(&told))
 			s := f.new(t, store.Options{Clock: w.clock, AwaitingPayloadMs: 3_000})
 			w.store = s
 			w.rebuild(func(c *relay.Config) { c.Store, c.Pairing = s, s })
 			w.enqueue(w.site, "job-1", "alice")
-			resp := w.daemonCall(w.daemon, "claim", claimBody(w.daemon, 1))
+			w.daemonCall(w.daemon, "claim", claimBody(w.daemon, 1))
 			job, _, _ := w.store.Job(w.ctx, "site-a", "job-1")
-			if job.AwaitingUntil != w.nowMs()+3_000 || resp.AwaitingUntil != job.AwaitingUntil {
-				t.Fatalf("awaiting until %d, the store stamped %d", resp.AwaitingUntil, job.AwaitingUntil)
+			if job.AwaitingUntil != w.nowMs()+3_000 || len(told) != 1 || told[0] != job.AwaitingUntil {
+				t.Fatalf("told %v, the store stamped %d", told, job.AwaitingUntil)
 			}
 		})
-		t.Run("is 0 when the claim grants nothing", func(t *testing.T) {
-			w := newWorld(t, f)
-			resp := w.daemonCall(w.daemon, "claim", claimBody(w.daemon, 1))
-			expect(t, resp, 200, `{"jobs":[],"leaseMs":60000}`)
-			if resp.AwaitingUntil != 0 {
-				t.Fatalf("awaiting until %d", resp.AwaitingUntil)
+		t.Run("is not told when the claim grants nothing", func(t *testing.T) {
+			var told []int64
+			w := newWorld(t, f, tellInto(&told))
+			expect(t, w.daemonCall(w.daemon, "claim", claimBody(w.daemon, 1)), 200, `{"jobs":[],"leaseMs":60000}`)
+			if len(told) != 0 {
+				t.Fatalf("told %v", told)
 			}
 		})
-		t.Run("is 0 when every grant is declined", func(t *testing.T) {
+		t.Run("is not told when every grant is declined", func(t *testing.T) {
+			var told []int64
 			w := newWorld(t, f, func(c *relay.Config) {
-				c.AuthorGrant = func(context.Context, relay.GrantRequest) (relay.GrantDecision, error) {
-					return relay.GrantDecision{Declined: &relay.Decline{Reason: "other-device"}}, nil
+				c.AuthorGrant = func(context.Context, grant.Request) (grant.Decision, error) {
+					return grant.Decision{Declined: &grant.Decline{Reason: "other-device"}}, nil
 				}
-			})
+			}, tellInto(&told))
 			w.enqueue(w.site, "job-1", "alice")
-			resp := w.daemonCall(w.daemon, "claim", claimBody(w.daemon, 1))
-			expect(t, resp, 200, `{"jobs":[],"leaseMs":60000}`)
-			if resp.AwaitingUntil != 0 {
-				t.Fatalf("awaiting until %d", resp.AwaitingUntil)
+			expect(t, w.daemonCall(w.daemon, "claim", claimBody(w.daemon, 1)), 200, `{"jobs":[],"leaseMs":60000}`)
+			if len(told) != 0 {
+				t.Fatalf("told %v", told)
 			}
 		})
-		t.Run("is 0 on other answers", func(t *testing.T) {
-			w := newWorld(t, f)
+		t.Run("is not told of other answers", func(t *testing.T) {
+			var told []int64
+			w := newWorld(t, f, tellInto(&told))
 			stub := w.site.Stub("job-1", "alice", w.deadline())
-			resp := w.siteCall(w.site, "enqueue", protocol.EnqueueRequest{ProtocolVersion: "2", SiteID: "site-a", Stub: stub})
-			expectStatus(t, resp, 200)
-			if resp.AwaitingUntil != 0 {
-				t.Fatalf("awaiting until %d", resp.AwaitingUntil)
+			expectStatus(t, w.siteCall(w.site, "enqueue", protocol.EnqueueRequest{ProtocolVersion: "2", SiteID: "site-a", Stub: stub}), 200)
+			if len(told) != 0 {
+				t.Fatalf("told %v", told)
 			}
 		})
 	})
+}
+
+// tellInto has the relay's AwaitingOpened append to told.
+func tellInto(told *[]int64) func(*relay.Config) {
+	return func(c *relay.Config) {
+		c.AwaitingOpened = func(_ context.Context, untilMs int64) { *told = append(*told, untilMs) }
+	}
 }

@@ -16,15 +16,35 @@ type caller struct {
 	device   protocol.PublicIdentity
 }
 
-// authDaemon is every authenticated daemon call: signature first, then
-// revocation, then the schema (the reference's DaemonPlane.#authed order).
-// body is decoded into only when everything before it passed. A
-// non-nil *reply is the refusal to serve; an error is a store failure.
-func (r *Relay) authDaemon(c *call, d *daemonRequest, body protocol.Validator) (caller, *reply, error) {
-	sig, err := protocol.SignatureFromHeaders(d.header, protocol.HeaderRunner)
-	if err != nil {
+// authDaemon is every authenticated daemon call: the signature header
+// parsed (once for the request), the projection scoped to the runner it
+// names, then verifyDaemon, then the store's bounds on what the body
+// names. It returns who signed and what they asked; a non-nil *reply is
+// the refusal to serve, an error a store failure.
+func authDaemon[Req any, P decodable[Req]](r *Relay, c *call, q *request) (caller, Req, *reply, error) {
+	var req Req
+	r.readSignature(q, protocol.HeaderRunner)
+	if err := r.scope(c, q, projection.Query{RunnerID: q.callerID()}); err != nil {
+		return caller{}, req, nil, err
+	}
+	who, refusal, err := r.verifyDaemon(c, q, P(&req))
+	if refusal == nil && err == nil {
+		refusal = r.withinBounds(c, P(&req))
+	}
+	if refusal != nil || err != nil {
+		return caller{}, req, refusal, err
+	}
+	return who, req, nil, nil
+}
+
+// verifyDaemon is signature first, then revocation, then the schema (the
+// reference's DaemonPlane.#authed order). body is decoded into only when
+// everything before it passed.
+func (r *Relay) verifyDaemon(c *call, q *request, body protocol.Validator) (caller, *reply, error) {
+	if q.sigErr != nil {
 		return caller{}, &notSigned, nil
 	}
+	sig := q.sig
 	// Named in the logs only once it is one that could be: a header of
 	// kilobytes would otherwise be copied into every line of the request.
 	if !plausibleRunnerID(sig.CallerID) {
@@ -33,7 +53,7 @@ func (r *Relay) authDaemon(c *call, d *daemonRequest, body protocol.Validator) (
 	}
 	c.runner = sig.CallerID
 
-	known, rebuilt, refusal, err := r.presenceOf(c, d, sig.CallerID)
+	known, rebuilt, refusal, err := r.presenceOf(c, q, sig.CallerID)
 	if refusal != nil || err != nil {
 		return caller{}, refusal, err
 	}
@@ -41,7 +61,7 @@ func (r *Relay) authDaemon(c *call, d *daemonRequest, body protocol.Validator) (
 	// Over the bytes as sent: the handshake refused every body that is not
 	// its own text (a BOM, invalid UTF-8), so these are what the daemon
 	// hashed, and the reference's text reading would hash the same bytes.
-	if err := protocol.VerifyRequest(known.Device.Identity, c.endpoint, d.raw, sig, r.now()); err != nil {
+	if err := protocol.VerifyRequest(known.Device.Identity, c.endpoint, q.raw, sig, r.now()); err != nil {
 		if errors.Is(err, protocol.ErrStale) {
 			r.decide(c, "refuse-clock-skew")
 			rep := clockSkew(r.now())
@@ -63,12 +83,12 @@ func (r *Relay) authDaemon(c *call, d *daemonRequest, body protocol.Validator) (
 	// device was revoked. Device-scoped: revoking one machine stops that
 	// machine and not its owner's others. Every endpoint, heartbeat
 	// included: the refusal is the message.
-	if d.proj.RevokedDevice(known.RunnerID) {
+	if q.proj.RevokedDevice(known.RunnerID) {
 		r.decide(c, "refuse-revoked")
 		return caller{}, &runnerRevoked, nil
 	}
 
-	if err := protocol.DecodeStrict(d.raw, body); err != nil {
+	if err := q.body.Decode(body); err != nil {
 		r.decide(c, "refuse-schema", slogError(err))
 		return caller{}, &schemaFailed, nil
 	}
@@ -79,7 +99,7 @@ func (r *Relay) authDaemon(c *call, d *daemonRequest, body protocol.Validator) (
 // the device the projection approved, rebuilt (restorePresence writes it
 // once the signature verified). A non-nil *reply refuses a runner no
 // human approved; an error is a store failure.
-func (r *Relay) presenceOf(c *call, d *daemonRequest, runnerID string) (known store.Presence, rebuilt bool, refusal *reply, err error) {
+func (r *Relay) presenceOf(c *call, q *request, runnerID string) (known store.Presence, rebuilt bool, refusal *reply, err error) {
 	// Presence is a cache, and a miss is not an answer about identity: a
 	// store that lost its records (a restart, a TTL) must not tell every
 	// daemon alive that it is unknown until a human re-pairs it. Who a
@@ -94,17 +114,17 @@ func (r *Relay) presenceOf(c *call, d *daemonRequest, runnerID string) (known st
 	// re-approved to another owner since presence was written), that
 	// owner's records are read as well, or its routes would be judged on
 	// records nobody read.
-	if approved, ok := d.proj.DeviceFor(runnerID); found && (!ok || approved.Owner != known.Owner) {
+	if approved, ok := q.proj.DeviceFor(runnerID); found && (!ok || approved.Owner != known.Owner) {
 		p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{RunnerID: runnerID, Owner: known.Owner})
 		if err != nil {
 			return store.Presence{}, false, nil, err
 		}
-		d.proj = p
+		q.proj = p
 	}
 	if found {
 		return known, false, nil, nil
 	}
-	approved, ok := d.proj.DeviceFor(runnerID)
+	approved, ok := q.proj.DeviceFor(runnerID)
 	if !ok {
 		// No human ever approved this machine, and no amount of signing
 		// changes that.

@@ -22,30 +22,12 @@ var (
 // enqueue publishes a stub for routing. Idempotent per (site, id): a
 // republish answers the job as it stands, and never yanks it back from a
 // machine running it.
-func (r *Relay) enqueue(c *call, s siteRequest) (reply, error) {
-	var req protocol.EnqueueRequest
-	siteID, refusal := r.authSite(c, s,
-		func() error { return protocol.DecodeStrict(s.raw, &req) },
-		func() string { return req.SiteID })
-	if refusal != nil {
-		return *refusal, nil
-	}
-	// Before the satisfiable question too: it is a read keyed on the owner.
-	if rep := bounded(
-		field{"stub.id", req.Stub.ID, store.MaxJobIDBytes},
-		field{"stub.owner", req.Stub.Owner, store.MaxOwnerBytes},
-		field{"stub.purpose", req.Stub.Purpose, store.MaxPurposeBytes},
-	); rep != nil {
-		r.decide(c, "refuse-too-long")
-		return *rep, nil
-	}
-	c.job = req.Stub.ID
-
+func (r *Relay) enqueue(c *call, q *request, siteID string, req protocol.EnqueueRequest) (reply, error) {
 	// The stub names a site by key id; the signature says who is asking.
 	// They have to agree, against the current key even when a retiring key
 	// signed: a caller that could publish stubs naming another site would
 	// hand that site's daemons work sealed by the wrong key.
-	registered, found := s.proj.SiteFor(siteID)
+	registered, found := q.proj.SiteFor(siteID)
 	current := ""
 	if found {
 		current, _ = protocol.KeyID(registered.Site.Identity)
@@ -64,7 +46,7 @@ func (r *Relay) enqueue(c *call, s siteRequest) (reply, error) {
 			Owner:      req.Stub.Owner,
 			Purpose:    req.Stub.Purpose,
 			Kind:       req.Stub.Kind,
-			Projection: s.proj,
+			Projection: q.proj,
 		})
 		if err != nil {
 			r.decide(c, "refuse-satisfiable-unavailable", slog.String("error", err.Error()))

@@ -11,17 +11,7 @@ import (
 // endpoint that differs from a direct site: the relay cannot seal, so it
 // waits, and a 409 not-ready means keep polling (the job is still this
 // device's until the lease or the awaiting-payload clock says otherwise).
-func (r *Relay) fetch(c *call, d daemonRequest) (reply, error) {
-	var req protocol.FetchRequest
-	who, refusal, err := r.authDaemon(c, &d, &req)
-	if refusal != nil || err != nil {
-		return deref(refusal), err
-	}
-	if rep := bounded(field{"jobId", req.JobID, store.MaxJobIDBytes}, field{"leaseId", req.LeaseID, store.MaxLeaseIDBytes}); rep != nil {
-		r.decide(c, "refuse-too-long")
-		return *rep, nil
-	}
-	c.job = req.JobID
+func (r *Relay) fetch(c *call, _ *request, who caller, req protocol.FetchRequest) (reply, error) {
 	taken, err := r.store.TakePayload(c.ctx, store.HolderInput{JobID: req.JobID, RunnerID: who.runnerID, LeaseID: req.LeaseID})
 	if err != nil {
 		return reply{}, err
@@ -37,17 +27,7 @@ func (r *Relay) fetch(c *call, d daemonRequest) (reply, error) {
 // result takes a sealed result and its disposition. The relay cannot check
 // one against the other (that needs the site's key); the disposition is a
 // routing hint so it can stop dispatching.
-func (r *Relay) result(c *call, d daemonRequest) (reply, error) {
-	var req protocol.ResultRequest
-	who, refusal, err := r.authDaemon(c, &d, &req)
-	if refusal != nil || err != nil {
-		return deref(refusal), err
-	}
-	if rep := bounded(field{"jobId", req.JobID, store.MaxJobIDBytes}, field{"leaseId", req.LeaseID, store.MaxLeaseIDBytes}); rep != nil {
-		r.decide(c, "refuse-too-long")
-		return *rep, nil
-	}
-	c.job = req.JobID
+func (r *Relay) result(c *call, _ *request, who caller, req protocol.ResultRequest) (reply, error) {
 	// The ceiling on the way back too: a rail that guarded only the inbound
 	// half would be a relay a device could still fill.
 	if tooBig := tooLargeEnvelope(req.Envelope); tooBig != nil {
@@ -81,16 +61,7 @@ func (r *Relay) result(c *call, d daemonRequest) (reply, error) {
 
 // release gives grants back. The reason travels to the store: only refused
 // is remembered, and the wire carries no not-before.
-func (r *Relay) release(c *call, d daemonRequest) (reply, error) {
-	var req protocol.ReleaseRequest
-	who, refusal, err := r.authDaemon(c, &d, &req)
-	if refusal != nil || err != nil {
-		return deref(refusal), err
-	}
-	if rep := boundedRefs("leases", req.Leases); rep != nil {
-		r.decide(c, "refuse-too-long")
-		return *rep, nil
-	}
+func (r *Relay) release(c *call, _ *request, who caller, req protocol.ReleaseRequest) (reply, error) {
 	released, err := r.store.ReleaseLeases(c.ctx, store.ReleaseInput{
 		RunnerID: who.runnerID,
 		Leases:   req.Leases,

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/byorelay/byorelay/internal/controlplane/grants"
+	"github.com/byorelay/byorelay/internal/grant"
 	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
@@ -141,7 +142,7 @@ func removedMemberWorld(t *testing.T, f storeFactory, author *grants.Author, m r
 	var removed *projection.Projection
 	world := newWorld(t, f, func(c *relay.Config) {
 		c.ControlPlanePublic = author.Public()
-		c.AuthorGrant = func(ctx context.Context, in relay.GrantRequest) (relay.GrantDecision, error) {
+		c.AuthorGrant = func(ctx context.Context, in grant.Request) (grant.Decision, error) {
 			in.Projection = removed
 			return author.Grant(ctx, in)
 		}

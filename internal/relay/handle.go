@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/internal/stream/seal"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
@@ -32,7 +31,7 @@ type reply struct {
 	// body is encoded with protocol.Encode unless html is set.
 	body any
 	html string
-	// awaitingUntil becomes Response.AwaitingUntil.
+	// awaitingUntil is what Config.AwaitingOpened is told, 0 for nothing.
 	awaitingUntil int64
 }
 
@@ -151,7 +150,9 @@ func (r *Relay) Handle(ctx context.Context, req Request) Response {
 		resp, _ = encode(serverError)
 		rep = serverError
 	}
-	resp.AwaitingUntil = rep.awaitingUntil
+	if rep.awaitingUntil != 0 && r.cfg.AwaitingOpened != nil {
+		r.cfg.AwaitingOpened(ctx, rep.awaitingUntil)
+	}
 	if rep.code != "" {
 		r.metrics.Refused(c.endpoint, rep.code)
 	}
@@ -170,19 +171,18 @@ func (r *Relay) Handle(ctx context.Context, req Request) Response {
 // the body and the handshake, the site plane, the stream lane, the daemon
 // plane.
 func (r *Relay) dispatch(c *call, req Request, header http.Header) (reply, error) {
-	path := req.Path
 	query, _ := url.ParseQuery(req.RawQuery)
 
 	// Before the version check and before the body: not a protocol endpoint.
-	if path == "/debug" || path == r.basePath+"/debug" {
+	if c.path == "/debug" || c.path == r.basePath+"/debug" {
 		return r.debug(c, query)
 	}
 
 	// Only a POST has a body; any other verb reaches the same routes with
 	// none (the reference checks no method anywhere).
-	var raw []byte
+	q := &request{header: header, query: query}
 	if strings.EqualFold(req.Method, http.MethodPost) {
-		raw = req.Body
+		q.raw = req.Body
 	}
 
 	// The body and the handshake first, before auth and schema, and only
@@ -193,132 +193,73 @@ func (r *Relay) dispatch(c *call, req Request, header http.Header) (reply, error
 	// (protocol.Handshake); and an unknown path such as /healthz is a 404,
 	// not a description of what this relay speaks to somebody who was only
 	// knocking. The literal /byollm/ is the reference's, whatever the base
-	// path.
-	versioned := strings.HasPrefix(path, "/byollm/") || strings.HasPrefix(path, "/relay/")
-	if versioned {
-		if len(raw) > MaxBodyBytes {
-			return tooLargeBody(len(raw)), nil
-		}
-		if refusal := protocol.Handshake(raw, query); refusal != nil {
-			return handshakeRefusal(*refusal), nil
-		}
-	}
-
-	// The site plane, on exact paths. Its caller header differs from the
-	// daemon plane's, so a signature meant for one can never be presented
-	// to the other by moving the request.
-	if handle, found := sitePlane[path]; found {
-		s, err := r.siteRequestFor(c, raw, header, query)
-		if err != nil {
-			return reply{}, err
-		}
-		return handle(r, c, s)
-	}
-
-	// The live-stream lane, a proposed extension under its own prefix
-	// (stream_plane.go), before the daemon plane's last-segment dispatch.
-	if strings.HasPrefix(path, seal.StreamPrefix) {
-		return r.streamPlane(c, raw, header, query)
-	}
-
-	return r.daemonPlane(c, raw, header, versioned)
-}
-
-// sitePlane is the site plane's handler for each of its exact paths.
-var sitePlane = map[string]func(*Relay, *call, siteRequest) (reply, error){
-	"/relay/site/enqueue": (*Relay).enqueue,
-	"/relay/site/payload": (*Relay).payload,
-	"/relay/site/cancel":  (*Relay).cancel,
-	"/relay/site/pending": (*Relay).pending,
-	"/relay/site/results": (*Relay).results,
-}
-
-// daemonEndpoints is the daemon plane's handler for each last segment.
-var daemonEndpoints = map[string]func(*Relay, *call, daemonRequest) (reply, error){
-	"pair":      (*Relay).pair,
-	"claim":     (*Relay).claim,
-	"fetch":     (*Relay).fetch,
-	"result":    (*Relay).result,
-	"heartbeat": (*Relay).heartbeat,
-	"release":   (*Relay).release,
-}
-
-// daemonPlane answers anything under the base path, dispatched on the last
-// segment alone (so /byollm/anything/claim is claim, as in the reference).
-func (r *Relay) daemonPlane(c *call, raw []byte, header http.Header, versioned bool) (reply, error) {
-	handle, known := daemonEndpoints[c.endpoint]
-	if !strings.HasPrefix(c.path, r.basePath+"/") || !known {
+	// path; the stream lane checks the same, under its own smaller bound.
+	handle := r.route(c)
+	handshake := strings.HasPrefix(c.path, "/byollm/") || strings.HasPrefix(c.path, "/relay/") ||
+		strings.HasPrefix(c.path, seal.StreamPrefix)
+	if handle == nil && !handshake {
 		return bare(http.StatusNotFound, protocol.CodeNotFound), nil
 	}
-	// A base path other than /byollm/ has no handshake, as in the
-	// reference; its bodies are held to the same size and the same rule
-	// all the same, so a signature is only ever checked over bytes that
-	// are their own text.
-	if !versioned && len(raw) > 0 {
-		if len(raw) > MaxBodyBytes {
-			return tooLargeBody(len(raw)), nil
+	if refusal := r.readBody(c, q, handshake); refusal != nil {
+		return *refusal, nil
+	}
+	if handle == nil {
+		return bare(http.StatusNotFound, protocol.CodeNotFound), nil
+	}
+	return handle(r, c, q)
+}
+
+// route is the endpoint for a request's path, nil when there is none: the
+// site plane on exact paths, the live-stream lane (a proposed extension
+// under its own prefix, stream_plane.go) on exact paths, then the daemon
+// plane on the last segment under the base path (so /byollm/anything/claim
+// is claim, as in the reference). The site plane's caller header differs
+// from the daemon plane's, so a signature meant for one can never be
+// presented to the other by moving the request.
+func (r *Relay) route(c *call) endpoint {
+	if handle, found := sitePlane[c.path]; found {
+		return handle
+	}
+	if strings.HasPrefix(c.path, seal.StreamPrefix) {
+		return streamLane[c.path]
+	}
+	if strings.HasPrefix(c.path, r.basePath+"/") {
+		return daemonPlane[c.endpoint]
+	}
+	return nil
+}
+
+// sitePlane is the site plane's endpoint for each of its exact paths.
+var sitePlane = map[string]endpoint{
+	"/relay/site/enqueue": authed(authSite[protocol.EnqueueRequest], (*Relay).enqueue),
+	"/relay/site/payload": authed(authSite[protocol.PayloadRequest], (*Relay).payload),
+	"/relay/site/cancel":  authed(authSite[protocol.CancelRequest], (*Relay).cancel),
+	"/relay/site/pending": authed(authSite[protocol.QueryRequest], (*Relay).pending),
+	"/relay/site/results": withBody(
+		authed(authSite[protocol.CollectRequest], (*Relay).collect),
+		authed(authSite[protocol.QueryRequest], (*Relay).results)),
+}
+
+// withBody is with for a request that has a body, without for one that
+// has none: the results path is a read, and with a body a collect.
+func withBody(with, without endpoint) endpoint {
+	return func(r *Relay, c *call, q *request) (reply, error) {
+		if len(q.raw) > 0 {
+			return with(r, c, q)
 		}
-		if problem := protocol.CheckBody(raw); problem != nil {
-			return handshakeRefusal(problem.WireError()), nil
-		}
+		return without(r, c, q)
 	}
-	// pair names its device in the body, not in a signature: it asks for
-	// its own scope once it has parsed which device that is.
-	if c.endpoint == "pair" {
-		return handle(r, c, daemonRequest{raw: raw, header: header})
-	}
-	d, err := r.daemonRequestFor(c, raw, header)
-	if err != nil {
-		return reply{}, err
-	}
-	return handle(r, c, d)
 }
 
-// siteRequestFor is a site-plane request with the projection scoped to the
-// site its signature names (callerOf).
-func (r *Relay) siteRequestFor(c *call, raw []byte, header http.Header, query url.Values) (siteRequest, error) {
-	p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{SiteID: callerOf(header, protocol.HeaderSite)})
-	if err != nil {
-		return siteRequest{}, err
-	}
-	return siteRequest{raw: raw, header: header, query: query, proj: p}, nil
-}
-
-// daemonRequestFor is a daemon-plane request with the projection scoped to
-// the runner its signature names (callerOf).
-func (r *Relay) daemonRequestFor(c *call, raw []byte, header http.Header) (daemonRequest, error) {
-	p, err := r.cfg.Projection.Scoped(c.ctx, projection.Query{RunnerID: callerOf(header, protocol.HeaderRunner)})
-	if err != nil {
-		return daemonRequest{}, err
-	}
-	return daemonRequest{raw: raw, header: header, proj: p}, nil
-}
-
-// callerOf is the caller id a request's signature header names, or "" when
-// it names none. It only picks which records to read: the handler still
-// authenticates the caller against them, and refuses one this names
-// wrongly, as it would with no projection at all.
-func callerOf(header http.Header, caller string) string {
-	sig, err := protocol.SignatureFromHeaders(header, caller)
-	if err != nil {
-		return ""
-	}
-	return sig.CallerID
-}
-
-// daemonRequest is what a daemon-plane handler reads.
-type daemonRequest struct {
-	raw    []byte
-	header http.Header
-	proj   *projection.Projection
-}
-
-// siteRequest is what a site-plane handler reads.
-type siteRequest struct {
-	raw    []byte
-	header http.Header
-	query  url.Values
-	proj   *projection.Projection
+// daemonPlane is the daemon plane's endpoint for each last segment. pair
+// is unauthenticated: a machine with no pairing has no credential.
+var daemonPlane = map[string]endpoint{
+	"pair":      (*Relay).pair,
+	"claim":     authed(authDaemon[protocol.ClaimRequest], (*Relay).claim),
+	"fetch":     authed(authDaemon[protocol.FetchRequest], (*Relay).fetch),
+	"result":    authed(authDaemon[protocol.ResultRequest], (*Relay).result),
+	"heartbeat": authed(authDaemon[protocol.HeartbeatRequest], (*Relay).heartbeat),
+	"release":   authed(authDaemon[protocol.ReleaseRequest], (*Relay).release),
 }
 
 func encode(rep reply) (Response, error) {

@@ -12,13 +12,8 @@ import (
 // heartbeat records presence, renews what the daemon still holds, names
 // what it lost and what the site withdrew, and tells it which sites it may
 // pin.
-func (r *Relay) heartbeat(c *call, d daemonRequest) (reply, error) {
-	var req protocol.HeartbeatRequest
-	who, refusal, err := r.authDaemon(c, &d, &req)
-	if refusal != nil || err != nil {
-		return deref(refusal), err
-	}
-	if rep := r.refuseHeartbeat(c, req); rep != nil {
+func (r *Relay) heartbeat(c *call, q *request, who caller, req protocol.HeartbeatRequest) (reply, error) {
+	if rep := r.refuseBelowFloor(c, req); rep != nil {
 		return *rep, nil
 	}
 
@@ -26,8 +21,8 @@ func (r *Relay) heartbeat(c *call, d daemonRequest) (reply, error) {
 	if err := r.recordPresence(c, who, req); err != nil {
 		return reply{}, err
 	}
-	pinned := d.proj.SitesFor(who.owner)
-	resp, err := pinsOf(d.proj, who.owner, pinned)
+	pinned := q.proj.SitesFor(who.owner)
+	resp, err := pinsOf(q.proj, who.owner, pinned)
 	if err != nil {
 		return reply{}, err
 	}
@@ -40,17 +35,9 @@ func (r *Relay) heartbeat(c *call, d daemonRequest) (reply, error) {
 	return r.renew(c, who, req, resp)
 }
 
-// refuseHeartbeat is the refusal of a beat whose lists are too long or
-// whose daemon is below the floor; nil admits it.
-func (r *Relay) refuseHeartbeat(c *call, req protocol.HeartbeatRequest) *reply {
-	if rep := boundedRefs("activeLeases", req.ActiveLeases); rep != nil {
-		r.decide(c, "refuse-too-long")
-		return rep
-	}
-	if rep := boundedDescription(req.Capabilities, req.Withheld); rep != nil {
-		r.decide(c, "refuse-too-long")
-		return rep
-	}
+// refuseBelowFloor is the refusal of a beat whose daemon is below the
+// floor; nil admits it.
+func (r *Relay) refuseBelowFloor(c *call, req protocol.HeartbeatRequest) *reply {
 	// The floor is checked here because the heartbeat is where the version
 	// is (a claim carries none), and a daemon beats every few seconds, so a
 	// straggler is refused within one beat. Unset refuses nobody: a floor

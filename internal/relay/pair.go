@@ -31,10 +31,10 @@ var (
 
 // pair is unauthenticated: a machine with no pairing has no credential.
 // Three shapes are tried in the reference's order: device-code start, poll,
-// then the fixture exchange of a device already approved. The body is
-// parsed once for the three tries.
-func (r *Relay) pair(c *call, d daemonRequest) (reply, error) {
-	body := protocol.ParseBody(d.raw)
+// then the fixture exchange of a device already approved, on the body
+// the request parsed once.
+func (r *Relay) pair(c *call, q *request) (reply, error) {
+	body := q.body
 	var start protocol.PairStartRequest
 	if body.Decode(&start) == nil {
 		return r.pairStart(c, start)

@@ -11,19 +11,7 @@ import (
 // job. The check and the write are one store call: a site that read
 // awaiting-payload and then wrote would be racing the timeout that makes
 // the state mean anything.
-func (r *Relay) payload(c *call, s siteRequest) (reply, error) {
-	var req protocol.PayloadRequest
-	siteID, refusal := r.authSite(c, s,
-		func() error { return protocol.DecodeStrict(s.raw, &req) },
-		func() string { return req.SiteID })
-	if refusal != nil {
-		return *refusal, nil
-	}
-	if rep := bounded(field{"jobId", req.JobID, store.MaxJobIDBytes}); rep != nil {
-		r.decide(c, "refuse-too-long")
-		return *rep, nil
-	}
-	c.job = req.JobID
+func (r *Relay) payload(c *call, _ *request, siteID string, req protocol.PayloadRequest) (reply, error) {
 	// Before acceptance: the point of a relay-memory rail is that the
 	// oversized thing is never held.
 	if tooBig := tooLargeEnvelope(req.Envelope); tooBig != nil {
@@ -46,19 +34,7 @@ func (r *Relay) payload(c *call, s siteRequest) (reply, error) {
 // at its next heartbeat. Quiet about what it did not find: answering
 // "already cancelled" and "never existed" differently would tell a caller
 // whether an id is real.
-func (r *Relay) cancel(c *call, s siteRequest) (reply, error) {
-	var req protocol.CancelRequest
-	siteID, refusal := r.authSite(c, s,
-		func() error { return protocol.DecodeStrict(s.raw, &req) },
-		func() string { return req.SiteID })
-	if refusal != nil {
-		return *refusal, nil
-	}
-	if rep := bounded(field{"jobId", req.JobID, store.MaxJobIDBytes}); rep != nil {
-		r.decide(c, "refuse-too-long")
-		return *rep, nil
-	}
-	c.job = req.JobID
+func (r *Relay) cancel(c *call, _ *request, siteID string, req protocol.CancelRequest) (reply, error) {
 	cancelled, err := r.store.Cancel(c.ctx, siteID, req.JobID)
 	if err != nil {
 		return reply{}, err

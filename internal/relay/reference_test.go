@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/grant"
 	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/internal/relay"
@@ -257,18 +258,18 @@ func goSide(t *testing.T, f storeFactory) *refSide {
 	})
 }
 
-func refAuthorGrant(_ context.Context, in relay.GrantRequest) (relay.GrantDecision, error) {
+func refAuthorGrant(_ context.Context, in grant.Request) (grant.Decision, error) {
 	switch {
 	case strings.Contains(in.Job.ID, "decline-permanent"):
-		return relay.GrantDecision{Declined: &relay.Decline{Permanent: true, Reason: "removed"}}, nil
+		return grant.Decision{Declined: &grant.Decline{Permanent: true, Reason: "removed"}}, nil
 	case strings.Contains(in.Job.ID, "decline"):
-		return relay.GrantDecision{Declined: &relay.Decline{Reason: "elsewhere"}}, nil
+		return grant.Decision{Declined: &grant.Decline{Reason: "elsewhere"}}, nil
 	}
 	purpose := in.Purpose
 	if purpose == "" {
 		purpose = "none"
 	}
-	return relay.GrantDecision{Granted: &protocol.SignedGrant{
+	return grant.Decision{Granted: &protocol.SignedGrant{
 		GrantID: "g-" + in.Job.ID, JobID: in.Job.ID, Site: in.SiteKey, User: in.Job.Owner, Owner: in.Owner,
 		Purpose: purpose, Kind: in.Job.Kind, Service: "local", IssuedAt: 1, Signature: "sig",
 	}}, nil

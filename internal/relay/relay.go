@@ -16,9 +16,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/byorelay/byorelay/internal/grant"
 	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/projection"
-	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 )
 
@@ -49,12 +49,6 @@ type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
-	// AwaitingUntil is, for a claim that granted work, when the first
-	// awaiting-payload window it opened closes (epoch ms, store clock), as
-	// the store stamped it (store.Claimed); 0 for every other answer. A site that has not sealed by then loses the
-	// grant, and nothing in-line may notice: a front end that can wake a
-	// sweep for that moment reads it here, not from Body.
-	AwaitingUntil int64
 }
 
 // ProjectionSource hands the relay the control plane's current projection.
@@ -111,52 +105,6 @@ func (s *StaticProjection) Projection(context.Context) (*projection.Projection, 
 	return s.p, nil
 }
 
-// GrantRequest is what the relay asks a control plane about one claimed job: a
-// signed grant the daemon checks before it runs anything. The relay asks; it
-// does not decide.
-type GrantRequest struct {
-	Job protocol.ClaimedStub
-	// SiteID is the site in the control plane's namespace, for its policy
-	// read.
-	SiteID string
-	// SiteKey is the site as the stub names it (the key id the device
-	// pinned), carried straight off the stub and never derived: it is the
-	// value that gets signed.
-	SiteKey string
-	// Purpose is the stub's own purpose, uninterpreted; "" when absent.
-	Purpose      string
-	Owner        string
-	RunnerID     string
-	Capabilities []protocol.Capability
-	// Projection is the read the claim routed by, handed on so the control
-	// plane checks policy against the same snapshot the route filter used:
-	// two code paths over one read, and no second read per claim. Nil when
-	// there is none, which an author must decline, never admit.
-	Projection *projection.Projection
-}
-
-// GrantDecision is the control plane's answer: exactly one of Granted or
-// Declined.
-type GrantDecision struct {
-	Granted  *protocol.SignedGrant
-	Declined *Decline
-}
-
-// Decline is a refused grant. Permanent means never offer this job to this
-// device again (a person removed from a team, a consent withdrawn): the job
-// is released as refused, as a daemon's refusal is; otherwise it goes back
-// with a not-before, because a plain release would be re-claimed at once and
-// spin. Reason is for the log and the metrics: the relay never branches on
-// it, or it would be a second implementation of a policy it does not own.
-type Decline struct {
-	Permanent bool
-	Reason    string
-}
-
-// GrantAuthor authors a grant for one claimed job. An error fails the claim
-// request (500), as a throw does in the reference.
-type GrantAuthor func(ctx context.Context, in GrantRequest) (GrantDecision, error)
-
 // Verdict is Satisfiable's answer.
 type Verdict string
 
@@ -211,9 +159,18 @@ type Config struct {
 	// ControlPlanePublic is the grant-signing key handed to daemons at
 	// pairing. Setting it without AuthorGrant is refused by New.
 	ControlPlanePublic string
-	AuthorGrant        GrantAuthor
+	AuthorGrant        grant.Author
 	// Satisfiable is asked at enqueue when set; nil refuses nothing.
 	Satisfiable Satisfiable
+	// AwaitingOpened, when set, is told after a claim that granted work
+	// when the first awaiting-payload window it opened closes (epoch ms,
+	// store clock), as the store stamped it (store.Claimed), and is told
+	// nothing of any other answer. A site that has not sealed by then
+	// loses the grant, and nothing in-line may notice: a front end that
+	// can wake a sweep for that moment does it here. Called on the
+	// request's context before Handle returns; it cannot change the
+	// answer, so a failure to wake is its own to log.
+	AwaitingOpened func(ctx context.Context, untilMs int64)
 	// Streams tunes the live-stream attach (docs/streaming.md); the lane
 	// is served when Store also implements store.StreamLog.
 	Streams StreamOptions
@@ -243,6 +200,9 @@ type Relay struct {
 	metrics  Metrics
 	// rows keeps results rows encoded between polls (result_rows.go).
 	rows resultRows
+	// countParse, set only by a test (CountParses), is told of each parse
+	// of a request's body or signature header.
+	countParse func(what string)
 }
 
 // ErrGrantsWithoutAuthor is New's refusal of a relay that would tell devices

@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"errors"
 	"log/slog"
 
 	"github.com/byorelay/byorelay/protocol"
@@ -9,27 +8,14 @@ import (
 )
 
 // The reads name their site in the query and are signed over an empty
-// body; the query is checked against the signer exactly as a body is.
-
-// queryDecoder validates the query's siteId as the reference's QueryRequest
-// does ({siteId: min(1)}).
-func queryDecoder(s siteRequest, into *protocol.QueryRequest) func() error {
-	return func() error {
-		*into = protocol.QueryRequest{SiteID: s.query.Get("siteId")}
-		return into.Validate()
-	}
-}
+// body; the query is checked against the signer exactly as a body is
+// (decodeSite).
 
 // pending is what needs sealing and who to seal it to: the claiming
 // device's public keys, which is the whole reason a blind relay can exist.
 // It sweeps first, so a site is never asked to seal for a claim that has
 // already lapsed.
-func (r *Relay) pending(c *call, s siteRequest) (reply, error) {
-	var q protocol.QueryRequest
-	siteID, refusal := r.authSite(c, s, queryDecoder(s, &q), func() string { return q.SiteID })
-	if refusal != nil {
-		return *refusal, nil
-	}
+func (r *Relay) pending(c *call, _ *request, siteID string, _ protocol.QueryRequest) (reply, error) {
 	swept, err := r.store.SweepInline(c.ctx)
 	if err != nil {
 		return reply{}, err
@@ -83,15 +69,7 @@ func (r *Relay) pending(c *call, s siteRequest) (reply, error) {
 // (protocol.CollectResponse). Without it a site's every poll reads every
 // job it finished until the job's deadline, so one poll grows with
 // everything the site has done; and an evicted job is gone without a word.
-func (r *Relay) results(c *call, s siteRequest) (reply, error) {
-	if len(s.raw) > 0 {
-		return r.collect(c, s)
-	}
-	var q protocol.QueryRequest
-	siteID, refusal := r.authSite(c, s, queryDecoder(s, &q), func() string { return q.SiteID })
-	if refusal != nil {
-		return *refusal, nil
-	}
+func (r *Relay) results(c *call, _ *request, siteID string, _ protocol.QueryRequest) (reply, error) {
 	page, err := r.store.ResultsPage(c.ctx, siteID, ResultsPageJobs)
 	if err != nil {
 		return reply{}, err
@@ -106,24 +84,7 @@ func (r *Relay) results(c *call, s siteRequest) (reply, error) {
 }
 
 // collect is results with a body: forget what the site has taken, then list.
-func (r *Relay) collect(c *call, s siteRequest) (reply, error) {
-	var req protocol.CollectRequest
-	siteID, refusal := r.authSite(c, s,
-		func() error {
-			if err := protocol.DecodeStrict(s.raw, &req); err != nil {
-				return err
-			}
-			// The reference reads the site from the query; a body naming
-			// another site than the query is a request that means two things.
-			if q := s.query.Get("siteId"); q != "" && q != req.SiteID {
-				return errors.New("siteId in the query and the body differ")
-			}
-			return nil
-		},
-		func() string { return req.SiteID })
-	if refusal != nil {
-		return *refusal, nil
-	}
+func (r *Relay) collect(c *call, _ *request, siteID string, req protocol.CollectRequest) (reply, error) {
 	if err := r.store.Collect(c.ctx, siteID, req.Collected); err != nil {
 		return reply{}, err
 	}

@@ -36,20 +36,8 @@ func (r *Relay) streamLog() (store.StreamLog, bool) {
 // every daemon call is; fenced by the job's current lease in the store's
 // own atomic step, so a daemon whose lease lapsed is refused (stale-lease)
 // and stands down.
-func (r *Relay) streamAppend(c *call, d daemonRequest) (reply, error) {
-	l, served := r.streamLog()
-	if !served {
-		return streamsOff, nil
-	}
-	var req seal.AppendFrameRequest
-	who, refusal, err := r.authDaemon(c, &d, &req)
-	if refusal != nil || err != nil {
-		return deref(refusal), err
-	}
-	if rep := bounded(field{"jobId", req.JobID, store.MaxJobIDBytes}, field{"leaseId", req.LeaseID, store.MaxLeaseIDBytes}); rep != nil {
-		return *rep, nil
-	}
-	c.job = req.JobID
+func (r *Relay) streamAppend(c *call, _ *request, who caller, req seal.AppendFrameRequest) (reply, error) {
+	l, _ := r.streamLog()
 	out, err := l.AppendFrame(c.ctx, store.AppendFrameInput{JobID: req.JobID, RunnerID: who.runnerID, LeaseID: req.LeaseID,
 		Frame: storeFrame(req.Frame), Interrupted: req.Interrupted})
 	if err != nil {
@@ -70,30 +58,9 @@ func (r *Relay) streamAppend(c *call, d daemonRequest) (reply, error) {
 
 func streamsOptIn(h http.Header) bool { return h.Get(seal.StreamsHeader) == seal.StreamsVersion1 }
 
-// authAttach authenticates a site's attach and returns what it asked for.
-func (r *Relay) authAttach(c *call, s siteRequest) (seal.AttachRequest, *reply) {
-	var req seal.AttachRequest
-	_, refusal := r.authSite(c, s, func() error { return protocol.DecodeStrict(s.raw, &req) }, func() string { return req.SiteID })
-	if refusal != nil {
-		return req, refusal
-	}
-	if rep := bounded(field{"jobId", req.JobID, store.MaxJobIDBytes}); rep != nil {
-		return req, rep
-	}
-	c.job = req.JobID
-	return req, nil
-}
-
 // streamPoll is the long-poll attach: it follows the stream until it has
 // something to say or LongPollWait passes.
-func (r *Relay) streamPoll(c *call, s siteRequest) (reply, error) {
-	if _, ok := r.streamLog(); !ok {
-		return streamsOff, nil
-	}
-	req, refusal := r.authAttach(c, s)
-	if refusal != nil {
-		return *refusal, nil
-	}
+func (r *Relay) streamPoll(c *call, _ *request, _ string, req seal.AttachRequest) (reply, error) {
 	ctx, cancel := boxed(c.ctx, r.streamOpts().LongPollWait)
 	defer cancel()
 	resp := seal.AttachResponse{Events: []seal.Event{}}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -19,39 +18,22 @@ import (
 // maxStreamBody bounds a stream-lane body: one sealed frame and a few ids.
 const maxStreamBody = 64 * 1024
 
-// streamPlane checks what every protocol path checks (size, body, version)
-// and dispatches on the exact path.
-func (r *Relay) streamPlane(c *call, raw []byte, header http.Header, query url.Values) (reply, error) {
-	if rep := streamPrecheck(raw, query); rep != nil {
-		return *rep, nil
-	}
-	switch c.path {
-	case seal.StreamAppendPath:
-		d, err := r.daemonRequestFor(c, raw, header)
-		if err != nil {
-			return reply{}, err
-		}
-		return r.streamAppend(c, d)
-	case seal.StreamAttachPath:
-		s, err := r.siteRequestFor(c, raw, header, query)
-		if err != nil {
-			return reply{}, err
-		}
-		return r.streamPoll(c, s)
-	}
-	return bare(http.StatusNotFound, protocol.CodeNotFound), nil
+// streamLane is the live-stream lane's endpoint for each of its exact
+// paths. Its bodies are held to maxStreamBody and to the handshake like
+// every protocol path's (readBody). A relay with no stream log answers
+// either path 501 before reading anything.
+var streamLane = map[string]endpoint{
+	seal.StreamAppendPath: streamsServed(authed(authDaemon[seal.AppendFrameRequest], (*Relay).streamAppend)),
+	seal.StreamAttachPath: streamsServed(authed(authSite[seal.AttachRequest], (*Relay).streamPoll)),
 }
 
-func streamPrecheck(raw []byte, query url.Values) *reply {
-	if len(raw) > maxStreamBody {
-		rep := fail(http.StatusBadRequest, protocol.CodeBadRequest, "a stream request is at most 64 KiB")
-		return &rep
+func streamsServed(handle endpoint) endpoint {
+	return func(r *Relay, c *call, q *request) (reply, error) {
+		if _, served := r.streamLog(); !served {
+			return streamsOff, nil
+		}
+		return handle(r, c, q)
 	}
-	if refusal := protocol.Handshake(raw, query); refusal != nil {
-		rep := handshakeRefusal(*refusal)
-		return &rep
-	}
-	return nil
 }
 
 // sseHeaders are rindle's STREAM_SSE_HEADERS.
@@ -246,16 +228,15 @@ func (r *Relay) admitSSE(c *call, hr *http.Request, header http.Header, raw []by
 		rep := streamsOff
 		return seal.AttachRequest{}, &rep
 	}
-	query := hr.URL.Query()
-	if rep := streamPrecheck(raw, query); rep != nil {
+	q := &request{raw: raw, header: header, query: hr.URL.Query()}
+	if rep := r.readBody(c, q, true); rep != nil {
 		return seal.AttachRequest{}, rep
 	}
-	s, err := r.siteRequestFor(c, raw, header, query)
+	_, req, refusal, err := authSite[seal.AttachRequest](r, c, q)
 	if err != nil {
 		rep := serverError
 		return seal.AttachRequest{}, &rep
 	}
-	req, refusal := r.authAttach(c, s)
 	if refusal != nil {
 		return seal.AttachRequest{}, refusal
 	}

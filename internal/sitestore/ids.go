@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"strings"
 
-	"github.com/byorelay/byorelay/store"
+	"github.com/byorelay/byorelay/internal/platform/ids"
 )
 
 // userCodeAlphabet is @byollm/server's: 27 symbols with no
@@ -59,7 +59,7 @@ func HashDeviceCode(deviceCode string) string {
 }
 
 // NewRunnerID is "runner_<uuid>".
-func NewRunnerID() string { return "runner_" + store.NewLeaseID() }
+func NewRunnerID() string { return "runner_" + ids.UUID() }
 
 // NewID is a bare UUID: job ids and lease ids.
-func NewID() string { return store.NewLeaseID() }
+func NewID() string { return ids.UUID() }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/byorelay/byorelay/internal/grant"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/localtest/peers"
 	"github.com/byorelay/byorelay/protocol"
@@ -48,8 +49,8 @@ func TestRealPeersWithGrants(t *testing.T) {
 
 // grantEverything is a control plane that admits every job it is asked
 // about, for the service the device advertised for the job's kind.
-func grantEverything(cp *protocol.Keys) relay.GrantAuthor {
-	return func(_ context.Context, in relay.GrantRequest) (relay.GrantDecision, error) {
+func grantEverything(cp *protocol.Keys) grant.Author {
+	return func(_ context.Context, in grant.Request) (grant.Decision, error) {
 		service := ""
 		for _, c := range in.Capabilities {
 			if c.Kind == in.Job.Kind {
@@ -68,8 +69,8 @@ func grantEverything(cp *protocol.Keys) relay.GrantAuthor {
 			Purpose: purpose, Kind: in.Job.Kind, Service: service, IssuedAt: time.Now().UnixMilli(),
 		})
 		if err != nil {
-			return relay.GrantDecision{}, err
+			return grant.Decision{}, err
 		}
-		return relay.GrantDecision{Granted: &g}, nil
+		return grant.Decision{Granted: &g}, nil
 	}
 }

@@ -5,9 +5,9 @@ import (
 	"crypto/rand"
 	"fmt"
 
+	"github.com/byorelay/byorelay/internal/grant"
 	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/projection"
-	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/protocol"
 )
 
@@ -63,19 +63,19 @@ func NewWithSigner(signer Signer, opts Options) *Author {
 // refused at the device while every process reports itself healthy).
 func (a *Author) Public() string { return a.signer.Public() }
 
-// Grant is a relay.GrantAuthor: pass a.Grant as relay.Config's AuthorGrant.
+// Grant is a grant.Author: pass a.Grant as relay.Config's AuthorGrant.
 // It signs what the grant law (admit) admits and declines the rest with the
 // law's reason. An error (no randomness for the id, a signer that cannot
 // sign) fails the claim, as a throw does in the reference; a decline is an
 // answer, not an error.
-func (a *Author) Grant(ctx context.Context, in relay.GrantRequest) (relay.GrantDecision, error) {
+func (a *Author) Grant(ctx context.Context, in grant.Request) (grant.Decision, error) {
 	admitted, declined := admit(in)
 	if declined != nil {
-		return relay.GrantDecision{Declined: declined}, nil
+		return grant.Decision{Declined: declined}, nil
 	}
 	id, err := a.newID()
 	if err != nil {
-		return relay.GrantDecision{}, fmt.Errorf("grants: grant id: %w", err)
+		return grant.Decision{}, fmt.Errorf("grants: grant id: %w", err)
 	}
 	g, err := a.sign(ctx, protocol.SignedGrant{
 		GrantID: id,
@@ -95,9 +95,9 @@ func (a *Author) Grant(ctx context.Context, in relay.GrantRequest) (relay.GrantD
 		IssuedAt: a.clock.Now().UnixMilli(),
 	})
 	if err != nil {
-		return relay.GrantDecision{}, err
+		return grant.Decision{}, err
 	}
-	return relay.GrantDecision{Granted: &g}, nil
+	return grant.Decision{Granted: &g}, nil
 }
 
 // newGrantID is the reference's `grant_${randomUUID()}`: a version 4 UUID

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/internal/controlplane/grants"
+	"github.com/byorelay/byorelay/internal/grant"
 	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/projection"
-	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/protocol"
 )
 
@@ -39,7 +39,7 @@ func capability(kind, service, scope string) protocol.Capability {
 // request is bob's llm.generate job, claimed by alice's device, which
 // offers one service for it to her team: bob is on alice's team and mapped
 // his llm.generate work (any purpose it names here) to alice's qwen.
-func request() relay.GrantRequest {
+func request() grant.Request {
 	var mappings []projection.Mapping
 	for _, purpose := range []string{grants.ReservedPurpose, "summaries"} {
 		mappings = append(mappings, projection.Mapping{Purpose: purpose, Kind: "llm.generate", Service: "qwen", ServiceOwner: alice})
@@ -51,7 +51,7 @@ func request() relay.GrantRequest {
 	if err != nil {
 		panic(err)
 	}
-	return relay.GrantRequest{
+	return grant.Request{
 		Job: protocol.ClaimedStub{
 			ID: "job-1", Kind: "llm.generate", Owner: bob, Site: "site-key-id", Audience: "team",
 			SizeClass: "small", DeadlineAt: 1_700_000_900_000, Lease: protocol.Lease{ID: "lease-1", ExpiresAt: 1_700_000_060_000},
@@ -66,7 +66,7 @@ func request() relay.GrantRequest {
 }
 
 // The relay takes the method value as its author.
-var _ relay.GrantAuthor = (*grants.Author)(nil).Grant
+var _ grant.Author = (*grants.Author)(nil).Grant
 
 func TestGrantFieldsAreSignedAsTheReferenceAndVerify(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_000)

@@ -53,7 +53,7 @@
 // The relay's claim routes are built from the projection (consent, pause,
 // revocation and rosters applied by projection.RoutesFor) and the author
 // checks the law against that same projection, handed over in
-// relay.GrantRequest: two code paths over one read, so a claim costs no
+// grant.Request: two code paths over one read, so a claim costs no
 // second read, and the two cannot disagree about what the world was. The
 // filter is an optimisation; the law is the authority. A grant is the
 // device's only evidence of consent and membership, so a routing bug must

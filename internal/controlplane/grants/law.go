@@ -1,7 +1,7 @@
 package grants
 
 import (
-	"github.com/byorelay/byorelay/internal/relay"
+	"github.com/byorelay/byorelay/internal/grant"
 	"github.com/byorelay/byorelay/protocol"
 )
 
@@ -39,8 +39,8 @@ func permanent(reason string) bool {
 	return reason == ReasonNotConsented || reason == ReasonNotAMember
 }
 
-func decline(reason string) *relay.Decline {
-	return &relay.Decline{Reason: reason, Permanent: permanent(reason)}
+func decline(reason string) *grant.Decline {
+	return &grant.Decline{Reason: reason, Permanent: permanent(reason)}
 }
 
 // widens is which offer scopes reach somebody other than the owner: an
@@ -70,7 +70,7 @@ type admission struct {
 // optimisation; this is the authority, because a grant is the device's only
 // evidence of consent and membership, and a routing bug must not become a
 // validly signed admission.
-func admit(in relay.GrantRequest) (admission, *relay.Decline) {
+func admit(in grant.Request) (admission, *grant.Decline) {
 	p := in.Projection
 	if p == nil {
 		return admission{}, decline(ReasonStoreUnavailable)

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/byorelay/byorelay/internal/controlplane/grants"
+	"github.com/byorelay/byorelay/internal/grant"
 	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/projection"
-	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
 )
@@ -230,8 +230,8 @@ func lawFixture(t *testing.T, row lawRow) *projection.Projection {
 	return p
 }
 
-func lawRequest(t *testing.T, i int, row lawRow) relay.GrantRequest {
-	in := relay.GrantRequest{
+func lawRequest(t *testing.T, i int, row lawRow) grant.Request {
+	in := grant.Request{
 		Job: protocol.ClaimedStub{
 			ID: fmt.Sprintf("job-%d", i), Kind: row.kind, Owner: row.job, Site: "site-key-id", Audience: "team",
 			Purpose: row.purpose, SizeClass: "small", DeadlineAt: 1_700_000_900_000,
@@ -278,7 +278,7 @@ func TestTheGrantLaw(t *testing.T) {
 	}
 }
 
-func describe(d relay.GrantDecision) string {
+func describe(d grant.Decision) string {
 	switch {
 	case d.Granted != nil:
 		return "granted " + d.Granted.Service
@@ -311,7 +311,7 @@ func TestTheGrantLawIsTheReferencesEngines(t *testing.T) {
 	grantID := func(i int) string { return fmt.Sprintf("grant_row-%d", i) }
 	rows := lawRows()
 	var (
-		decisions []relay.GrantDecision
+		decisions []grant.Decision
 		inputs    []map[string]any
 	)
 	for i, row := range rows {

@@ -20,9 +20,9 @@ import (
 
 	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
+	"github.com/byorelay/byorelay/internal/platform/ids"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/protocol"
-	"github.com/byorelay/byorelay/store"
 )
 
 // CreateTable creates a site table (tableInput) for tests and local runs; a
@@ -451,7 +451,7 @@ func (s *Store) apply(ctx context.Context, id string, first *stored, r rule, unb
 		if !write {
 			return cur.job, true, nil
 		}
-		wid := store.NewLeaseID()
+		wid := ids.UUID()
 		err := s.putJob(ctx, next, cur.ver, wid, unblockPending)
 		ending := next.Ended() && !cur.job.Ended()
 		if err == nil {
