@@ -28,7 +28,9 @@ import (
 	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/internal/platform/container"
 	"github.com/byorelay/byorelay/internal/platform/paramstore"
+	"github.com/byorelay/byorelay/internal/sitepump"
 	"github.com/byorelay/byorelay/internal/siteserver"
+	"github.com/byorelay/byorelay/internal/sitestore"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
@@ -100,6 +102,23 @@ func TestRolesGrantTheSSMCallsTheCodeMakes(t *testing.T) {
 		mu.Lock()
 		calls = nil
 		mu.Unlock()
+		if f.Kind == KindPump {
+			// The pump is the cloud lane's: opened with the lane's
+			// environment, and given a job to publish, so it reads the keys.
+			t.Setenv("RELAY_URL", "http://127.0.0.1:1")
+			t.Setenv("RELAY_SITE_ID", "site-roles")
+			t.Setenv("PUMP_FUNCTION", "sitepump")
+			t.Setenv("PUMP_WAKEUP_GROUP", "pump")
+			t.Setenv("PUMP_WAKEUP_ROLE_ARN", "arn:aws:iam::000000000000:role/pump-wakeup")
+			seed, err := sitedynamo.New(sitedynamo.Config{DB: localtest.DynamoClient(t), Table: table})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := seed.Create(ctx, sitestore.CreateInput{ID: "job-roles", Kind: "chat", Audience: "team",
+				SizeClass: "small", Owner: "u", AwaitingPublish: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		h, err := open(f.Name)()
 		if err != nil {
 			t.Fatalf("%s: %v", f.Name, err)
@@ -115,6 +134,10 @@ func TestRolesGrantTheSSMCallsTheCodeMakes(t *testing.T) {
 		case func(context.Context) (SweepReport, error):
 			if _, err := h(ctx); err != nil {
 				t.Fatalf("%s: %v", f.Name, err)
+			}
+		case func(context.Context, sitepump.Event) (sitepump.Report, error):
+			if _, err := h(ctx, sitepump.Event{Trigger: sitepump.TriggerInvoke}); err == nil {
+				t.Fatalf("%s pumped with SSM refusing the keys", f.Name)
 			}
 		default:
 			t.Fatalf("%s: a handler of type %T", f.Name, h)
@@ -165,7 +188,7 @@ func ssmGrants(t *testing.T) map[string][]string {
 				}
 				for _, a := range oneOrMany(st["Action"]) {
 					switch service, _, _ := strings.Cut(a, ":"); service {
-					case "dynamodb", "s3":
+					case "dynamodb", "s3", "lambda", "scheduler", "iam":
 					case "ssm":
 						out[f.LogicalID] = append(out[f.LogicalID], a+" on "+strings.Join(oneOrMany(st["Resource"]), ", "))
 					default:
