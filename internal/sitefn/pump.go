@@ -168,11 +168,12 @@ func (st *Stack) openPump(env Env, o Options, cfg aws.Config) error {
 		Store:   st.Store,
 		Server:  func(ctx context.Context) (sitepump.Runner, error) { return st.Server(ctx) },
 		Starter: starter, Waker: waker,
-		Every:    time.Duration(env.PumpEveryMs) * time.Millisecond,
-		LeaseTTL: time.Duration(env.PumpLeaseMs) * time.Millisecond,
-		Budget:   time.Duration(env.PumpBudgetMs) * time.Millisecond,
-		Logger:   st.log,
-		OnCycle:  func(c sitepump.Cycle) { writePumpEMF(os.Stdout, c, time.Now()) },
+		Every:     time.Duration(env.PumpEveryMs) * time.Millisecond,
+		LeaseTTL:  time.Duration(env.PumpLeaseMs) * time.Millisecond,
+		Budget:    time.Duration(env.PumpBudgetMs) * time.Millisecond,
+		WakeAfter: time.Duration(env.PumpWakeAfterMs) * time.Millisecond,
+		Logger:    st.log,
+		OnCycle:   func(c sitepump.Cycle) { writePumpEMF(os.Stdout, c, time.Now()) },
 	})
 	if err != nil {
 		return err

@@ -167,6 +167,10 @@ type Env struct {
 	PumpEveryMs  int64
 	PumpLeaseMs  int64
 	PumpBudgetMs int64
+	// PumpWakeAfterMs is how far ahead the pump arms its wake-up
+	// (PUMP_WAKE_AFTER_MS); deployed, Scheduler rounds it up to a whole
+	// minute, so only a local scheduler honours less.
+	PumpWakeAfterMs int64
 }
 
 // Cloud reports whether the stack is on the cloud lane.
@@ -191,7 +195,8 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 		return Env{}, errors.New("sitefn: TABLE_NAME is required")
 	}
 	for name, dst := range map[string]*int64{"LEASE_MS": &e.LeaseMs, "PAIRING_TTL_MS": &e.PairingTTLMs,
-		"PUMP_EVERY_MS": &e.PumpEveryMs, "PUMP_LEASE_MS": &e.PumpLeaseMs, "PUMP_BUDGET_MS": &e.PumpBudgetMs} {
+		"PUMP_EVERY_MS": &e.PumpEveryMs, "PUMP_LEASE_MS": &e.PumpLeaseMs, "PUMP_BUDGET_MS": &e.PumpBudgetMs,
+		"PUMP_WAKE_AFTER_MS": &e.PumpWakeAfterMs} {
 		if v := getenv(name); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n <= 0 {

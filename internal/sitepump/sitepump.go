@@ -53,6 +53,7 @@ type Store interface {
 	TakePumpLease(ctx context.Context, holder string, ttlMs int64) (bool, error)
 	PassPumpLease(ctx context.Context, holder, successor string, ttlMs int64) (bool, error)
 	DropPumpLease(ctx context.Context, holder string) error
+	SetPumpWake(ctx context.Context, holder string, wakeAt int64) (bool, error)
 }
 
 // Runner is the cloud lane's loop (siteserver.Server.Run).
@@ -277,6 +278,11 @@ func (p *Pump) pump(ctx context.Context, holder string, handOverAt time.Time, re
 		rep.Ended += len(r.Ended)
 		rep.Late += len(r.Late)
 		late += len(r.Late)
+		for _, e := range r.Ended {
+			// One line per ending this invocation made (the store makes
+			// each job's ending once, whichever invocation reaches it).
+			p.log.InfoContext(ctx, "job ended", slog.String("job", e.JobID), slog.String("fate", string(e.Fate)))
+		}
 		for _, id := range r.Late {
 			p.log.WarnContext(ctx, "seal missed the relay's awaiting window; the relay offers the job again", slog.String("job", id))
 		}
@@ -285,7 +291,12 @@ func (p *Pump) pump(ctx context.Context, holder string, handOverAt time.Time, re
 	run.start(ctx)
 	stop := run.stop
 
+	// The wake-up armed last, by whichever pump: the next is armed only
+	// once its time has come, so a pump that stops leaves at most one.
 	var wakeAt time.Time
+	if l, found, err := p.cfg.Store.PumpLeaseNow(ctx); err == nil && found && l.WakeAt != 0 {
+		wakeAt = time.UnixMilli(l.WakeAt)
+	}
 	tick := time.NewTicker(p.cfg.Every)
 	defer tick.Stop()
 	ttl := p.cfg.LeaseTTL.Milliseconds()
@@ -317,12 +328,14 @@ func (p *Pump) pump(ctx context.Context, holder string, handOverAt time.Time, re
 		}
 		now := time.Now()
 		if !now.Before(wakeAt) {
-			// One wake-up armed at a time: the next only once this one's
-			// time has come, so a pump that stops leaves at most one.
-			wakeAt = now.Add(p.cfg.WakeAfter)
-			if err := p.cfg.Waker.Wake(ctx, wakeAt); err != nil {
+			at := now.Add(p.cfg.WakeAfter)
+			if err := p.cfg.Waker.Wake(ctx, at); err != nil {
 				p.log.WarnContext(ctx, "pump wake-up not armed", slog.String("problem", err.Error()))
-				wakeAt = time.Time{}
+			} else {
+				wakeAt = at
+				if _, err := p.cfg.Store.SetPumpWake(ctx, holder, at.UnixMilli()); err != nil {
+					p.log.WarnContext(ctx, "pump wake-up not recorded", slog.String("problem", err.Error()))
+				}
 			}
 		}
 		work, err := p.cfg.Store.Work(ctx)

@@ -70,10 +70,14 @@ func (s *Store) Work(ctx context.Context) (Work, error) {
 // PumpLease is the pump's lease as stored.
 type PumpLease struct {
 	Holder string
-	// Until is when it lapses unless renewed, and RenewedAt when its
-	// holder last renewed it, store clock ms.
+	// Until is when it lapses unless renewed (0: released), and RenewedAt
+	// when its holder last renewed it, store clock ms.
 	Until     int64
 	RenewedAt int64
+	// WakeAt is when the wake-up a pump armed last fires (wall clock ms):
+	// kept across holders, so that a pump arms the next only once that
+	// one's time has come, and at most one is ever pending.
+	WakeAt int64
 }
 
 const (
@@ -96,6 +100,7 @@ func (s *Store) PumpLeaseNow(ctx context.Context) (PumpLease, bool, error) {
 	}
 	l.Until = numberOf(out.Item["until"])
 	l.RenewedAt = numberOf(out.Item["renewedAt"])
+	l.WakeAt = numberOf(out.Item["wakeAt"])
 	return l, true, nil
 }
 
@@ -109,13 +114,13 @@ func numberOf(av types.AttributeValue) int64 {
 }
 
 // TakePumpLease makes holder the pump for ttlMs from now if nobody holds
-// the lease, it lapsed, or holder already holds it (a renewal). False,
-// with nothing written, while another holder's lease runs.
+// the lease, it lapsed or was released, or holder already holds it (a
+// renewal). False, with nothing written, while another holder's lease runs.
 func (s *Store) TakePumpLease(ctx context.Context, holder string, ttlMs int64) (bool, error) {
 	now := s.now()
-	return s.putPumpLease(ctx, holder, now, ttlMs,
+	return s.updatePumpLease(ctx, "SET holder = :h, #until = :u, renewedAt = :now",
 		"attribute_not_exists(pk) OR #until < :now OR holder = :h", map[string]types.AttributeValue{
-			":now": num(now), ":h": &types.AttributeValueMemberS{Value: holder},
+			":now": num(now), ":u": num(now + ttlMs), ":h": &types.AttributeValueMemberS{Value: holder},
 		})
 }
 
@@ -123,46 +128,43 @@ func (s *Store) TakePumpLease(ctx context.Context, holder string, ttlMs int64) (
 // now, in one write conditioned on holder still holding it: the hand-over
 // before a pump's time runs out, where the successor starts holding it.
 func (s *Store) PassPumpLease(ctx context.Context, holder, successor string, ttlMs int64) (bool, error) {
-	return s.putPumpLease(ctx, successor, s.now(), ttlMs, "holder = :h", map[string]types.AttributeValue{
-		":h": &types.AttributeValueMemberS{Value: holder},
+	now := s.now()
+	return s.updatePumpLease(ctx, "SET holder = :s, #until = :u, renewedAt = :now", "holder = :h", map[string]types.AttributeValue{
+		":now": num(now), ":u": num(now + ttlMs), ":h": &types.AttributeValueMemberS{Value: holder}, ":s": &types.AttributeValueMemberS{Value: successor},
 	})
 }
 
-// DropPumpLease deletes the lease if holder holds it.
+// DropPumpLease releases the lease if holder holds it (the wake-up it
+// armed stays recorded).
 func (s *Store) DropPumpLease(ctx context.Context, holder string) error {
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.table, Key: key(pumpPK, pumpSK),
-		ConditionExpression:       aws.String("holder = :h"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":h": &types.AttributeValueMemberS{Value: holder}}})
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
-		return fmt.Errorf("drop pump lease: %w", err)
-	}
-	return nil
+	_, err := s.updatePumpLease(ctx, "SET #until = :zero", "holder = :h", map[string]types.AttributeValue{
+		":zero": num(0), ":h": &types.AttributeValueMemberS{Value: holder},
+	})
+	return err
 }
 
-func (s *Store) putPumpLease(ctx context.Context, holder string, now, ttlMs int64, cond string, vals map[string]types.AttributeValue) (bool, error) {
-	item := key(pumpPK, pumpSK)
-	item["holder"] = &types.AttributeValueMemberS{Value: holder}
-	item["until"] = num(now + ttlMs)
-	item["renewedAt"] = num(now)
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item,
-		ConditionExpression: aws.String(cond), ExpressionAttributeNames: namesIn(cond), ExpressionAttributeValues: vals})
+// SetPumpWake records, if holder holds the lease, the wake-up it armed.
+func (s *Store) SetPumpWake(ctx context.Context, holder string, wakeAt int64) (bool, error) {
+	return s.updatePumpLease(ctx, "SET wakeAt = :w", "holder = :h", map[string]types.AttributeValue{
+		":w": num(wakeAt), ":h": &types.AttributeValueMemberS{Value: holder},
+	})
+}
+
+func (s *Store) updatePumpLease(ctx context.Context, update, cond string, vals map[string]types.AttributeValue) (bool, error) {
+	in := &dynamodb.UpdateItemInput{TableName: &s.table, Key: key(pumpPK, pumpSK),
+		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond), ExpressionAttributeValues: vals}
+	if strings.Contains(update+cond, "#until") {
+		// until is not a reserved word today; the name keeps the
+		// expression valid if it becomes one.
+		in.ExpressionAttributeNames = map[string]string{"#until": "until"}
+	}
+	_, err := s.db.UpdateItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("put pump lease: %w", err)
+		return false, fmt.Errorf("pump lease: %w", err)
 	}
 	return true, nil
-}
-
-// namesIn names #until when the condition uses it (until is not a
-// reserved word today; the name keeps the expression valid if it becomes
-// one, and DynamoDB refuses names an expression does not use).
-func namesIn(cond string) map[string]string {
-	if strings.Contains(cond, "#until") {
-		return map[string]string{"#until": "until"}
-	}
-	return nil
 }
