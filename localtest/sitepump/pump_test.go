@@ -163,7 +163,7 @@ func TestACloudLaneSiteAsFunctionsOnly(t *testing.T) {
 	}
 	ctx := context.Background()
 	started := time.Now()
-	jobs := intFromEnv(t, envJobs, 50)
+	jobs := intFromEnv(t, envJobs, 20)
 	idleWatch := time.Duration(intFromEnv(t, envIdle, int(2*wakeAfter/time.Second+2))) * time.Second
 
 	br := peers.StartByorelay(t)
