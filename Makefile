@@ -148,7 +148,7 @@ bin/chat:
 run: deps bin/byorelay-local
 	bin/byorelay-local serve $(RUN_FLAGS)
 
-## site: a direct-lane site locally: DynamoDB Local and the site functions on 127.0.0.1:8788 (SITE_FLAGS='--port 9000')
+## site: a site locally: DynamoDB Local and the site functions on 127.0.0.1:8788 (SITE_FLAGS='--port 9000'; the cloud lane: SITE_FLAGS='--lane cloud --relay URL --site ID', the pump invoked as deployed)
 site: deps bin/byorelay-local
 	bin/byorelay-local site $(SITE_FLAGS)
 
