@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/byorelay/byorelay/client/daemon"
 	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/internal/controlplane"
