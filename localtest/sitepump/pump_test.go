@@ -383,6 +383,11 @@ func TestACloudLaneSiteAsFunctionsOnly(t *testing.T) {
 	if handOvers == 0 {
 		t.Error("no invocation handed over: the budget never ran out")
 	}
+	// The long job, run by the Go daemon at its drip, outlives any one
+	// invocation's budget; the byollm daemon's model answers it at once.
+	if runnerOf(longJob) == gd.Pairing().RunnerID && longRan <= pumpBudget {
+		t.Errorf("the long job ended %v after its enqueue, within one pump's budget of %v: it tests nothing", longRan, pumpBudget)
+	}
 
 	// Idle: no invocation starts after the last end but at most one
 	// wake-up (the one the last pump armed).
