@@ -446,3 +446,38 @@ func TestAnUndecodableEventIsABadRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestTheSiteTemplateAlarmsOnThePumpsLag: the cloud lane's alarm reads the
+// metric the pump writes each cycle, dimensioned by the pump function, and
+// a cycle writes a record it reads, late seals counted beside it.
+func TestTheSiteTemplateAlarmsOnThePumpsLag(t *testing.T) {
+	var tpl struct {
+		Resources map[string]struct {
+			Type       string         `yaml:"Type"`
+			Condition  string         `yaml:"Condition"`
+			Properties map[string]any `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(byorelay.SiteTemplate, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	a, ok := tpl.Resources["SitePumpLagAlarm"]
+	if !ok || a.Type != "AWS::CloudWatch::Alarm" || a.Condition != "CloudLane" {
+		t.Fatal("site-template.yaml has no SitePumpLagAlarm on the cloud lane")
+	}
+	p := a.Properties
+	if p["Namespace"] != MetricsNamespace || p["MetricName"] != MetricPumpLag {
+		t.Fatalf("alarm reads %v/%v, the pump writes %s/%s", p["Namespace"], p["MetricName"], MetricsNamespace, MetricPumpLag)
+	}
+	dims, _ := p["Dimensions"].([]any)
+	d, _ := dims[0].(map[string]any)
+	if len(dims) != 1 || d["Name"] != "Function" || d["Value"] != Pump {
+		t.Fatalf("alarm dimensions %v, want Function=%s", dims, Pump)
+	}
+	var buf bytes.Buffer
+	writePumpEMF(&buf, sitepump.Cycle{LagMs: 4321, Late: 2}, time.Unix(0, 0))
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil || rec[MetricPumpLag] != float64(4321) || rec[MetricLateSeals] != float64(2) || rec["Function"] != Pump {
+		t.Fatalf("EMF record %s: %v", buf.String(), err)
+	}
+}
