@@ -13,7 +13,7 @@ DDB_PORT  ?= 8000
 # Tests share one DynamoDB Local and one moto server, started once here.
 WITH_SERVICES := $(GO) run ./localtest/withservices --
 
-.PHONY: help all build deps test unit race fuzz lint ddb run site demo demo-stream example validate build-lambdas invoke deploy bench vectors chaos race-long site-restart sweep-load site-sweep-load site-rate scale bin/byorelay bin/byorelay-local bin/chat
+.PHONY: help all build deps test unit race fuzz lint ddb run site demo demo-stream example validate build-lambdas invoke deploy bench vectors chaos race-long site-restart site-pump sweep-load site-sweep-load site-rate scale bin/byorelay bin/byorelay-local bin/chat
 
 ## help: this list, one line a target (what `make` with no target prints)
 help:
@@ -117,6 +117,11 @@ site-restart: deps
 	BYORELAY_SITERESTART_JOBS=$(JOBS) $(WITH_SERVICES) $(GO) test -count=$(RUNS) -failfast -timeout 2h \
 	  -run '^TestASiteKilledAtAnyMomentAndRestartedLosesNoJob$$' -v ./localtest/siterestart/
 
+## site-pump: the cloud-lane site as functions only, long: 50 jobs through the relay to the real byollm daemon and the Go daemon, pump invocations killed with SIGKILL, then a 2-minute idle watch; and enqueue-to-sealed p50/p99 beside siteserver.Run (docs/performance.md). `make unit` runs 20 jobs and a short watch
+site-pump: deps
+	BYORELAY_SITEPUMP_JOBS=50 BYORELAY_SITEPUMP_IDLE=120 BYORELAY_SITEPUMP_LATENCY=1 $(WITH_SERVICES) $(GO) test -count=1 -timeout=30m \
+	  -run '^(TestACloudLaneSiteAsFunctionsOnly|TestEnqueueToSealedFunctionsBesideRun)$$' -v ./localtest/sitepump/
+
 ## site-sweep-load: the site sweeper on SITESWEEP_JOBS due entries on DynamoDB Local: items/s per worker, heap growth (docs/performance.md)
 # `make test` runs a 2,000-entry smoke of it.
 SITESWEEP_JOBS ?= 100000
@@ -151,7 +156,7 @@ bin/chat:
 run: deps bin/byorelay-local
 	bin/byorelay-local serve $(if $(filter 1,$(FRESH)),--fresh) $(RUN_FLAGS)
 
-## site: a direct-lane site locally: DynamoDB Local and the site functions on 127.0.0.1:8788 (SITE_FLAGS='--port 9000')
+## site: a site locally: DynamoDB Local and the site functions on 127.0.0.1:8788 (SITE_FLAGS='--port 9000'; the cloud lane: SITE_FLAGS='--lane cloud --relay URL --site ID', the pump invoked as deployed)
 site: deps bin/byorelay-local
 	bin/byorelay-local site $(SITE_FLAGS)
 

@@ -25,7 +25,7 @@ func TestStacksShareOnlyThePlatform(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	relayOnly := []string{"internal/relay", "internal/lambdafn", "internal/controlplane", "store"}
-	siteOnly := []string{"internal/sitefn", "internal/siteserver", "internal/sitestore"}
+	siteOnly := []string{"internal/sitefn", "internal/sitepump", "internal/siteserver", "internal/sitestore"}
 	sites := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		fn, deps, _ := strings.Cut(line, " ")
@@ -63,7 +63,7 @@ var layers = [][]string{
 	{"store", "internal/sitestore", "client/site", "client/daemon"},
 	{"store/memory", "store/dynamo", "store/storetest", "internal/projection",
 		"internal/sitestore/memory", "internal/sitestore/dynamo", "internal/sitestore/sitestoretest", "internal/siteserver"},
-	{"internal/grant"},
+	{"internal/grant", "internal/sitepump"},
 	{"internal/relay", "internal/controlplane"},
 	{"internal/lambdafn", "internal/sitefn"},
 }
@@ -110,6 +110,7 @@ func TestImportsPointDown(t *testing.T) {
 		{"internal/sitestore", "store", "the site stack imports the relay's store"},
 		{"internal/siteserver", "store", "the site stack imports the relay's store"},
 		{"internal/sitefn", "store", "the site stack imports the relay's store"},
+		{"internal/sitepump", "store", "the site stack imports the relay's store"},
 		{"client/site", "store", "the site stack imports the relay's store"},
 		{"client/daemon", "client/site", "the daemon library imports the site SDK"},
 	}

@@ -63,6 +63,11 @@ type Report struct {
 	// not accept. Never silent: each is a device waiting on a payload that
 	// will not come, or an answer somebody else signed.
 	Refused []Refusal
+	// Late are the jobs whose payload the relay refused as too late: the
+	// claim's awaiting window lapsed before the seal arrived. Each is also
+	// in Refused; the relay offers the job again (to the same device,
+	// up to its eviction rule), so a late seal is a delay, not an end.
+	Late []string
 	// Deferred is set when the relay said "ask later" (5xx, 429,
 	// not-ready) and the cycle ended early, keeping what it had done. A site
 	// that did nothing and a site that was told to wait must not look the
@@ -118,6 +123,7 @@ func (c *Client) Pump(ctx context.Context) (Report, error) {
 		Results:  append(seal.Results, collect.Results...),
 		Ended:    append(seal.Ended, collect.Ended...),
 		Refused:  append(seal.Refused, collect.Refused...),
+		Late:     seal.Late,
 		Deferred: strings.Trim(seal.Deferred+"; "+collect.Deferred, "; "),
 	}
 	return rep, errors.Join(sealErr, collectErr)
@@ -257,6 +263,9 @@ func (c *Client) sealPending(ctx context.Context, rep *Report) error {
 			// awaiting window lapsed, or it was swept): about this job,
 			// not about this site, so the cycle goes on.
 			rep.Refused = append(rep.Refused, Refusal{JobID: claim.JobID, Reason: "relay: " + re.Message})
+			if re.Code == protocol.CodeTooLate {
+				rep.Late = append(rep.Late, claim.JobID)
+			}
 			continue
 		}
 		if err != nil {

@@ -80,6 +80,9 @@ func invokeSite(ctx context.Context, fn sitefn.Function, raw []byte, opts invoke
 		"VERIFICATION_URL=" + demo.SiteVerificationURL,
 		"AWS_ENDPOINT_URL_SSM=" + motoEndpoint,
 	}, localCredentials(endpoint)...)
+	if fn.Kind == sitefn.KindPump {
+		env = append(env, pumpInvokeEnv(os.Getenv)...)
+	}
 	return emulate(ctx, root, fn.Name, env, prepare, opts)
 }
 
@@ -145,4 +148,20 @@ func putSiteKeys(ctx context.Context, motoEndpoint string, w *demo.World) error 
 		return fmt.Errorf("put the demo site's keys in moto's SSM: %w", err)
 	}
 	return nil
+}
+
+// pumpInvokeEnv is the cloud-lane environment `make invoke FN=sitepump`
+// runs the pump in: the relay and site id from RELAY_URL and RELAY_SITE_ID
+// (default `make run`'s relay and the demo site's id). Its hand-over and
+// wake-up are not wired to anything here: one invocation is what runs.
+func pumpInvokeEnv(getenv func(string) string) []string {
+	relay, siteID := getenv("RELAY_URL"), getenv("RELAY_SITE_ID")
+	if relay == "" {
+		relay = "http://127.0.0.1:8787"
+	}
+	if siteID == "" {
+		siteID = "demo-site"
+	}
+	return []string{"RELAY_URL=" + relay, "RELAY_SITE_ID=" + siteID, "PUMP_FUNCTION=sitepump",
+		"PUMP_WAKEUP_GROUP=local", "PUMP_WAKEUP_ROLE_ARN=arn:aws:iam::000000000000:role/local"}
 }

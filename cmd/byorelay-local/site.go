@@ -20,12 +20,14 @@ import (
 
 	"github.com/byorelay/byorelay/internal/repo"
 	"github.com/byorelay/byorelay/internal/sitefn"
+	"github.com/byorelay/byorelay/internal/sitepump"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/localtest/apiserver"
 	"github.com/byorelay/byorelay/localtest/demo"
+	localsitepump "github.com/byorelay/byorelay/localtest/sitepump"
 	"github.com/byorelay/byorelay/protocol"
 )
 
@@ -44,6 +46,9 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	verify := fs.String("verification-url", "", "the page where a user types a pairing code (default: this server's /pair)")
 	leaseMs := fs.Int64("lease-ms", 0, "lease length in ms (default 60000)")
 	pairingTTL := fs.Int64("pairing-ttl-ms", 0, "pairing code lifetime in ms (default 600000)")
+	lane := fs.String("lane", siteserver.LaneDirect, "direct: the site serves its daemons; cloud: it publishes through --relay as --site, and the pump function runs while jobs are in flight")
+	relayURL := fs.String("relay", "", "the relay's origin (the cloud lane), e.g. the one `make run` prints")
+	relaySite := fs.String("site", "", "this site's id at the relay (the cloud lane); register it there with the site's public keys")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: byorelay-local site [flags]\n\nA direct-lane BYOLLM site locally: the site functions of site-template.yaml\non one port over DynamoDB Local. Point a daemon at it with `byollm connect <url>`;\napprove codes and enqueue jobs through the app API (docs/site.md, \"Run a direct-lane site\").\n\n")
 		fs.PrintDefaults()
@@ -52,6 +57,17 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		return 2
+	}
+	switch {
+	case *lane == siteserver.LaneDirect && (*relayURL != "" || *relaySite != ""):
+		fmt.Fprintln(stderr, "byorelay-local site: --relay and --site are the cloud lane's (--lane cloud)")
+		return 2
+	case *lane == siteserver.LaneCloud && (*relayURL == "" || *relaySite == ""):
+		fmt.Fprintln(stderr, "byorelay-local site: --lane cloud needs --relay URL and --site ID")
+		return 2
+	case *lane != siteserver.LaneDirect && *lane != siteserver.LaneCloud:
+		fmt.Fprintf(stderr, "byorelay-local site: --lane %q is not direct or cloud\n", *lane)
 		return 2
 	}
 	fail := func(err error) int {
@@ -113,10 +129,26 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	clock := sitestore.NewOffsetClock(nil)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	st, err := sitefn.Open(sitefn.Env{TableName: *table, VerificationURL: *verify, LeaseMs: *leaseMs, PairingTTLMs: *pairingTTL},
-		sitefn.Options{DB: db, Keys: keys, Clock: clock, Logger: log})
+	// The cloud lane's pump: each invocation a goroutine, started as the
+	// deployed one is (the app's enqueue, its hand-over, its wake-ups).
+	pumps := &localsitepump.InProcess{Returned: func(ev sitepump.Event, rep sitepump.Report, err error) {
+		if rep.Pumped || err != nil {
+			fmt.Fprintf(stdout, "pump (%s): sealed %d, ended %d, late %d; %s %v\n", ev.Trigger, rep.Sealed, rep.Ended, rep.Late, rep.Stopped, errOrNil(err))
+		}
+	}}
+	st, err := sitefn.Open(sitefn.Env{TableName: *table, VerificationURL: *verify, LeaseMs: *leaseMs, PairingTTLMs: *pairingTTL,
+		RelayURL: *relayURL, SiteID: *relaySite},
+		sitefn.Options{DB: db, Keys: keys, Clock: clock, Logger: log, Starter: pumps, Waker: pumps})
 	if err != nil {
 		return fail(err)
+	}
+	if *lane == siteserver.LaneCloud {
+		if pumps.Handle, err = st.PumpHandler(); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "cloud lane: publishing through %s as site %s (site key id %s); the relay must hold this site's public keys\n", *relayURL, *relaySite, keys.KeyID())
+		// A job left in flight by an earlier run gets a pump now.
+		_ = pumps.Start(ctx, sitepump.Event{Trigger: sitepump.TriggerInvoke})
 	}
 	// The keys were given: built already, nothing to wait for.
 	server, err := st.Server(ctx)
@@ -232,4 +264,12 @@ func loadOrCreateSiteKeys(path string, stdout io.Writer) (*protocol.Keys, error)
 	}
 	fmt.Fprintf(stdout, "new site keys written to %s (keep them: daemons pin this identity)\n", path)
 	return k, nil
+}
+
+// errOrNil prints an invocation's error, or nothing.
+func errOrNil(err error) string {
+	if err == nil {
+		return ""
+	}
+	return "(" + err.Error() + ")"
 }

@@ -305,7 +305,14 @@ func coldStartEnv(ctx context.Context, ddb, moto string) (func(name string) (env
 	// The seed option, as the template sets it when GrantKmsKeyId is empty.
 	grantKey := []string{"GRANT_KEY_PARAMETER=" + coldGrantKeyParam, "GRANT_KMS_KEY_ID="}
 	site := append(slices.Clone(common), "SITE_KEYS_PARAMETER="+coldSiteKeysParam, "PAIRING_TTL_MS=600000",
-		"BUCKET_NAME="+coldTable+"-site-envelopes", "ANSWER_RETENTION_DAYS=7")
+		"BUCKET_NAME="+coldTable+"-site-envelopes", "ANSWER_RETENTION_DAYS=7",
+		"PUMP_FUNCTION=arn:aws:lambda:us-east-1:123456789012:function:"+coldTable+"-sitepump",
+		"PUMP_WAKEUP_GROUP="+coldTable+"-pump", "PUMP_WAKEUP_ROLE_ARN=arn:aws:iam::123456789012:role/"+coldTable+"-pump-wakeup",
+		"PUMP_EVERY_MS=2000", "PUMP_BUDGET_MS=600000")
+	// The lanes, as site-template.yaml's RelayUrl and RelaySiteId set
+	// them: the pump is deployed on the cloud lane only, the rest on either.
+	direct := []string{"RELAY_URL=", "RELAY_SITE_ID="}
+	cloud := []string{"RELAY_URL=https://relay.example", "RELAY_SITE_ID=site-cold"}
 	return func(name string) ([]string, string) {
 		fn := "AWS_LAMBDA_FUNCTION_NAME=" + coldTable + "-" + name
 		switch {
@@ -318,10 +325,15 @@ func coldStartEnv(ctx context.Context, ddb, moto string) (func(name string) (env
 		case strings.HasPrefix(name, "site"):
 			// The sweeper is set SITE_KEYS_PARAMETER too (the template's
 			// Globals) but never reads it.
-			if f, err := sitefn.Lookup(name); err == nil && f.ReadsKeys() {
-				return append(slices.Clone(site), fn), "reads the site keys from SSM on its first request"
+			lane := direct
+			if name == sitefn.Pump {
+				lane = cloud
 			}
-			return append(slices.Clone(site), fn), ""
+			env := append(append(slices.Clone(site), lane...), fn)
+			if f, err := sitefn.Lookup(name); err == nil && f.ReadsKeys() {
+				return env, "reads the site keys from SSM on its first request"
+			}
+			return env, ""
 		}
 		return append(slices.Clone(relay), fn), ""
 	}, nil

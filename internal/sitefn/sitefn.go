@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -29,6 +30,7 @@ import (
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/platform/objects"
 	"github.com/byorelay/byorelay/internal/platform/paramstore"
+	"github.com/byorelay/byorelay/internal/sitepump"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
 	"github.com/byorelay/byorelay/protocol"
@@ -40,6 +42,9 @@ type Kind string
 const (
 	KindHTTP     Kind = "http"
 	KindSchedule Kind = "schedule"
+	// KindPump is the cloud lane's pump, invoked asynchronously (by the
+	// app after an enqueue, by its own wake-ups and hand-overs).
+	KindPump Kind = "pump"
 )
 
 // Function is one deployed site function.
@@ -63,11 +68,14 @@ const (
 	Release   = "siterelease"
 	App       = "siteapp"
 	Sweeper   = "sitesweeper"
+	Pump      = "sitepump"
 )
 
 // Functions lists the site stack: one function per daemon endpoint (POST
 // only: the reference answers any other verb 405, and API Gateway's own 404
-// for it is no worse), the app API, and the sweeper.
+// for it is no worse), the app API, the sweeper, and the cloud lane's
+// pump. site-template.yaml deploys the daemon endpoints on the direct lane
+// only and the pump on the cloud lane only (Function.Lane).
 func Functions() []Function {
 	fns := []Function{}
 	for _, ep := range []string{"pair", "claim", "heartbeat", "fetch", "result", "release"} {
@@ -77,6 +85,7 @@ func Functions() []Function {
 	fns = append(fns,
 		Function{Name: App, LogicalID: logicalID(App), Kind: KindHTTP, Route: "ANY /app/{proxy+}"},
 		Function{Name: Sweeper, LogicalID: logicalID(Sweeper), Kind: KindSchedule},
+		Function{Name: Pump, LogicalID: logicalID(Pump), Kind: KindPump},
 	)
 	return fns
 }
@@ -86,7 +95,20 @@ func Functions() []Function {
 // sweeper only sweeps the store. site-template.yaml grants the keys'
 // parameter to exactly these functions: a role that may read the site's
 // private keys without needing them is a leak waiting for a bug.
-func (f Function) ReadsKeys() bool { return f.Kind == KindHTTP }
+// The pump seals payloads, so it reads them too.
+func (f Function) ReadsKeys() bool { return f.Kind == KindHTTP || f.Kind == KindPump }
+
+// Lane is the lane a function is deployed on: "" for both, else
+// siteserver.LaneDirect or LaneCloud.
+func (f Function) Lane() string {
+	switch {
+	case f.Kind == KindPump:
+		return siteserver.LaneCloud
+	case f.Kind == KindHTTP && f.Name != App:
+		return siteserver.LaneDirect
+	}
+	return ""
+}
 
 // logicalID is "Site" + the endpoint, capitalised, + "Function": what the
 // Makefile's build-%Function rule lower-cases back to the directory.
@@ -127,12 +149,41 @@ type Env struct {
 	// S3PathStyle addresses the bucket by path (S3_PATH_STYLE=1), for
 	// local S3 stand-ins whose bucket host names do not resolve.
 	S3PathStyle bool
+
+	// The cloud lane: set RelayURL and SiteID (RELAY_URL, RELAY_SITE_ID)
+	// and the stack publishes through that relay.
+	RelayURL string
+	SiteID   string
+	// PumpFunction is the pump's function name or ARN, which the app and
+	// the pump invoke asynchronously (PUMP_FUNCTION).
+	PumpFunction string
+	// PumpWakeupGroup, PumpWakeupRoleARN: the Scheduler group the pump's
+	// wake-ups go in and the role they invoke it as (PUMP_WAKEUP_GROUP,
+	// PUMP_WAKEUP_ROLE_ARN); the target is PumpFunction.
+	PumpWakeupGroup   string
+	PumpWakeupRoleARN string
+	// PumpEveryMs, PumpLeaseMs, PumpBudgetMs (PUMP_EVERY_MS, PUMP_LEASE_MS,
+	// PUMP_BUDGET_MS): 0 is sitepump's default.
+	PumpEveryMs  int64
+	PumpLeaseMs  int64
+	PumpBudgetMs int64
+	// PumpWakeAfterMs is how far ahead the pump arms its wake-up
+	// (PUMP_WAKE_AFTER_MS); deployed, Scheduler rounds it up to a whole
+	// minute, so only a local scheduler honours less.
+	PumpWakeAfterMs int64
 }
+
+// Cloud reports whether the stack is on the cloud lane.
+func (e Env) Cloud() bool { return e.RelayURL != "" }
 
 // LoadEnv reads Env through getenv.
 func LoadEnv(getenv func(string) string) (Env, error) {
 	e := Env{TableName: getenv("TABLE_NAME"), SiteKeysParameter: getenv("SITE_KEYS_PARAMETER"), VerificationURL: getenv("VERIFICATION_URL"),
-		BucketName: getenv("BUCKET_NAME")}
+		BucketName: getenv("BUCKET_NAME"), RelayURL: getenv("RELAY_URL"), SiteID: getenv("RELAY_SITE_ID"),
+		PumpFunction: getenv("PUMP_FUNCTION"), PumpWakeupGroup: getenv("PUMP_WAKEUP_GROUP"), PumpWakeupRoleARN: getenv("PUMP_WAKEUP_ROLE_ARN")}
+	if (e.RelayURL == "") != (e.SiteID == "") {
+		return Env{}, errors.New("sitefn: RELAY_URL and RELAY_SITE_ID are set together (the cloud lane) or not at all (the direct lane)")
+	}
 	switch v := getenv("S3_PATH_STYLE"); v {
 	case "", "0", "false":
 	case "1", "true":
@@ -143,7 +194,9 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 	if e.TableName == "" {
 		return Env{}, errors.New("sitefn: TABLE_NAME is required")
 	}
-	for name, dst := range map[string]*int64{"LEASE_MS": &e.LeaseMs, "PAIRING_TTL_MS": &e.PairingTTLMs} {
+	for name, dst := range map[string]*int64{"LEASE_MS": &e.LeaseMs, "PAIRING_TTL_MS": &e.PairingTTLMs,
+		"PUMP_EVERY_MS": &e.PumpEveryMs, "PUMP_LEASE_MS": &e.PumpLeaseMs, "PUMP_BUDGET_MS": &e.PumpBudgetMs,
+		"PUMP_WAKE_AFTER_MS": &e.PumpWakeAfterMs} {
 		if v := getenv(name); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n <= 0 {
@@ -180,6 +233,13 @@ type Options struct {
 	// Objects is the envelope bucket; nil builds one from BUCKET_NAME when
 	// that is set.
 	Objects sitedynamo.Objects
+	// Starter and Waker are the cloud lane's pump triggers (an async
+	// Lambda invoke, a Scheduler wake-up); nil builds them from the
+	// environment.
+	Starter sitepump.Starter
+	Waker   sitepump.Waker
+	// RelayHTTP is the cloud lane's HTTP client; nil is client/site's.
+	RelayHTTP *http.Client
 }
 
 // Stack is one container's wiring: the DynamoDB store and the server.
@@ -190,6 +250,10 @@ type Stack struct {
 	// that serves no request (the sweeper's).
 	server *container.Deferred[*siteserver.Server]
 	log    *slog.Logger
+	// starter starts the pump after an enqueue, and pump is the pump;
+	// both nil on the direct lane.
+	starter sitepump.Starter
+	pump    *sitepump.Pump
 }
 
 // Open builds a Stack that serves requests. The site's keys, when they are
@@ -205,13 +269,16 @@ func Open(env Env, o Options) (*Stack, error) {
 // needs no keys and reads none (the sweeper's: Function.ReadsKeys).
 func openStack(env Env, o Options, serve bool) (*Stack, error) {
 	var params *paramstore.Client
-	if o.DB == nil || (serve && o.Keys == nil) || (o.Objects == nil && env.BucketName != "") {
+	var cfg aws.Config
+	if o.DB == nil || (serve && o.Keys == nil) || (o.Objects == nil && env.BucketName != "") ||
+		(env.Cloud() && (o.Starter == nil || o.Waker == nil)) {
 		// As lambdafn builds the relay's: the configuration Lambda's
 		// environment gives, with AWS_ENDPOINT_URL_<SERVICE> overrides (not
 		// the SDK's config loader, which links every other source of
 		// credentials into every function), and the keys read by
 		// internal/platform/paramstore's ssm client, built by the first read.
-		cfg, err := container.AWSFromEnv(os.Getenv)
+		var err error
+		cfg, err = container.AWSFromEnv(os.Getenv)
 		if err != nil {
 			return nil, fmt.Errorf("sitefn: AWS config: %w", err)
 		}
@@ -248,14 +315,23 @@ func openStack(env Env, o Options, serve bool) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	var cloud *siteserver.CloudLane
+	if env.Cloud() {
+		cloud = &siteserver.CloudLane{RelayURL: env.RelayURL, SiteID: env.SiteID, HTTPClient: o.RelayHTTP}
+	}
 	server := func(keys *protocol.Keys) (*siteserver.Server, error) {
 		return siteserver.New(siteserver.Config{Store: st, Keys: keys, VerificationURL: env.VerificationURL,
-			LeaseMs: env.LeaseMs, PairingTTLMs: env.PairingTTLMs, Logger: o.Logger,
+			LeaseMs: env.LeaseMs, PairingTTLMs: env.PairingTTLMs, Logger: o.Logger, Cloud: cloud,
 			OnStreamFault: func(f site.StreamFault) { writeStreamFaultEMF(os.Stdout, f, time.Now()) }})
 	}
 	stack := &Stack{Store: st, log: o.Logger}
 	if !serve {
 		return stack, nil
+	}
+	if env.Cloud() {
+		if err := stack.openPump(env, o, cfg); err != nil {
+			return nil, err
+		}
 	}
 	if params == nil {
 		srv, err := server(o.Keys)
@@ -347,7 +423,13 @@ func (st *Stack) Handler(name string) (Handler, error) {
 			st.log.WarnContext(ctx, "undecodable event", slog.String("problem", err.Error()))
 			return container.BadEvent(), nil
 		}
-		return toAPIGateway(handle(ctx, siteserver.Request{Method: req.Method, Path: req.Path, Header: req.Header, Body: req.Body})), nil
+		resp := handle(ctx, siteserver.Request{Method: req.Method, Path: req.Path, Header: req.Header, Body: req.Body})
+		if name == App && resp.Status == http.StatusOK && strings.HasSuffix(strings.TrimSuffix(req.Path, "/"), "/enqueue") {
+			// The job is in the store: a pump publishes it, and seals and
+			// collects it, whether or not the enqueue reached the relay.
+			st.startPump(ctx)
+		}
+		return toAPIGateway(resp), nil
 	}, nil
 }
 
@@ -499,8 +581,11 @@ func open(name string) func() (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		if f.Kind == KindSchedule {
+		switch f.Kind {
+		case KindSchedule:
 			return st.SweepHandler(), nil
+		case KindPump:
+			return st.PumpHandler()
 		}
 		return st.Handler(name)
 	}

@@ -28,7 +28,9 @@ import (
 	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/internal/platform/container"
 	"github.com/byorelay/byorelay/internal/platform/paramstore"
+	"github.com/byorelay/byorelay/internal/sitepump"
 	"github.com/byorelay/byorelay/internal/siteserver"
+	"github.com/byorelay/byorelay/internal/sitestore"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
@@ -100,6 +102,23 @@ func TestRolesGrantTheSSMCallsTheCodeMakes(t *testing.T) {
 		mu.Lock()
 		calls = nil
 		mu.Unlock()
+		if f.Kind == KindPump {
+			// The pump is the cloud lane's: opened with the lane's
+			// environment, and given a job to publish, so it reads the keys.
+			t.Setenv("RELAY_URL", "http://127.0.0.1:1")
+			t.Setenv("RELAY_SITE_ID", "site-roles")
+			t.Setenv("PUMP_FUNCTION", "sitepump")
+			t.Setenv("PUMP_WAKEUP_GROUP", "pump")
+			t.Setenv("PUMP_WAKEUP_ROLE_ARN", "arn:aws:iam::000000000000:role/pump-wakeup")
+			seed, err := sitedynamo.New(sitedynamo.Config{DB: localtest.DynamoClient(t), Table: table})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := seed.Create(ctx, sitestore.CreateInput{ID: "job-roles", Kind: "chat", Audience: "team",
+				SizeClass: "small", Owner: "u", AwaitingPublish: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		h, err := open(f.Name)()
 		if err != nil {
 			t.Fatalf("%s: %v", f.Name, err)
@@ -115,6 +134,10 @@ func TestRolesGrantTheSSMCallsTheCodeMakes(t *testing.T) {
 		case func(context.Context) (SweepReport, error):
 			if _, err := h(ctx); err != nil {
 				t.Fatalf("%s: %v", f.Name, err)
+			}
+		case func(context.Context, sitepump.Event) (sitepump.Report, error):
+			if _, err := h(ctx, sitepump.Event{Trigger: sitepump.TriggerInvoke}); err == nil {
+				t.Fatalf("%s pumped with SSM refusing the keys", f.Name)
 			}
 		default:
 			t.Fatalf("%s: a handler of type %T", f.Name, h)
@@ -165,7 +188,7 @@ func ssmGrants(t *testing.T) map[string][]string {
 				}
 				for _, a := range oneOrMany(st["Action"]) {
 					switch service, _, _ := strings.Cut(a, ":"); service {
-					case "dynamodb", "s3":
+					case "dynamodb", "s3", "lambda", "scheduler", "iam":
 					case "ssm":
 						out[f.LogicalID] = append(out[f.LogicalID], a+" on "+strings.Join(oneOrMany(st["Resource"]), ", "))
 					default:
@@ -421,5 +444,40 @@ func TestAnUndecodableEventIsABadRequest(t *testing.T) {
 				t.Fatalf("answer = %+v, want %+v", resp, want)
 			}
 		})
+	}
+}
+
+// TestTheSiteTemplateAlarmsOnThePumpsLag: the cloud lane's alarm reads the
+// metric the pump writes each cycle, dimensioned by the pump function, and
+// a cycle writes a record it reads, late seals counted beside it.
+func TestTheSiteTemplateAlarmsOnThePumpsLag(t *testing.T) {
+	var tpl struct {
+		Resources map[string]struct {
+			Type       string         `yaml:"Type"`
+			Condition  string         `yaml:"Condition"`
+			Properties map[string]any `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(byorelay.SiteTemplate, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	a, ok := tpl.Resources["SitePumpLagAlarm"]
+	if !ok || a.Type != "AWS::CloudWatch::Alarm" || a.Condition != "CloudLane" {
+		t.Fatal("site-template.yaml has no SitePumpLagAlarm on the cloud lane")
+	}
+	p := a.Properties
+	if p["Namespace"] != MetricsNamespace || p["MetricName"] != MetricPumpLag {
+		t.Fatalf("alarm reads %v/%v, the pump writes %s/%s", p["Namespace"], p["MetricName"], MetricsNamespace, MetricPumpLag)
+	}
+	dims, _ := p["Dimensions"].([]any)
+	d, _ := dims[0].(map[string]any)
+	if len(dims) != 1 || d["Name"] != "Function" || d["Value"] != Pump {
+		t.Fatalf("alarm dimensions %v, want Function=%s", dims, Pump)
+	}
+	var buf bytes.Buffer
+	writePumpEMF(&buf, sitepump.Cycle{LagMs: 4321, Late: 2}, time.Unix(0, 0))
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil || rec[MetricPumpLag] != float64(4321) || rec[MetricLateSeals] != float64(2) || rec["Function"] != Pump {
+		t.Fatalf("EMF record %s: %v", buf.String(), err)
 	}
 }

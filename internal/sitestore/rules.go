@@ -52,6 +52,7 @@ func NewJob(in CreateInput, blocked bool, now, defaultTTLMs int64) Job {
 		UpdatedAt:     now,
 
 		AwaitingPublish: in.AwaitingPublish,
+		Relayed:         in.AwaitingPublish,
 		Streaming:       in.Streaming,
 	}
 	// The TTL clock starts only once nothing blocks the job: starting it at

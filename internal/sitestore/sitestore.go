@@ -111,6 +111,10 @@ type Job struct {
 	// stub: a site restarted in between publishes it again (the relay's
 	// enqueue is idempotent per site and id).
 	AwaitingPublish bool
+	// Relayed marks a job created for a relay (AwaitingPublish at
+	// Create), for the job's whole life: what the cloud lane's pump
+	// counts as in flight (InFlight) once the relay has the stub.
+	Relayed bool `json:",omitempty"`
 	// Streaming is the stub's flag, kept so a republished stub is the
 	// stub first published.
 	Streaming bool
@@ -139,6 +143,15 @@ type Job struct {
 // rule, so a relay never offers a device work whose input is missing.
 func (j Job) NeedsPublish() bool {
 	return j.AwaitingPublish && j.ClaimableAt != 0 && !j.Terminal() && j.State != StateExpired
+}
+
+// InFlight reports whether a cloud-lane job is published to its relay and
+// has not ended: the relay may hand it to a device, so a pump must be
+// there to seal it and collect its result. A job still to publish
+// (NeedsPublish) is work for the pump too; a blocked one is not, until
+// its dependencies complete.
+func (j Job) InFlight() bool {
+	return j.Relayed && !j.AwaitingPublish && j.ClaimableAt != 0 && !j.Ended()
 }
 
 // Adopted reports whether the job's lease was granted by a relay rather

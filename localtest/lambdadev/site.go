@@ -10,6 +10,7 @@ import (
 
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/sitefn"
+	"github.com/byorelay/byorelay/internal/sitepump"
 	"github.com/byorelay/byorelay/localtest/demo"
 )
 
@@ -24,6 +25,21 @@ func PrepareSiteEvent(f sitefn.Function, raw []byte, w *demo.World, now time.Tim
 // this process, on st. The answer is the JSON the function would have
 // returned.
 func InvokeSiteInProcess(ctx context.Context, st *sitefn.Stack, f sitefn.Function, event []byte) ([]byte, error) {
+	if f.Kind == sitefn.KindPump {
+		h, err := st.PumpHandler()
+		if err != nil {
+			return nil, err
+		}
+		var ev sitepump.Event
+		if err := json.Unmarshal(event, &ev); err != nil {
+			return nil, err
+		}
+		rep, err := h(ctx, ev)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(rep)
+	}
 	if f.Kind == sitefn.KindSchedule {
 		rep, err := st.SweepHandler()(ctx)
 		if err != nil {

@@ -34,6 +34,9 @@ var siteSteps = []invokeStep{
 	{fn: sitefn.Release, status: 200, body: `{"released":[]}`},
 	{fn: sitefn.App, status: 200, body: `"outcome":{"outcome":"ok","text":"demo result: hello"}`},
 	{fn: sitefn.Sweeper},
+	// On the cloud lane's environment, over the demo world's direct-lane
+	// job: nothing is the pump's, so it answers idle without a relay.
+	{fn: sitefn.Pump},
 }
 
 // Every site-stack sample event (events/site*.json) through the real
@@ -106,6 +109,8 @@ func TestEverySiteSampleEventInvokesThroughTheEmulator(t *testing.T) {
 			"AWS_ACCESS_KEY_ID=local",
 			"AWS_SECRET_ACCESS_KEY=local",
 			"AWS_LAMBDA_FUNCTION_NAME=byorelay-" + f.Name,
+			"RELAY_URL=" + pumpRelay(f), "RELAY_SITE_ID=" + pumpSite(f),
+			"PUMP_FUNCTION=sitepump", "PUMP_WAKEUP_GROUP=local", "PUMP_WAKEUP_ROLE_ARN=arn:aws:iam::000000000000:role/local",
 		}, &logs)
 		if err != nil {
 			t.Fatalf("%s: %v", f.Name, err)
@@ -119,6 +124,12 @@ func TestEverySiteSampleEventInvokesThroughTheEmulator(t *testing.T) {
 		emu.Stop()
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", f.Name, err, logs.String())
+		}
+		if f.Kind == sitefn.KindPump {
+			if !strings.Contains(string(answer), `"pumped":false,"stopped":"idle`) {
+				t.Errorf("%s: answer %s, want idle\n%s", f.Name, answer, logs.String())
+			}
+			continue
 		}
 		if f.Kind == sitefn.KindSchedule {
 			// The sweeper reports what it ended: nothing was due.
@@ -139,4 +150,20 @@ func TestEverySiteSampleEventInvokesThroughTheEmulator(t *testing.T) {
 			t.Errorf("claim: the demo job was already leased (%s) before the claim event", lease)
 		}
 	}
+}
+
+// pumpRelay and pumpSite are the cloud lane's RELAY_URL and RELAY_SITE_ID
+// for the pump, "" (the direct lane) for every other function.
+func pumpRelay(f sitefn.Function) string {
+	if f.Kind == sitefn.KindPump {
+		return "http://127.0.0.1:1"
+	}
+	return ""
+}
+
+func pumpSite(f sitefn.Function) string {
+	if f.Kind == sitefn.KindPump {
+		return "site-invoke"
+	}
+	return ""
 }

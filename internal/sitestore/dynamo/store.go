@@ -279,6 +279,10 @@ const (
 	// stub the relay has not accepted yet: sparse, so a restarted site
 	// finds what to publish again without a scan.
 	unpublishedPK = "UNPUBLISHED"
+	// inFlightPK is the group partition of the cloud-lane jobs the relay
+	// holds and that have not ended (Job.InFlight): sparse, so the pump
+	// learns whether it may stop from one page of it.
+	inFlightPK = "INFLIGHT"
 )
 
 func jobPK(id string) string { return "JOB#" + id }
@@ -373,6 +377,8 @@ func itemOf(j sitestore.Job, ver int64, wid string, unblockPending bool, shards 
 		// A cloud-lane job is never held by one of this site's runners
 		// (its lease, if any, is adopted), so the two never compete.
 		it.GPK, it.GSK = unpublishedPK, j.ID
+	} else if j.InFlight() {
+		it.GPK, it.GSK = inFlightPK, j.ID
 	}
 	return attributevalue.MarshalMap(it)
 }
