@@ -486,3 +486,14 @@ func (s *Store) CancelRequests(ctx context.Context, runnerID string) ([]protocol
 	}
 	return out, nil
 }
+
+// addCancel puts a job on its holder's cancel list, in the cancel's own
+// transaction; ADD is idempotent, so a retried transaction cannot repeat it.
+func (s *Store) addCancel(runnerID, jobPK string) types.TransactWriteItem {
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName:                 &s.table,
+		Key:                       key(cancelsPK(runnerID), skCancels),
+		UpdateExpression:          aws.String("ADD jobs :j"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":j": strSet(jobPK)},
+	}}
+}

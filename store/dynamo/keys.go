@@ -41,7 +41,7 @@ func holderSK(siteID string) string          { return "H#" + siteID }
 func cancelsPK(runnerID string) string { return "K#" + runnerID }
 
 // unsealedPK and unsealedSK key a (site, job owner) pair's unsealed set: the
-// members of its unsealed grants, whose size is the cap (side.go). A site's
+// members of its unsealed grants, whose size is the cap (slots.go). A site's
 // sets are spread over Config.UnsealedShards partitions by a hash of the
 // owner (unsealedShard), so a busy site's claims and seals are not one
 // partition's 1,000 WCU/s; the site's awaiting list is one strongly

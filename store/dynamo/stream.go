@@ -45,7 +45,7 @@ import (
 // The frames are sealed text, so they go with their job: the stream's
 // partition is named in the job's end item before its first frame is
 // written, and the sweep that ends the job deletes the partition (header
-// and frames) with the job's other ciphertext (sweep.go, dropHooks). TTL
+// and frames) with the job's other ciphertext (sweep_ends.go, dropHooks). TTL
 // is only the backstop.
 //
 // A streaming header sits in the due index under dk = SD#<shard> (the

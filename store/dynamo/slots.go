@@ -125,13 +125,86 @@ func unsealed(j *jobItem) *jobItem {
 	return nil
 }
 
-// addCancel puts a job on its holder's cancel list, in the cancel's own
-// transaction; ADD is idempotent, so a retried transaction cannot repeat it.
-func (s *Store) addCancel(runnerID, jobPK string) types.TransactWriteItem {
-	return types.TransactWriteItem{Update: &types.Update{
-		TableName:                 &s.table,
-		Key:                       key(cancelsPK(runnerID), skCancels),
-		UpdateExpression:          aws.String("ADD jobs :j"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":j": strSet(jobPK)},
-	}}
+// repairSlots checks a pair's unsealed set once its grants' awaiting
+// windows are well past. Every member should have been released by a seal,
+// a completion, the sweep, or its claim's lost race; one whose job is gone
+// or has moved on (a job TTL deleted before any sweep saw it, a replica that
+// died between the claim's two writes or before freeing a slot) would hold
+// the slot for ever and throttle the pair while looking exactly like a
+// quiet site.
+//
+// A member is judged only once its own awaiting window and then the
+// window's length again are over: until then its claim's job write may
+// still be on its way (grant writes the member first), and removing the
+// member would let a live grant exist outside the set. After that, a member
+// whose job is not awaiting under its lease is removed; if the claim's job
+// write lands later still, it lands a grant whose window has passed, which
+// no reader counts as live. A lease that stopped being unsealed never
+// becomes unsealed again, so removing it after a read cannot undo a newer
+// claim.
+func (s *Store) repairSlots(ctx context.Context, pk, sk string, now int64) error {
+	av, err := s.getRaw(ctx, pk, sk)
+	if err != nil || av == nil {
+		return err
+	}
+	oldDue := getN(av, "du")
+	if oldDue > now {
+		return nil
+	}
+	var dead []string
+	latest := int64(0)
+	site := unsealedSite(pk)
+	for _, m := range getSS(av, "held") {
+		lease, jobID, window := parseSlotMember(m)
+		if window+s.awaitingMs > now {
+			// Too early to judge.
+			latest = max(latest, window)
+			continue
+		}
+		alive := false
+		if jobID != "" && site != "" {
+			j, ok, err := s.readJob(ctx, jobPK(site, jobID))
+			if err != nil {
+				return err
+			}
+			if ok && j.Lease == lease && j.State == string(store.StateAwaitingPayload) {
+				// Lapsed, and the sweep that ends it frees the slot.
+				alive = true
+				latest = max(latest, j.AwaitingUntil)
+			}
+		}
+		if !alive {
+			dead = append(dead, m)
+		}
+	}
+	if len(dead) > 0 {
+		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: &s.table, Key: key(pk, sk),
+			UpdateExpression:          aws.String("DELETE held :dead"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":dead": strSet(dead...)},
+		})
+		if err != nil {
+			return fmt.Errorf("repair unsealed set: %w", err)
+		}
+	}
+	// Check again later while grants are live; leave the index when empty.
+	// Both conditioned on the due time read, so a claim that moved it wins.
+	upd := &dynamodb.UpdateItemInput{
+		TableName: &s.table, Key: key(pk, sk),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":old": num(oldDue)},
+	}
+	if latest > 0 {
+		upd.UpdateExpression = aws.String("SET du = :new")
+		upd.ConditionExpression = aws.String("du = :old")
+		upd.ExpressionAttributeValues[":new"] = num(max(latest, now) + s.awaitingMs)
+	} else {
+		upd.UpdateExpression = aws.String("REMOVE dk, du")
+		upd.ConditionExpression = aws.String("du = :old AND attribute_not_exists(held)")
+	}
+	_, err = s.db.UpdateItem(ctx, upd)
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return fmt.Errorf("reschedule unsealed check: %w", err)
+	}
+	return nil
 }
