@@ -99,106 +99,137 @@ func (p *jsonParser) parse() (node, error) {
 			return node{}, p.fail()
 		}
 		var v node
+		var err error
 		switch c := p.data[p.pos]; c {
 		case '{', '[':
-			if p.shallow && len(stack) > 0 {
-				// Nothing below the root's members is read.
-				if err := p.skip(); err != nil {
-					return node{}, err
-				}
-				v = node{kind: kindArray}
-				if c == '{' {
-					v.kind = kindObject
-				}
-				break
-			}
-			p.pos++
-			o := &openValue{n: node{kind: kindArray, items: []node{}}}
-			closing := byte(']')
-			if c == '{' {
-				o.n = node{kind: kindObject, members: []member{}}
-				closing = '}'
-			}
-			p.skipSpace()
-			if p.pos < len(p.data) && p.data[p.pos] == closing {
-				p.pos++
-				v = o.n
-				break
-			}
-			if c == '{' {
-				key, err := p.key(false)
-				if err != nil {
-					return node{}, err
-				}
-				o.key = key
-			}
-			stack = append(stack, o)
-			continue
-		case '"':
-			keep := !p.shallow || (len(stack) == 1 && stack[0].n.kind == kindObject && stack[0].key == "protocolVersion")
-			text, err := p.string(keep)
-			if err != nil {
+			var o *openValue
+			if o, v, err = p.open(c, len(stack) > 0); err != nil {
 				return node{}, err
 			}
-			v = node{kind: kindString, text: text}
-		case 't':
-			if !p.literal("true") {
-				return node{}, p.fail()
-			}
-			v = node{kind: kindBool, boolean: true}
-		case 'f':
-			if !p.literal("false") {
-				return node{}, p.fail()
-			}
-			v = node{kind: kindBool}
-		case 'n':
-			if !p.literal("null") {
-				return node{}, p.fail()
-			}
-			v = node{kind: kindNull}
-		default:
-			text, ok := p.number()
-			if !ok {
-				return node{}, p.fail()
-			}
-			v = node{kind: kindNumber, text: text}
-		}
-		// A value ended: hand it to its container, closing as many as end
-		// here, until one wants its next value.
-		for {
-			if len(stack) == 0 {
-				p.skipSpace()
-				if p.pos != len(p.data) {
-					return node{}, &syntaxError{at: p.pos, trailing: true}
-				}
-				return v, nil
-			}
-			top := stack[len(stack)-1]
-			top.add(v)
-			p.skipSpace()
-			if p.pos >= len(p.data) {
-				return node{}, p.fail()
-			}
-			c := p.data[p.pos]
-			p.pos++
-			if c == ',' {
-				if top.n.kind == kindObject {
-					p.skipSpace()
-					key, err := p.key(false)
-					if err != nil {
-						return node{}, err
-					}
-					top.key = key
-				}
-				break
-			}
-			if (c == ']' && top.n.kind == kindArray) || (c == '}' && top.n.kind == kindObject) {
-				v = top.n
-				stack = stack[:len(stack)-1]
+			if o != nil {
+				stack = append(stack, o)
 				continue
 			}
-			return node{}, &syntaxError{at: p.pos - 1}
+		default:
+			keep := !p.shallow || (len(stack) == 1 && stack[0].n.kind == kindObject && stack[0].key == "protocolVersion")
+			if v, err = p.scalar(c, keep); err != nil {
+				return node{}, err
+			}
 		}
+		var done bool
+		if stack, v, done, err = p.ended(stack, v); err != nil || done {
+			return v, err
+		}
+	}
+}
+
+// open starts the object or array at p.pos. An empty one is returned
+// whole; any other as the container its values go into, its first key read.
+// Below the root's members a shallow parse skips it, building nothing.
+func (p *jsonParser) open(c byte, nested bool) (*openValue, node, error) {
+	kind := kindArray
+	if c == '{' {
+		kind = kindObject
+	}
+	if p.shallow && nested {
+		// Nothing below the root's members is read.
+		if err := p.skip(); err != nil {
+			return nil, node{}, err
+		}
+		return nil, node{kind: kind}, nil
+	}
+	p.pos++
+	o := &openValue{n: node{kind: kindArray, items: []node{}}}
+	closing := byte(']')
+	if c == '{' {
+		o.n = node{kind: kindObject, members: []member{}}
+		closing = '}'
+	}
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == closing {
+		p.pos++
+		return nil, o.n, nil
+	}
+	if c == '{' {
+		key, err := p.key(false)
+		if err != nil {
+			return nil, node{}, err
+		}
+		o.key = key
+	}
+	return o, node{}, nil
+}
+
+// scalar is the string, literal or number starting with c at p.pos; keep
+// says whether a string's text is kept.
+func (p *jsonParser) scalar(c byte, keep bool) (node, error) {
+	switch c {
+	case '"':
+		text, err := p.string(keep)
+		if err != nil {
+			return node{}, err
+		}
+		return node{kind: kindString, text: text}, nil
+	case 't':
+		if !p.literal("true") {
+			return node{}, p.fail()
+		}
+		return node{kind: kindBool, boolean: true}, nil
+	case 'f':
+		if !p.literal("false") {
+			return node{}, p.fail()
+		}
+		return node{kind: kindBool}, nil
+	case 'n':
+		if !p.literal("null") {
+			return node{}, p.fail()
+		}
+		return node{kind: kindNull}, nil
+	}
+	text, ok := p.number()
+	if !ok {
+		return node{}, p.fail()
+	}
+	return node{kind: kindNumber, text: text}, nil
+}
+
+// ended hands v, a value that just ended, to its container, closing as
+// many containers as end here, until one wants its next value. done is
+// the root value ending, returned as v with nothing after it.
+func (p *jsonParser) ended(stack []*openValue, v node) ([]*openValue, node, bool, error) {
+	for {
+		if len(stack) == 0 {
+			p.skipSpace()
+			if p.pos != len(p.data) {
+				return nil, node{}, false, &syntaxError{at: p.pos, trailing: true}
+			}
+			return nil, v, true, nil
+		}
+		top := stack[len(stack)-1]
+		top.add(v)
+		p.skipSpace()
+		if p.pos >= len(p.data) {
+			return nil, node{}, false, p.fail()
+		}
+		c := p.data[p.pos]
+		p.pos++
+		if c == ',' {
+			if top.n.kind == kindObject {
+				p.skipSpace()
+				key, err := p.key(false)
+				if err != nil {
+					return nil, node{}, false, err
+				}
+				top.key = key
+			}
+			return stack, node{}, false, nil
+		}
+		if (c == ']' && top.n.kind == kindArray) || (c == '}' && top.n.kind == kindObject) {
+			v = top.n
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		return nil, node{}, false, &syntaxError{at: p.pos - 1}
 	}
 }
 
