@@ -183,6 +183,53 @@ func (s *Store) rotateResults(ctx context.Context, siteID string, fresh []finish
 	if em := getN(got.Item, "em"); len(fresh) == 0 && em > 0 && em <= now && now-em < emptyHoldMs {
 		return pks, nil
 	}
+	more, place, read, err := s.walkRotation(ctx, siteID, from, rotated, listed, inShard)
+	if err != nil {
+		return nil, err
+	}
+	pks = append(pks, more...)
+	if !read && len(fresh) == 0 && from.pk == "" {
+		// Every shard is empty: say so, so the next pages skip the walk.
+		return pks, s.putRotation(ctx, siteID, rotationPlace{shard: from.shard}, now, true)
+	}
+	if place == from {
+		return pks, nil // it stands where it would move to already
+	}
+	if len(got.Item) > 0 && !store.ResultsRotationMoves(getN(got.Item, "mv"), now) {
+		return pks, nil
+	}
+	return pks, s.putRotation(ctx, siteID, place, now, false)
+}
+
+// putRotation writes the rotation's place, moved now; empty marks a site
+// whose every shard was found empty. Starting over is a put without a
+// place, not a delete: a deleted item forgets when it moved, and the next
+// poll would move it again within the bound.
+func (s *Store) putRotation(ctx context.Context, siteID string, place rotationPlace, now int64, empty bool) error {
+	item := key(rotationPK(siteID), skRotation)
+	if place.shard != 0 {
+		item["sh"] = num(int64(place.shard))
+	}
+	if place.pk != "" {
+		item["at"] = str(place.pk)
+		item["du"] = num(place.du)
+	}
+	item["mv"] = num(now)
+	if empty {
+		item["em"] = num(now)
+	}
+	item["ttl"] = num(now/1000 + rotationTTL)
+	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item}); err != nil {
+		return fmt.Errorf("write results rotation: %w", err)
+	}
+	return nil
+}
+
+// walkRotation reads on from the rotation's place, shard after shard, up
+// to rotated entries not listed already: their keys, where the walk
+// stopped, and whether it read any entry at all.
+func (s *Store) walkRotation(ctx context.Context, siteID string, from rotationPlace, rotated int, listed map[string]bool, inShard map[int]int) ([]string, rotationPlace, bool, error) {
+	var pks []string
 	place, added, read := from, 0, false
 	for range s.finishedShards {
 		dk := finishedKey(siteID, place.shard)
@@ -205,7 +252,7 @@ func (s *Store) rotateResults(ctx context.Context, siteID string, fresh []finish
 		}
 		rest, err := s.db.Query(ctx, in)
 		if err != nil {
-			return nil, fmt.Errorf("query finished page: %w", err)
+			return nil, rotationPlace{}, false, fmt.Errorf("query finished page: %w", err)
 		}
 		ended := len(rest.LastEvaluatedKey) == 0
 		for _, av := range rest.Items {
@@ -231,39 +278,5 @@ func (s *Store) rotateResults(ctx context.Context, siteID string, fresh []finish
 			break
 		}
 	}
-	if !read && len(fresh) == 0 && from.pk == "" {
-		// Every shard is empty: say so, so the next pages skip the walk.
-		item := key(rotationPK(siteID), skRotation)
-		if from.shard != 0 {
-			item["sh"] = num(int64(from.shard))
-		}
-		item["mv"], item["em"], item["ttl"] = num(now), num(now), num(now/1000+rotationTTL)
-		if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item}); err != nil {
-			return nil, fmt.Errorf("write results rotation: %w", err)
-		}
-		return pks, nil
-	}
-	if place == from {
-		return pks, nil // it stands where it would move to already
-	}
-	if len(got.Item) > 0 && !store.ResultsRotationMoves(getN(got.Item, "mv"), now) {
-		return pks, nil
-	}
-	// Starting over is a put without a place, not a delete: a deleted
-	// item forgets when it moved, and the next poll would move it again
-	// within the bound.
-	item := key(rotationPK(siteID), skRotation)
-	if place.shard != 0 {
-		item["sh"] = num(int64(place.shard))
-	}
-	if place.pk != "" {
-		item["at"] = str(place.pk)
-		item["du"] = num(place.du)
-	}
-	item["mv"] = num(now)
-	item["ttl"] = num(now/1000 + rotationTTL)
-	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item}); err != nil {
-		return nil, fmt.Errorf("write results rotation: %w", err)
-	}
-	return pks, nil
+	return pks, place, read, nil
 }
