@@ -269,25 +269,10 @@ func (p *Pump) pump(ctx context.Context, holder string, handOverAt time.Time, re
 		_ = p.cfg.Store.DropPumpLease(context.WithoutCancel(ctx), holder)
 		return rep, err
 	}
-	var mu sync.Mutex
-	late := 0
-	deliver := func(r site.Report) {
-		mu.Lock()
-		defer mu.Unlock()
-		rep.Sealed += len(r.Sealed)
-		rep.Ended += len(r.Ended)
-		rep.Late += len(r.Late)
-		late += len(r.Late)
-		for _, e := range r.Ended {
-			// One line per ending this invocation made (the store makes
-			// each job's ending once, whichever invocation reaches it).
-			p.log.InfoContext(ctx, "job ended", slog.String("job", e.JobID), slog.String("fate", string(e.Fate)))
-		}
-		for _, id := range r.Late {
-			p.log.WarnContext(ctx, "seal missed the relay's awaiting window; the relay offers the job again", slog.String("job", id))
-		}
-	}
-	run := &loop{run: func(ctx context.Context) error { return srv.Run(ctx, p.cfg.Every, deliver) }}
+	t := &tally{rep: &rep}
+	run := &loop{run: func(ctx context.Context) error {
+		return srv.Run(ctx, p.cfg.Every, func(r site.Report) { p.deliver(ctx, t, r) })
+	}}
 	run.start(ctx)
 	stop := run.stop
 
@@ -328,15 +313,7 @@ func (p *Pump) pump(ctx context.Context, holder string, handOverAt time.Time, re
 		}
 		now := time.Now()
 		if !now.Before(wakeAt) {
-			at := now.Add(p.cfg.WakeAfter)
-			if err := p.cfg.Waker.Wake(ctx, at); err != nil {
-				p.log.WarnContext(ctx, "pump wake-up not armed", slog.String("problem", err.Error()))
-			} else {
-				wakeAt = at
-				if _, err := p.cfg.Store.SetPumpWake(ctx, holder, at.UnixMilli()); err != nil {
-					p.log.WarnContext(ctx, "pump wake-up not recorded", slog.String("problem", err.Error()))
-				}
-			}
+			wakeAt = p.armWake(ctx, holder, now, wakeAt)
 		}
 		work, err := p.cfg.Store.Work(ctx)
 		if err != nil {
@@ -344,34 +321,15 @@ func (p *Pump) pump(ctx context.Context, holder string, handOverAt time.Time, re
 			continue
 		}
 		if p.cfg.OnCycle != nil {
-			c := Cycle{}
-			if work.OldestUnpublishedAt != 0 {
-				if storeNow, err := p.cfg.Store.Now(ctx); err == nil {
-					c.LagMs = max(0, storeNow-work.OldestUnpublishedAt)
-				}
-			}
-			mu.Lock()
-			c.Late, late = late, 0
-			mu.Unlock()
-			p.cfg.OnCycle(c)
+			p.cfg.OnCycle(p.cycle(ctx, work, t.takeLate()))
 		}
 		if work.Idle() {
 			if err := stop(); err != nil {
 				return rep, err
 			}
-			if err := p.cfg.Store.DropPumpLease(ctx, holder); err != nil {
-				return rep, err
-			}
-			// A job stored between the read above and the drop started a
-			// pump that found this lease live and left: read again, after
-			// the drop, and carry on if it is there.
-			again, err := p.cfg.Store.Work(ctx)
-			if err != nil || again.Idle() {
-				rep.Stopped = StoppedIdle
-				return rep, err
-			}
-			if ok, err := p.cfg.Store.TakePumpLease(ctx, holder, ttl); err != nil || !ok {
-				rep.Stopped = StoppedHeld
+			stopped, err := p.stopIdle(ctx, holder, ttl)
+			if stopped != "" || err != nil {
+				rep.Stopped = stopped
 				return rep, err
 			}
 			run.start(ctx)
@@ -381,16 +339,102 @@ func (p *Pump) pump(ctx context.Context, holder string, handOverAt time.Time, re
 			if err := stop(); err != nil {
 				return rep, err
 			}
-			successor := NewHolder()
-			passed, err := p.cfg.Store.PassPumpLease(ctx, holder, successor, ttl)
-			if err != nil || !passed {
-				rep.Stopped = StoppedLeaseLost
-				return rep, err
-			}
-			rep.Successor, rep.Stopped = successor, StoppedHandedOver
-			return rep, p.cfg.Starter.Start(ctx, Event{Trigger: TriggerHandover, Holder: successor})
+			return p.handOver(ctx, holder, ttl, rep)
 		}
 	}
+}
+
+// tally is what the loop delivered: the invocation's report, and the
+// seals that missed their window since the last cycle took them.
+type tally struct {
+	mu   sync.Mutex
+	rep  *Report
+	late int
+}
+
+func (t *tally) takeLate() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := t.late
+	t.late = 0
+	return n
+}
+
+// deliver counts one report of the loop into t, and logs each ending this
+// invocation made (the store makes each job's ending once, whichever
+// invocation reaches it) and each seal that missed its window.
+func (p *Pump) deliver(ctx context.Context, t *tally, r site.Report) {
+	t.mu.Lock()
+	t.rep.Sealed += len(r.Sealed)
+	t.rep.Ended += len(r.Ended)
+	t.rep.Late += len(r.Late)
+	t.late += len(r.Late)
+	t.mu.Unlock()
+	for _, e := range r.Ended {
+		p.log.InfoContext(ctx, "job ended", slog.String("job", e.JobID), slog.String("fate", string(e.Fate)))
+	}
+	for _, id := range r.Late {
+		p.log.WarnContext(ctx, "seal missed the relay's awaiting window; the relay offers the job again", slog.String("job", id))
+	}
+}
+
+// armWake arms the next wake-up, WakeAfter from now, and records it in the
+// lease; what is armed, or wakeAt when it could not be.
+func (p *Pump) armWake(ctx context.Context, holder string, now, wakeAt time.Time) time.Time {
+	at := now.Add(p.cfg.WakeAfter)
+	if err := p.cfg.Waker.Wake(ctx, at); err != nil {
+		p.log.WarnContext(ctx, "pump wake-up not armed", slog.String("problem", err.Error()))
+		return wakeAt
+	}
+	if _, err := p.cfg.Store.SetPumpWake(ctx, holder, at.UnixMilli()); err != nil {
+		p.log.WarnContext(ctx, "pump wake-up not recorded", slog.String("problem", err.Error()))
+	}
+	return at
+}
+
+// cycle is what one cycle reports: the lag of the oldest job waiting to be
+// published, and the seals that missed their window since the last.
+func (p *Pump) cycle(ctx context.Context, work sitedynamo.Work, late int) Cycle {
+	c := Cycle{Late: late}
+	if work.OldestUnpublishedAt != 0 {
+		if storeNow, err := p.cfg.Store.Now(ctx); err == nil {
+			c.LagMs = max(0, storeNow-work.OldestUnpublishedAt)
+		}
+	}
+	return c
+}
+
+// stopIdle gives the lease up once the site has no work, and says why the
+// pump stops; "" when work arrived meanwhile and it holds the lease again.
+// A job stored between the idle read and the drop started a pump that
+// found this lease live and left: so the work is read again, after the
+// drop, and the pump carries on if it is there.
+func (p *Pump) stopIdle(ctx context.Context, holder string, ttl int64) (string, error) {
+	if err := p.cfg.Store.DropPumpLease(ctx, holder); err != nil {
+		return "", err
+	}
+	again, err := p.cfg.Store.Work(ctx)
+	if err != nil || again.Idle() {
+		return StoppedIdle, err
+	}
+	if ok, err := p.cfg.Store.TakePumpLease(ctx, holder, ttl); err != nil || !ok {
+		return StoppedHeld, err
+	}
+	return "", nil
+}
+
+// handOver passes the lease to a successor and starts it: the pump's
+// budget is spent, and a job still in flight must be collected all the
+// same.
+func (p *Pump) handOver(ctx context.Context, holder string, ttl int64, rep Report) (Report, error) {
+	successor := NewHolder()
+	passed, err := p.cfg.Store.PassPumpLease(ctx, holder, successor, ttl)
+	if err != nil || !passed {
+		rep.Stopped = StoppedLeaseLost
+		return rep, err
+	}
+	rep.Successor, rep.Stopped = successor, StoppedHandedOver
+	return rep, p.cfg.Starter.Start(ctx, Event{Trigger: TriggerHandover, Holder: successor})
 }
 
 // loop is the cloud lane's loop in a goroutine, started and stopped.
