@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/internal/lambdafn"
 	"github.com/byorelay/byorelay/internal/sitefn"
 	"github.com/byorelay/byorelay/localtest"
@@ -298,6 +299,9 @@ func coldStartEnv(ctx context.Context, ddb, moto string) (func(name string) (env
 	relay := append(slices.Clone(common),
 		"BUCKET_NAME="+coldTable+"-envelopes", "DEBUG=0", "METRICS_NAMESPACE=byorelay",
 		"DUE_SHARDS="+strconv.Itoa(dynamo.DefaultDueShards),
+		"SITE_COPIES="+strconv.Itoa(controlplane.DefaultSiteCopies),
+		"UNSEALED_SHARDS="+strconv.Itoa(dynamo.DefaultUnsealedShards),
+		"FINISHED_SHARDS="+strconv.Itoa(dynamo.DefaultFinishedShards),
 		"CHURN_TOPIC_ARN=arn:aws:sns:us-east-1:123456789012:"+coldTable+"-churn")
 	wakeups := []string{"WAKEUP_GROUP=" + coldTable + "-wakeups",
 		"SWEEPER_ARN=arn:aws:lambda:us-east-1:123456789012:function:" + coldTable + "-sweeper",

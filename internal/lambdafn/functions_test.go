@@ -91,8 +91,9 @@ func TestNoFunctionLinksDeveloperTooling(t *testing.T) {
 // reports), SSM (the grant key and the origin secret), KMS (the grant key
 // when KMS holds it) and EventBridge Scheduler (the claim's sweeper
 // wake-ups); a site function (sitefn, which imports none of lambdafn's
-// clients) DynamoDB, S3 (at-rest envelopes too large to inline) and SSM
-// (its keys).
+// clients) DynamoDB, S3 (at-rest envelopes too large to inline), SSM
+// (its keys), Lambda (the cloud lane's app starts its pump, and a pump its
+// successor) and EventBridge Scheduler (the pump's wake-ups).
 // dynamodbstreams comes with attributevalue, and the service/internal
 // packages with the clients that use them. No function links the SDK's
 // config loader (shared files, SSO, STS, IMDS, process credentials):
@@ -103,10 +104,10 @@ func TestFunctionsLinkTheSDKClientsOfServicesTheyCall(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	relay := "dynamodb dynamodbstreams kms s3 scheduler sns ssm"
-	site := "dynamodb dynamodbstreams s3 ssm"
+	site := "dynamodb dynamodbstreams lambda s3 scheduler ssm"
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != len(Functions())+8 {
-		t.Fatalf("go list named %d functions, want the registry's %d and the site stack's 8", len(lines), len(Functions()))
+	if len(lines) != len(Functions())+9 {
+		t.Fatalf("go list named %d functions, want the registry's %d and the site stack's 9", len(lines), len(Functions()))
 	}
 	for _, line := range lines {
 		fn, deps, _ := strings.Cut(line, " ")
