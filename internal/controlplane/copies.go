@@ -39,8 +39,11 @@ const (
 	DefaultSiteCopies = 256
 	// MaxSiteCopies bounds the setting: a site change writes every copy.
 	MaxSiteCopies = 1024
-	// fanParallel bounds the copy writes one change has in flight.
-	fanParallel = 16
+	// fanParallel bounds the copy writes one change has in flight: the
+	// default count in four rounds, so a site change answers within a few
+	// round trips of its commit, well inside the admin function's timeout
+	// even where a write takes tens of milliseconds.
+	fanParallel = 64
 )
 
 // siteCopyKey is copy k of a site's home partition.

@@ -139,8 +139,16 @@ func TestAStockSiteCollectsEveryResultAtItsFullRate(t *testing.T) {
 	if reported.len() < done.Enqueued/2 {
 		t.Fatalf("only %d of %d jobs reached a result: the machine is too loaded for the site to seal in time", reported.len(), done.Enqueued)
 	}
+	// Only a pump that collects more than a fixed page holds tests the
+	// page. The smoke's rate leaves that to the machine's load (a loaded
+	// machine's pumps take long enough to gather more; a quiet one's do
+	// not), so it only says so; a rate asked for (make site-rate) must.
 	if done.MaxCompleted <= relay.ResultsPageJobs {
-		t.Fatalf("no pump collected more than a fixed page's %d results (at most %d): the run does not test the page; raise %s", relay.ResultsPageJobs, done.MaxCompleted, envRate)
+		msg := fmt.Sprintf("no pump collected more than a fixed page's %d results (at most %d): the run does not test the page; raise %s", relay.ResultsPageJobs, done.MaxCompleted, envRate)
+		if os.Getenv(envRate) != "" {
+			t.Fatal(msg)
+		}
+		t.Log(msg)
 	}
 }
 
