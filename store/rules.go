@@ -41,11 +41,17 @@ type Candidate struct {
 	Stub func() (protocol.JobStub, bool)
 }
 
+// Offerable is whether a job in state s may be offered to a device at
+// all: Claimable's first guard, on its own so that a store walking every
+// job it holds skips the rest (finished jobs kept for their results among
+// them) before it reads anything else of each.
+func Offerable(s State) bool { return s == StateQueued }
+
 // Claimable is whether the device claiming with in may take the job now,
 // and its stub if so. routes and kinds are in's routes and kinds as sets.
 // The guards run cheapest first, in the reference's order.
 func Claimable(c Candidate, in ClaimInput, routes map[Route]bool, kinds map[string]bool, now int64) (protocol.JobStub, bool) {
-	if c.State != StateQueued || c.Gone {
+	if !Offerable(c.State) || c.Gone {
 		return protocol.JobStub{}, false
 	}
 	// Past its deadline and not yet reached by the bounded sweep: never

@@ -258,8 +258,15 @@ func New(cfg Config) (*Daemon, error) {
 		d.interval = DefaultHeartbeatInterval
 	}
 	if d.http == nil {
+		// Its own transport, because a daemon has up to concurrency jobs'
+		// calls plus its claim and heartbeat open to one relay host at
+		// once, and the shared default keeps two idle connections a host:
+		// every other call would pay a new TCP and TLS handshake.
+		transport := http.DefaultTransport.(*http.Transport).Clone()
+		transport.MaxIdleConnsPerHost = d.concurrency + 2
 		d.http = &http.Client{
-			Timeout: 30 * time.Second,
+			Transport: transport,
+			Timeout:   30 * time.Second,
 			CheckRedirect: func(*http.Request, []*http.Request) error {
 				return errors.New("a protocol call is never redirected")
 			},

@@ -47,6 +47,9 @@ func (s *Store) claim(now int64, in store.ClaimInput) []store.Claimed {
 		if len(granted) >= in.Max {
 			break
 		}
+		if !store.Offerable(job.State) {
+			continue
+		}
 		pair := store.Route{SiteID: job.SiteID, Owner: job.Stub.Owner}
 		if _, ok := store.Claimable(candidate(job, in, unsealed[pair]), in, routes, kinds, now); !ok {
 			continue
