@@ -33,8 +33,9 @@ const siteID = "site-rate"
 
 // Environment variables that lengthen the run (make site-rate).
 const (
-	envRate  = "BYORELAY_SITERATE_RATE"
-	envRunMs = "BYORELAY_SITERATE_RUN_MS"
+	envRate   = "BYORELAY_SITERATE_RATE"
+	envRunMs  = "BYORELAY_SITERATE_RUN_MS"
+	envOwners = "BYORELAY_SITERATE_OWNERS"
 )
 
 // The rate the smoke publishes at, and for how long: what a loaded
@@ -49,12 +50,13 @@ const (
 const (
 	smokeRate  = 50
 	smokeRunMs = 15_000
-	// owners is how many people the site's jobs are for, each with one
-	// Go daemon: a (site, owner) pair holds at most store.UnsealedPerPair
-	// unsealed grants, so a pair passes about that many jobs a pump, and
-	// the rate needs owners enough that the cap is not what bounds it
-	// (but no more: each is a site seal a pump).
-	owners = 16
+	// smokeOwners is how many people the site's jobs are for, each with
+	// one Go daemon. A (site, owner) pair holds at most
+	// store.UnsealedPerPair unsealed grants, so a pair passes about that
+	// many jobs a pump: a site's rate needs owners enough that the cap is
+	// not what bounds it, about rate x pump period / UnsealedPerPair, with
+	// room for the claim's own delay.
+	smokeOwners = 16
 )
 
 func envInt(t *testing.T, name string, def int) int {
@@ -82,6 +84,7 @@ func envInt(t *testing.T, name string, def int) int {
 func TestAStockSiteCollectsEveryResultAtItsFullRate(t *testing.T) {
 	rate := envInt(t, envRate, smokeRate)
 	runMs := envInt(t, envRunMs, smokeRunMs)
+	owners := envInt(t, envOwners, smokeOwners)
 	origin, admin := memoryStack(t)
 	site := relaytest.NewSite(t, siteID)
 	ctx := context.Background()
