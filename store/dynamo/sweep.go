@@ -191,7 +191,14 @@ func (s *Store) SweepLapsed(ctx context.Context, in store.LapsedInput) (store.Sw
 		}
 	}
 	if in.SiteID != "" {
-		sets, err := s.unsealedSets(ctx, in.SiteID)
+		// An eventually consistent read, at half the price of the pending
+		// read's strong one: a lapsed member was written by its claim a
+		// whole awaiting window ago, so a replica lacking it is rare, and a
+		// member it misses is still ended at its due entry (the set's check,
+		// the job's awaiting window); a member just deleted but still read
+		// sends the sweep to a job it finds moved on, which it leaves; one
+		// just added has a window not yet over, which it skips.
+		sets, err := s.unsealedSets(ctx, in.SiteID, false)
 		if err != nil {
 			return store.SweepResult{}, err
 		}
