@@ -155,9 +155,7 @@ func TestSaturationSpreadsAShardFamily(t *testing.T) {
 // runner's and a job's carry no more as the site gains devices. A
 // per-site shard family is spread over its shards.
 func TestOneSiteSaturationCountsWhatGrowsWithTheSite(t *testing.T) {
-	saved := partkey.Families
-	t.Cleanup(func() { partkey.Families = saved })
-	partkey.Families = append(slices.Clone(saved), partkey.Family{Prefix: "U#", Shards: 16})
+	withUnsealedShards(t, 16)
 	w := &world{sites: []site{{id: "one-site"}}, daemons: []daemon{{runnerID: "run-1", owner: "own-1"}, {runnerID: "run-2", owner: "own-2"}}}
 	// 100 jobs; 10 idle daemon-seconds.
 	lifecycle := map[string]Capacity{
@@ -203,13 +201,24 @@ func TestOneSiteSaturationCountsWhatGrowsWithTheSite(t *testing.T) {
 	}
 }
 
+// withUnsealedShards has the estimates spread a site's unsealed sets over
+// n shards for the test, whatever the store's default.
+func withUnsealedShards(t *testing.T, n int) {
+	saved := partkey.Families
+	t.Cleanup(func() { partkey.Families = saved })
+	partkey.Families = slices.Clone(saved)
+	for i, f := range partkey.Families {
+		if f.Prefix == "U#" {
+			partkey.Families[i].Shards = n
+		}
+	}
+}
+
 // A site's polls are modelled on a timer: their empty cost a second at
 // the stock period, and what each listed row adds, apart from the job's
 // other calls, which grow with its jobs.
 func TestOneSitePollsGrowWithThePollRateNotTheJobs(t *testing.T) {
-	saved := partkey.Families
-	t.Cleanup(func() { partkey.Families = saved })
-	partkey.Families = append(slices.Clone(saved), partkey.Family{Prefix: "U#", Shards: 16, Bare: true})
+	withUnsealedShards(t, 16)
 	w := &world{sites: []site{{id: "one-site"}}, daemons: []daemon{{runnerID: "run-1", owner: "own-1"}}}
 	// 100 jobs, each polled once: 16 RCU a poll on the sets (1,600), 1 RCU
 	// more a listed row (100 rows), and 2 WCU a job from claim and seal.
