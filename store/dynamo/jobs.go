@@ -213,13 +213,19 @@ func (s *Store) toJobs(ctx context.Context, items []*jobItem) ([]store.Job, erro
 // its pair's set (doc.go), so nothing is missed; the set may also hold a
 // grant just ended or not yet written, which the job read leaves out.
 func (s *Store) Awaiting(ctx context.Context, siteID string) ([]store.Job, error) {
-	now := s.now()
-	leases := map[string][]string{} // job pk → the leases its members name
-	var pks []string
 	members, err := s.unsealedSets(ctx, siteID, true)
 	if err != nil {
 		return nil, err
 	}
+	return s.awaitingOf(ctx, siteID, members)
+}
+
+// awaitingOf is Awaiting from the members of the site's sets, read
+// strongly.
+func (s *Store) awaitingOf(ctx context.Context, siteID string, members []string) ([]store.Job, error) {
+	now := s.now()
+	leases := map[string][]string{} // job pk → the leases its members name
+	var pks []string
 	for _, m := range members {
 		lease, jobID, window := parseSlotMember(m)
 		// A member past its window is no live grant: not read.

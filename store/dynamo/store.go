@@ -46,10 +46,9 @@ const (
 	// one item, so one (site, owner) pair stays on one partition whatever
 	// the count; its rate is bounded by UnsealedPerPair. Every pending read
 	// queries every shard (one strongly consistent Query each, at least 1
-	// RCU: Awaiting) and its in-line sweep again (eventually consistent,
-	// 0.5 RCU: SweepLapsed), so the count is also that read's number of
-	// calls and its floor of RCU, whatever the site's size (docs/cost.md,
-	// "A site's shards").
+	// RCU, its in-line sweep's too: SweepAwaiting), so the count is also
+	// that read's number of calls and its floor of RCU, whatever the
+	// site's size (docs/cost.md, "A site's shards").
 	DefaultUnsealedShards = 64
 	// DefaultFinishedShards is how many partitions each site's finished
 	// list is spread over (finishedKey), sized as the unsealed sets: a job
