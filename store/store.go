@@ -482,6 +482,16 @@ type LapseSweeper interface {
 	SweepLapsed(ctx context.Context, in LapsedInput) (SweepResult, error)
 }
 
+// AwaitingSweeper is a LapseSweeper whose pending read needs one read of
+// the site's unsealed grants, not two: SweepAwaiting is
+// SweepLapsed(LapsedInput{SiteID: siteID}) then Awaiting(siteID), the
+// lapsed grants ended and the live ones listed from the same read. A
+// store whose grants cost a call per shard to read (store/dynamo) would
+// otherwise pay every pending poll twice.
+type AwaitingSweeper interface {
+	SweepAwaiting(ctx context.Context, siteID string) ([]Job, SweepResult, error)
+}
+
 // LapsedInput names what SweepLapsed may end.
 type LapsedInput struct {
 	Grants []protocol.GrantRef

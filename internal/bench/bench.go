@@ -188,9 +188,10 @@ type TargetReport struct {
 // every daemon consenting to the one site, an idle phase and a lifecycle
 // phase whose every job is that site's.
 type OneSitePhase struct {
-	SiteID    string     `json:"siteId"`
-	Idle      *IdlePhase `json:"idle,omitempty"`
-	Lifecycle Phase      `json:"lifecycle"`
+	SiteID     string     `json:"siteId"`
+	Idle       *IdlePhase `json:"idle,omitempty"`
+	EmptyPolls *SitePolls `json:"emptyPolls,omitempty"`
+	Lifecycle  Phase      `json:"lifecycle"`
 }
 
 // ResultsPoint is the lifecycle at one job deadline, with the results

@@ -263,6 +263,9 @@ func TestKeyHeatAddsUpToTheFunctionsCapacity(t *testing.T) {
 	if one == nil || one.Lifecycle.Jobs != cfg.OneSiteJobs || one.Lifecycle.Failed != 0 || one.Idle == nil || one.Idle.Failed != 0 || one.Idle.Claims < 1 {
 		t.Fatalf("one-site phase %+v", one)
 	}
+	if e := one.EmptyPolls; e == nil || e.Polls != emptyPolls || e.Failed != 0 || len(e.Keys) == 0 || len(one.Lifecycle.PollKeys) == 0 || one.Lifecycle.PendingRows < int64(cfg.OneSiteJobs) {
+		t.Fatalf("the site's polls were not counted: empty polls %+v, lifecycle poll keys %d, pending rows %d", e, len(one.Lifecycle.PollKeys), one.Lifecycle.PendingRows)
+	}
 	sums("one-site lifecycle", one.Lifecycle.Capacity, one.Lifecycle.Keys)
 	sums("one-site idle", one.Idle.Capacity, one.Idle.Keys)
 	sh := tr.Heat.OneSite
@@ -274,7 +277,7 @@ func TestKeyHeatAddsUpToTheFunctionsCapacity(t *testing.T) {
 			t.Errorf("one-site key %s is scoped to a site other than %s", k.Key, oneSiteID)
 		}
 	}
-	for _, want := range []string{"Hottest DynamoDB partition keys of one site", "| one site: its jobs/s | `" + sh.JobsPerSecond.Key, "one site at 10,000 jobs/s puts no partition above 50%"} {
+	for _, want := range []string{"Hottest DynamoDB partition keys of one site", "| one site: its jobs/s | `" + sh.JobsPerSecond.Key, "one site at 10,000 jobs/s, polling as a stock site, puts no partition above 50%"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q:\n%s", want, md)
 		}

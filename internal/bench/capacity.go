@@ -27,6 +27,10 @@ type capacityMeter struct {
 	use map[string]*Capacity
 	// keys is the same capacity by partition key (partkey.Of, share).
 	keys map[string]*Capacity
+	// polls is the part of keys the site's polls spent, by poll function
+	// and key (pollKey), so a site's load can be modelled by its poll
+	// rate apart from its job rate (siteload.go).
+	polls map[string]*Capacity
 }
 
 // Capacity is DynamoDB capacity consumed, as ReturnConsumedCapacity
@@ -52,7 +56,7 @@ func (c Capacity) minus(o Capacity) Capacity {
 }
 
 func newCapacityMeter() *capacityMeter {
-	return &capacityMeter{use: map[string]*Capacity{}, keys: map[string]*Capacity{}}
+	return &capacityMeter{use: map[string]*Capacity{}, keys: map[string]*Capacity{}, polls: map[string]*Capacity{}}
 }
 
 // notFunction names calls made outside any function: the benchmark's own
@@ -74,6 +78,13 @@ func (m *capacityMeter) snapshotKeys() map[string]Capacity {
 	return copyCounts(m.keys)
 }
 
+// snapshotPolls copies the counts so far of the site's polls, by pollKey.
+func (m *capacityMeter) snapshotPolls() map[string]Capacity {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return copyCounts(m.polls)
+}
+
 func copyCounts(counts map[string]*Capacity) map[string]Capacity {
 	out := make(map[string]Capacity, len(counts))
 	for k, v := range counts {
@@ -92,9 +103,37 @@ func (m *capacityMeter) record(function string, keys map[string]Capacity, c Capa
 	if function == notFunction {
 		return
 	}
+	poll := pollFunction(function)
 	for k, part := range keys {
 		addTo(m.keys, k, part)
+		if poll != "" {
+			addTo(m.polls, pollKey(poll, k), part)
+		}
 	}
+}
+
+// pollFunctions are the functions (template.yaml's names) of the reads a
+// site makes on a timer rather than once a job, by the endpoint each
+// answers: a stock site polls pending and results every pollEvery,
+// whatever its rate.
+var pollFunctions = map[string]string{"PendingFunction": "pending", "ResultsFunction": "results"}
+
+// pollEndpoints are pollFunctions' endpoints.
+var pollEndpoints = []string{"pending", "results"}
+
+// pollFunction is the endpoint of the poll function a call was made by
+// (its in-line sweep's calls count as the poll's), or "".
+func pollFunction(function string) string {
+	return pollFunctions[strings.TrimSuffix(function, sweepSuffix)]
+}
+
+// pollKey names a key's capacity spent by one poll function, by its
+// endpoint; splitPollKey reads it back.
+func pollKey(function, key string) string { return function + "\x1f" + key }
+
+func splitPollKey(k string) (function, key string) {
+	function, key, _ = strings.Cut(k, "\x1f")
+	return function, key
 }
 
 func addTo(use map[string]*Capacity, name string, c Capacity) {

@@ -69,6 +69,12 @@ type SiteHeat struct {
 	// JobsPerSecond is the site's job rate at which the first key
 	// saturates.
 	JobsPerSecond *Saturation `json:"jobsPerSecond,omitempty"`
+	// IdleGoal and JobsGoal are the hottest key's share of its limit at
+	// the goals' loads (goalOneSiteDevices, goalOneSiteJobs), and AtGoal
+	// the hottest keys' load a second at goalOneSiteJobs.
+	IdleGoal *KeyShare `json:"idleGoal,omitempty"`
+	JobsGoal *KeyShare `json:"jobsGoal,omitempty"`
+	AtGoal   []KeyLoad `json:"atGoal,omitempty"`
 }
 
 // Saturation is the first key to reach a partition's limit under one load.
@@ -139,20 +145,50 @@ func heat(w *world, jobs int, lifecycle map[string]Capacity, idle *IdlePhase) *H
 
 // siteHeat is heat for a workload of one site (w has one): its hottest
 // keys, and the idle devices consenting to it and its jobs/s at which the
-// first key saturates. Those loads put all their weight on the site's own
-// keys and the shared ones; a job's, an owner's or a runner's key carries
-// no more as the site grows (SiteHeat).
-func siteHeat(w *world, jobs int, lifecycle map[string]Capacity, idle *IdlePhase) *SiteHeat {
-	perJob, perDS := perUnit(jobs, lifecycle, idle)
-	if len(perJob) == 0 && len(perDS) == 0 {
+// first key saturates, with the site polling as a stock site does
+// (siteLoad). Those loads put all their weight on the site's own keys and
+// the shared ones; a job's, an owner's or a runner's key carries no more
+// as the site grows (SiteHeat).
+func siteHeat(w *world, one *OneSitePhase) *SiteHeat {
+	if one == nil || one.Lifecycle.Jobs == 0 && one.Idle == nil {
+		return nil
+	}
+	m := newSiteLoad(one)
+	if len(m.perJob) == 0 && len(m.perDS) == 0 {
 		return nil
 	}
 	grows := func(k string) bool {
 		s := classify(k, w)
 		return s == "site" || s == "shared"
 	}
-	return &SiteHeat{SiteID: w.sites[0].id, Keys: hottest(w, perJob, perDS),
-		IdleDevices: firstLimit(spread(perDS), grows), JobsPerSecond: firstLimit(spread(perJob), grows)}
+	keys := m.keys()
+	h := &SiteHeat{SiteID: w.sites[0].id, Keys: hottest(w, m.perJob, m.perDS),
+		IdleDevices:   firstAt(keys, grows, m.atDevices),
+		JobsPerSecond: firstAt(keys, grows, m.atJobs),
+		JobsGoal:      hottestAt(keys, grows, func(k string) Capacity { return m.atJobs(k, goalOneSiteJobs) }),
+	}
+	if one.Idle != nil {
+		h.IdleGoal = hottestAt(keys, grows, func(k string) Capacity { return m.atDevices(k, goalOneSiteDevices) })
+	}
+	for _, k := range keys {
+		if grows(k) {
+			h.AtGoal = append(h.AtGoal, KeyLoad{Key: k, PerSecond: m.atJobs(k, goalOneSiteJobs)})
+		}
+	}
+	slices.SortFunc(h.AtGoal, func(x, y KeyLoad) int {
+		if c := cmp.Compare(load(y.PerSecond), load(x.PerSecond)); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Key, y.Key)
+	})
+	h.AtGoal = h.AtGoal[:min(len(h.AtGoal), hotKeys)]
+	return h
+}
+
+// KeyLoad is a key's capacity a second under one load.
+type KeyLoad struct {
+	Key       string   `json:"key"`
+	PerSecond Capacity `json:"perSecond"`
 }
 
 // perUnit is a lifecycle phase's keys per job and an idle phase's per

@@ -155,9 +155,7 @@ func TestSaturationSpreadsAShardFamily(t *testing.T) {
 // runner's and a job's carry no more as the site gains devices. A
 // per-site shard family is spread over its shards.
 func TestOneSiteSaturationCountsWhatGrowsWithTheSite(t *testing.T) {
-	saved := partkey.Families
-	t.Cleanup(func() { partkey.Families = saved })
-	partkey.Families = append(slices.Clone(saved), partkey.Family{Prefix: "U#", Shards: 16})
+	withUnsealedShards(t, 16)
 	w := &world{sites: []site{{id: "one-site"}}, daemons: []daemon{{runnerID: "run-1", owner: "own-1"}, {runnerID: "run-2", owner: "own-2"}}}
 	// 100 jobs; 10 idle daemon-seconds.
 	lifecycle := map[string]Capacity{
@@ -174,7 +172,8 @@ func TestOneSiteSaturationCountsWhatGrowsWithTheSite(t *testing.T) {
 		"VS#one-site": {Calls: 2, ReadUnits: 2},   // 0.2 RCU per daemon-second: 15,000 devices
 		"P#run-1":     {Calls: 2, WriteUnits: 10}, // the runner's own
 	}}
-	h := siteHeat(w, 100, lifecycle, idle)
+	one := func() *OneSitePhase { return &OneSitePhase{Idle: idle, Lifecycle: Phase{Jobs: 100, Keys: lifecycle}} }
+	h := siteHeat(w, one())
 	if h == nil || h.SiteID != "one-site" {
 		t.Fatalf("site heat %+v", h)
 	}
@@ -193,30 +192,95 @@ func TestOneSiteSaturationCountsWhatGrowsWithTheSite(t *testing.T) {
 	// Without the site record: the spread unsealed family (4 WCU/job over
 	// 16 shards, 4,000 jobs/s) comes after the shared key's 1,500.
 	delete(lifecycle, "VS#one-site")
-	if s := siteHeat(w, 100, lifecycle, idle).JobsPerSecond; s == nil || s.Key != "V#projection" || !near(s.At, 1500) {
+	if s := siteHeat(w, one()).JobsPerSecond; s == nil || s.Key != "V#projection" || !near(s.At, 1500) {
 		t.Errorf("jobs/s without the site record %+v, want V#projection at 1500", s)
 	}
 	delete(lifecycle, "V#projection")
-	if s := siteHeat(w, 100, lifecycle, idle).JobsPerSecond; s == nil || s.Key != "U#one-site#*" || s.Reads || !near(s.At, 4000) {
+	if s := siteHeat(w, one()).JobsPerSecond; s == nil || s.Key != "U#one-site#*" || s.Reads || !near(s.At, 4000) {
 		t.Errorf("jobs/s of the unsealed family %+v, want U#one-site#* writes at 4000", s)
 	}
 }
 
-// The verdicts read the one-site saturations as the hottest key's share of
-// its limit at a million devices and at 10,000 jobs/s.
+// withUnsealedShards has the estimates spread a site's unsealed sets over
+// n shards for the test, whatever the store's default.
+func withUnsealedShards(t *testing.T, n int) {
+	saved := partkey.Families
+	t.Cleanup(func() { partkey.Families = saved })
+	partkey.Families = slices.Clone(saved)
+	for i, f := range partkey.Families {
+		if f.Prefix == "U#" {
+			partkey.Families[i].Shards = n
+		}
+	}
+}
+
+// A site's polls are modelled on a timer: their empty cost a second at
+// the stock period, and what each listed row adds, apart from the job's
+// other calls, which grow with its jobs.
+func TestOneSitePollsGrowWithThePollRateNotTheJobs(t *testing.T) {
+	withUnsealedShards(t, 16)
+	w := &world{sites: []site{{id: "one-site"}}, daemons: []daemon{{runnerID: "run-1", owner: "own-1"}}}
+	// 100 jobs, each polled once: 16 RCU a poll on the sets (1,600), 1 RCU
+	// more a listed row (100 rows), and 2 WCU a job from claim and seal.
+	one := &OneSitePhase{
+		EmptyPolls: &SitePolls{Polls: 20, Keys: map[string]Capacity{pollKey("pending", "U#one-site/3"): {Calls: 320, ReadUnits: 320}}},
+		Lifecycle: Phase{Jobs: 100, PendingRows: 100, Latency: map[string]Latency{"pending": {Count: 100}},
+			Keys:     map[string]Capacity{"U#one-site/3": {Calls: 1800, ReadUnits: 1700, WriteUnits: 200}},
+			PollKeys: map[string]Capacity{pollKey("pending", "U#one-site/3"): {Calls: 1600, ReadUnits: 1700}}},
+	}
+	m := newSiteLoad(one)
+	fam := "U#one-site/*"
+	// A shard at J jobs/s: J × 2 / 16 WCU; 4 polls × 16 / 16 RCU, and
+	// 1 / 16 RCU a row, pendingListings rows a job.
+	for _, j := range []float64{0, 1000, 10000} {
+		got := m.atJobs(fam, j)
+		if want := 4 + j*pendingListings/16; !near(got.ReadUnits, want) || !near(got.WriteUnits, j*2/16) {
+			t.Errorf("at %v jobs/s: %+v, want %v RCU and %v WCU", j, got, want, j*2/16)
+		}
+	}
+	h := siteHeat(w, one)
+	if s := h.JobsPerSecond; s == nil || s.Key != fam || s.Reads || !near(s.At, 8000) {
+		t.Errorf("jobs/s %+v, want %s writes at 8000", s, fam)
+	}
+	if g := h.JobsGoal; g == nil || g.Key != fam || g.Reads || !near(g.Share, 1.25) {
+		t.Errorf("at the goal %+v, want %s writes at 125%%", g, fam)
+	}
+	// An idle site polls too: its empty polls, nothing else.
+	if got := m.atDevices(fam, 1e6); !near(got.ReadUnits, 4) || got.WriteUnits != 0 {
+		t.Errorf("idle: %+v, want 4 RCU", got)
+	}
+}
+
+// A results page lists the fresh window's share, or the recent window up
+// to its bound, and the rotation's share.
+func TestResultsRowsPerPoll(t *testing.T) {
+	for _, c := range []struct{ rate, rows float64 }{{0, 10}, {1, 20}, {8, 50}, {100, 510}, {10_000, 4010}} {
+		if got := resultsRowsPerPoll(c.rate); !near(got, c.rows) {
+			t.Errorf("at %v jobs/s: %v rows a poll, want %v", c.rate, got, c.rows)
+		}
+	}
+}
+
+// The verdicts read the one-site model's hottest key's share of its limit
+// at a million devices and at 10,000 jobs/s, naming where the first key
+// saturates.
 func TestOneSiteVerdicts(t *testing.T) {
 	rep := &Report{Targets: map[string]*TargetReport{TargetDynamo: {
 		OneSite: &OneSitePhase{SiteID: "one-site", Idle: &IdlePhase{Daemons: 2, Seconds: 10}, Lifecycle: Phase{Jobs: 100}},
 		Heat: &Heat{OneSite: &SiteHeat{SiteID: "one-site",
 			IdleDevices:   &Saturation{Key: "VS#one-site", Reads: true, At: 15000},
-			JobsPerSecond: &Saturation{Key: "U#one-site#*", At: 40000}}},
+			IdleGoal:      &KeyShare{Key: "VS#one-site", Reads: true, Share: 66.667},
+			JobsPerSecond: &Saturation{Key: "U#one-site#*", At: 40000},
+			JobsGoal:      &KeyShare{Key: "U#one-site#*", Share: 0.25},
+			AtGoal:        []KeyLoad{{Key: "U#one-site#*", PerSecond: Capacity{ReadUnits: 6, WriteUnits: 250}}}}},
 	}}}
 	md := rep.Markdown()
 	for _, want := range []string{
-		"| one site with 1,000,000 idle consenting devices (default heartbeat) puts no partition above 50%: the hottest key's share of its limit | 6666.7% (`VS#one-site` reads, at its limit from 15000 devices) | ≤ 50% | no |",
-		"| one site at 10,000 jobs/s puts no partition above 50%: the hottest key's share of its limit | 25.0% (`U#one-site#*` writes, at its limit from 40000 jobs/s) | ≤ 50% | yes |",
+		"| one site with 1,000,000 idle consenting devices (default heartbeat), polling as a stock site, puts no partition above 50%: the hottest key's share of its limit | 6666.7% (`VS#one-site` reads; the first key at its limit: `VS#one-site` reads, from 15000 devices) | ≤ 50% | no |",
+		"| one site at 10,000 jobs/s, polling as a stock site, puts no partition above 50%: the hottest key's share of its limit | 25.0% (`U#one-site#*` writes; the first key at its limit: `U#one-site#*` writes, from 40000 jobs/s) | ≤ 50% | yes |",
 		"| one site: idle devices consenting to it, at the default heartbeat | `VS#one-site` (reads) | 15000 devices |",
 		"| one site: its jobs/s | `U#one-site#*` (writes) | 40000 jobs/s |",
+		"| `U#one-site#*` | 6.0 | 250.0 | 25.0% |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q:\n%s", want, md)

@@ -30,7 +30,7 @@ const claimRetries = 50
 // names), fetch (the device opens and checks it), result (sealed back),
 // results (the site opens and checks it). It records the whole job's
 // latency under "job"; the client records each endpoint's.
-func lifecycle(ctx context.Context, c *client, d daemon, s site, jobID string, deadline int64, empties *counter) error {
+func lifecycle(ctx context.Context, c *client, d daemon, s site, jobID string, deadline int64, tl *tally) error {
 	start := time.Now()
 	stub := s.stub(jobID, d.owner, deadline)
 	if _, err := c.siteCall(ctx, s, "enqueue", protocol.EnqueueRequest{
@@ -39,7 +39,7 @@ func lifecycle(ctx context.Context, c *client, d daemon, s site, jobID string, d
 		return err
 	}
 
-	lease, err := claimJob(ctx, c, d, jobID, empties)
+	lease, err := claimJob(ctx, c, d, jobID, &tl.empties)
 	if err != nil {
 		return err
 	}
@@ -52,6 +52,7 @@ func lifecycle(ctx context.Context, c *client, d daemon, s site, jobID string, d
 	if err := json.Unmarshal(raw, &pending); err != nil {
 		return fmt.Errorf("pending: %w", err)
 	}
+	tl.pendingRows.add(int64(len(pending.Jobs)))
 	var device *protocol.PublicIdentity
 	for _, j := range pending.Jobs {
 		if j.JobID == jobID && j.LeaseID == lease.ID {
@@ -121,6 +122,7 @@ func lifecycle(ctx context.Context, c *client, d daemon, s site, jobID string, d
 		if err != nil {
 			return err
 		}
+		tl.resultsRows.add(int64(bytes.Count(raw, []byte(`"jobId":`))))
 		err = openResult(raw, s, d, jobID)
 		if !errors.Is(err, errNotListed) || poll == resultsPolls-1 {
 			break

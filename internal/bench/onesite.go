@@ -7,7 +7,8 @@ import (
 
 // runOneSite is the one-site phase on a DynamoDB stack (and table) of its
 // own: cfg.Daemons daemons consenting to one site, idle for
-// cfg.OneSiteIdle on the fresh stack as the fleet's idle phase is, then
+// cfg.OneSiteIdle on the fresh stack as the fleet's idle phase is, the
+// site polling with nothing to list (SitePolls), then
 // cfg.Warmup unmeasured lifecycles and up to cfg.OneSiteJobs measured
 // ones, every job the site's.
 func runOneSite(ctx context.Context, cfg Config, endpoint string, say func(string, ...any)) (*OneSitePhase, *SiteHeat, error) {
@@ -29,6 +30,10 @@ func runOneSite(ctx context.Context, cfg Config, endpoint string, say func(strin
 		one.Idle = &p
 		say("  one site idle: %d heartbeats, %d claims, %d failed", p.Heartbeats, p.Claims, p.Failed)
 	}
+	// Before any job: a stock site's polls with nothing to list.
+	polls := runSitePolls(ctx, t, w.sites[0], emptyPolls)
+	one.EmptyPolls = &polls
+	say("  one site's empty polls: %d of pending and of results, %d failed", polls.Polls, polls.Failed)
 	if cfg.Warmup > 0 {
 		runPhase(ctx, t, w, phaseSpec{label: "one site warm-up", jobs: cfg.Warmup, tag: "onewarm", deadline: cfg.JobDeadline, limit: cfg.OneSiteLimit, progress: cfg.Progress})
 	}
@@ -38,5 +43,5 @@ func runOneSite(ctx context.Context, cfg Config, endpoint string, say func(strin
 		return nil, nil, fmt.Errorf("the one-site phase completed no job: %v", one.Lifecycle.Errors)
 	}
 	say("  one site: %.1f jobs/s, %d jobs, %d failed", one.Lifecycle.JobsPerSecond, one.Lifecycle.Jobs, one.Lifecycle.Failed)
-	return one, siteHeat(w, one.Lifecycle.Jobs, one.Lifecycle.Keys, one.Idle), ctx.Err()
+	return one, siteHeat(w, one), ctx.Err()
 }

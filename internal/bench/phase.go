@@ -12,6 +12,11 @@ import (
 
 type counter struct{ n atomic.Int64 }
 
+// tally is what a phase's lifecycles count beside their jobs: claims that
+// found nothing, and the rows the site's pending and results answers
+// listed.
+type tally struct{ empties, pendingRows, resultsRows counter }
+
 func (c *counter) add(n int64) { c.n.Add(n) }
 func (c *counter) load() int64 { return c.n.Load() }
 
@@ -35,6 +40,11 @@ type Phase struct {
 	// Keys is the same capacity by partition key (partkey.Of, share); the
 	// report keeps only the hottest (Heat).
 	Keys map[string]Capacity `json:"-"`
+	// PollKeys is the part of Keys the site's polls spent (pollKey), and
+	// PendingRows and ResultsRows the rows those polls' answers listed.
+	PollKeys    map[string]Capacity `json:"-"`
+	PendingRows int64               `json:"pendingRows"`
+	ResultsRows int64               `json:"resultsRows"`
 	// CallsPerJob is DynamoDB calls per completed job.
 	CallsPerJob float64 `json:"dynamoCallsPerJob,omitempty"`
 	// ServerCPUSeconds is the target process's own CPU (user and system)
@@ -87,12 +97,12 @@ func runPhase(ctx context.Context, t target, w *world, spec phaseSpec) Phase {
 		go keepAnnouncing(ctx, ac, w, stopAnnouncing)
 	}
 	before := t.capacity()
-	keysBefore := t.keyCapacity()
+	keysBefore, pollsBefore := t.keyCapacity(), t.pollCapacity()
 	cpuBefore, cpuOK := t.cpuSeconds()
 	driverBefore, driverOK := ownCPUSeconds()
 
 	var next, done, failed counter
-	var empties counter
+	var tl tally
 	var errMu sync.Mutex
 	var errs []string
 
@@ -130,7 +140,7 @@ func runPhase(ctx context.Context, t target, w *world, spec phaseSpec) Phase {
 				}
 				id := lifecycleJobID(spec.tag, i, n)
 				deadline := time.Now().Add(spec.deadline).UnixMilli()
-				if err := lifecycle(ctx, c, d, s, id, deadline, &empties); err != nil {
+				if err := lifecycle(ctx, c, d, s, id, deadline, &tl); err != nil {
 					failed.add(1)
 					errMu.Lock()
 					if len(errs) < 5 {
@@ -152,7 +162,9 @@ func runPhase(ctx context.Context, t target, w *world, spec phaseSpec) Phase {
 		Jobs:        int(done.load()),
 		Failed:      int(failed.load()),
 		Seconds:     elapsed.Seconds(),
-		EmptyClaims: empties.load(),
+		EmptyClaims: tl.empties.load(),
+		PendingRows: tl.pendingRows.load(),
+		ResultsRows: tl.resultsRows.load(),
 		Latency:     c.times.summary(),
 		Errors:      errs,
 	}
@@ -182,6 +194,7 @@ func runPhase(ctx context.Context, t target, w *world, spec phaseSpec) Phase {
 			total.add(used)
 		}
 		p.Keys = capacitySince(t.keyCapacity(), keysBefore)
+		p.PollKeys = capacitySince(t.pollCapacity(), pollsBefore)
 		if p.Jobs > 0 {
 			n := float64(p.Jobs)
 			p.CallsPerJob = float64(total.Calls) / n
@@ -228,6 +241,8 @@ func mergeRounds(rounds []Phase, lat *samples) Phase {
 		m.Failed += p.Failed
 		m.Seconds += p.Seconds
 		m.EmptyClaims += p.EmptyClaims
+		m.PendingRows += p.PendingRows
+		m.ResultsRows += p.ResultsRows
 		m.ServerCPUSeconds += p.ServerCPUSeconds
 		m.DriverCPUSeconds += p.DriverCPUSeconds
 		for _, e := range p.Errors {
@@ -236,6 +251,7 @@ func mergeRounds(rounds []Phase, lat *samples) Phase {
 			}
 		}
 		m.Keys = addCounts(m.Keys, p.Keys)
+		m.PollKeys = addCounts(m.PollKeys, p.PollKeys)
 		m.Capacity = addCounts(m.Capacity, p.Capacity)
 		for _, c := range p.Capacity {
 			total.add(c)

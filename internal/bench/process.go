@@ -202,6 +202,9 @@ func dynamoHandler(ctx context.Context, endpoint string, fixture projection.Fixt
 	mux.HandleFunc("GET "+controlPrefix+"keys", func(w http.ResponseWriter, _ *http.Request) {
 		_ = json.NewEncoder(w).Encode(meter.snapshotKeys())
 	})
+	mux.HandleFunc("GET "+controlPrefix+"polls", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(meter.snapshotPolls())
+	})
 	// The same items and index entries a site's enqueue makes, through the
 	// store's own Enqueue, without a signature per job.
 	mux.HandleFunc("POST "+controlPrefix+"enqueue", func(w http.ResponseWriter, req *http.Request) {
@@ -313,6 +316,10 @@ func (t *processTarget) capacity() map[string]Capacity { return t.meterRead("cap
 
 // keyCapacity is the same by partition key.
 func (t *processTarget) keyCapacity() map[string]Capacity { return t.meterRead("keys") }
+
+// pollCapacity is the part of keyCapacity the site's polls spent, by
+// pollKey.
+func (t *processTarget) pollCapacity() map[string]Capacity { return t.meterRead("polls") }
 
 func (t *processTarget) meterRead(what string) map[string]Capacity {
 	if !t.control {

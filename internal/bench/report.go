@@ -290,12 +290,12 @@ func (r *Report) verdicts(b *strings.Builder) {
 	if d := r.Targets[TargetDynamo]; d != nil && d.Heat != nil && d.Heat.OneSite != nil {
 		sh := d.Heat.OneSite
 		if one := d.OneSite; one != nil && one.Idle != nil {
-			v, text := shareAt(goalOneSiteDevices, sh.IdleDevices, "devices")
-			rows = append(rows, row{fmt.Sprintf("one site with %s idle consenting devices (default heartbeat) puts no partition above %.0f%%: the hottest key's share of its limit", grouped(goalOneSiteDevices), goalPartitionShare*100),
+			v, text := shareAt(sh.IdleGoal, sh.IdleDevices, "devices")
+			rows = append(rows, row{fmt.Sprintf("one site with %s idle consenting devices (default heartbeat), polling as a stock site, puts no partition above %.0f%%: the hottest key's share of its limit", grouped(goalOneSiteDevices), goalPartitionShare*100),
 				text, fmt.Sprintf("≤ %.0f%%", goalPartitionShare*100), v <= goalPartitionShare})
 		}
-		v, text := shareAt(goalOneSiteJobs, sh.JobsPerSecond, "jobs/s")
-		rows = append(rows, row{fmt.Sprintf("one site at %s jobs/s puts no partition above %.0f%%: the hottest key's share of its limit", grouped(goalOneSiteJobs), goalPartitionShare*100),
+		v, text := shareAt(sh.JobsGoal, sh.JobsPerSecond, "jobs/s")
+		rows = append(rows, row{fmt.Sprintf("one site at %s jobs/s, polling as a stock site, puts no partition above %.0f%%: the hottest key's share of its limit", grouped(goalOneSiteJobs), goalPartitionShare*100),
 			text, fmt.Sprintf("≤ %.0f%%", goalPartitionShare*100), v <= goalPartitionShare})
 	}
 	if cs := r.ColdStart; cs != nil && cs.Error == "" && len(cs.Functions) > 1 {
@@ -338,15 +338,18 @@ func (r *Report) verdicts(b *strings.Builder) {
 	b.WriteString("\n")
 }
 
-// shareAt is the hottest key's share of its partition's limit at load
-// (devices or jobs/s) when s is where it saturates, with the text the
-// verdict prints; 0 when no key grows with the load.
-func shareAt(load float64, s *Saturation, unit string) (float64, string) {
-	if s == nil {
+// shareAt is the hottest key's share of its partition's limit at a
+// goal's load (g), with the text the verdict prints, naming where the
+// first key saturates (s); 0 when no key grows with the load.
+func shareAt(g *KeyShare, s *Saturation, unit string) (float64, string) {
+	if g == nil {
 		return 0, "0% (no key grows with it)"
 	}
-	v := load / s.At
-	return v, fmt.Sprintf("%.1f%% (`%s` %s, at its limit from %.0f %s)", v*100, s.Key, limitName(s.Reads), s.At, unit)
+	text := fmt.Sprintf("%.1f%% (`%s` %s", g.Share*100, g.Key, limitName(g.Reads))
+	if s != nil {
+		text += fmt.Sprintf("; the first key at its limit: `%s` %s, from %.0f %s", s.Key, limitName(s.Reads), s.At, unit)
+	}
+	return g.Share, text + ")"
 }
 
 // heatTables is the hottest partition keys and where the first of them
@@ -366,9 +369,16 @@ func (t *TargetReport) heatTables(b *strings.Builder) {
 		if p := t.OneSite.Idle; p != nil {
 			idle = idleText(p)
 		}
-		fmt.Fprintf(b, "\n### Hottest DynamoDB partition keys of one site (a stack of its own, every daemon consenting to `%s` and every job its: per job of %d jobs; per daemon-second of the idle phase: %s)\n\n",
+		fmt.Fprintf(b, "\n### Hottest DynamoDB partition keys of one site (a stack of its own, every daemon consenting to `%s` and every job its; shard families spread over their shards: per job of %d jobs, the site's polls apart; per daemon-second of the idle phase: %s)\n\n",
 			o.SiteID, t.OneSite.Lifecycle.Jobs, idle)
 		keyTable(b, o.Keys)
+		if len(o.AtGoal) > 0 {
+			fmt.Fprintf(b, "\nThe same site at %s jobs/s, polling pending and results every %s as a stock site does (the keys that grow with the site; a second of each):\n\n", grouped(goalOneSiteJobs), pollEvery)
+			b.WriteString("| key | RCU/s | WCU/s | share of the partition's limit |\n|---|---:|---:|---:|\n")
+			for _, k := range o.AtGoal {
+				fmt.Fprintf(b, "| `%s` | %.1f | %.1f | %.1f%% |\n", k.Key, k.PerSecond.ReadUnits, k.PerSecond.WriteUnits, load(k.PerSecond)*100)
+			}
+		}
 	}
 	b.WriteString("\n| load | first key to reach a partition's limit (3,000 RCU/s, 1,000 WCU/s) | at |\n|---|---|---:|\n")
 	if s := h.IdleDaemons; s != nil {

@@ -37,6 +37,9 @@ type target interface {
 	capacity() map[string]Capacity
 	// keyCapacity is the same by partition key (partkey.Of).
 	keyCapacity() map[string]Capacity
+	// pollCapacity is the part of keyCapacity the site's polls (pending,
+	// results) spent, by pollKey.
+	pollCapacity() map[string]Capacity
 	// cpuSeconds is the server's own CPU so far, when it runs in a process
 	// of its own.
 	cpuSeconds() (float64, bool)

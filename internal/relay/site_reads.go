@@ -21,12 +21,7 @@ func (r *Relay) pending(c *call, _ *request, siteID string, _ protocol.QueryRequ
 		return reply{}, err
 	}
 	r.noteSweep(c.ctx, "pending", swept)
-	// The site's grants whose awaiting window is over are requeued before
-	// the list is read, wherever their due entries are.
-	if err := r.sweepLapsed(c, "pending", store.LapsedInput{SiteID: siteID}); err != nil {
-		return reply{}, err
-	}
-	awaiting, err := r.store.Awaiting(c.ctx, siteID)
+	awaiting, err := r.awaiting(c, siteID)
 	if err != nil {
 		return reply{}, err
 	}
@@ -48,6 +43,24 @@ func (r *Relay) pending(c *call, _ *request, siteID string, _ protocol.QueryRequ
 	}
 	r.decide(c, "pending", slog.Int("jobs", len(jobs)))
 	return ok(protocol.SitePendingResponse{Jobs: jobs}), nil
+}
+
+// awaiting is the site's awaiting list, its grants whose awaiting window
+// is over requeued first, wherever their due entries are: from one read of
+// the site's grants where the store offers it (store.AwaitingSweeper).
+func (r *Relay) awaiting(c *call, siteID string) ([]store.Job, error) {
+	if sw, ok := r.store.(store.AwaitingSweeper); ok {
+		jobs, swept, err := sw.SweepAwaiting(c.ctx, siteID)
+		if err != nil {
+			return nil, err
+		}
+		r.noteSweep(c.ctx, "pending", swept)
+		return jobs, nil
+	}
+	if err := r.sweepLapsed(c, "pending", store.LapsedInput{SiteID: siteID}); err != nil {
+		return nil, err
+	}
+	return r.store.Awaiting(c.ctx, siteID)
 }
 
 // results lists sealed results for the site to open and verify. A GET, or

@@ -200,10 +200,12 @@
 //     purpose (the queue index, above), before it judges the job again: so
 //     the grant goes back to the device that abandoned it, the seal
 //     attempt is counted, and the pair's slot is freed, as after a sweep.
-//   - The relay's heartbeat ends the grants it reports lost, and its
-//     pending read the site's unsealed grants whose window ran out
-//     (SweepLapsed, store.LapseSweeper), so each answer leaves the job in
-//     the queue as the reference's sweep-first answer does.
+//   - The relay's heartbeat ends the grants it reports lost (SweepLapsed,
+//     store.LapseSweeper), and its pending read the site's unsealed grants
+//     whose window ran out, found in the read of the site's sets that
+//     lists the rest (SweepAwaiting, store.AwaitingSweeper), so each
+//     answer leaves the job in the queue as the reference's sweep-first
+//     answer does.
 //
 // These targeted sweeps take the budget the shard left, so a request still
 // handles at most InlineSweepLimit items. Only which due items a bounded

@@ -213,13 +213,19 @@ func (s *Store) toJobs(ctx context.Context, items []*jobItem) ([]store.Job, erro
 // its pair's set (doc.go), so nothing is missed; the set may also hold a
 // grant just ended or not yet written, which the job read leaves out.
 func (s *Store) Awaiting(ctx context.Context, siteID string) ([]store.Job, error) {
-	now := s.now()
-	leases := map[string][]string{} // job pk → the leases its members name
-	var pks []string
-	members, err := s.unsealedSets(ctx, siteID)
+	members, err := s.unsealedSets(ctx, siteID, true)
 	if err != nil {
 		return nil, err
 	}
+	return s.awaitingOf(ctx, siteID, members)
+}
+
+// awaitingOf is Awaiting from the members of the site's sets, read
+// strongly.
+func (s *Store) awaitingOf(ctx context.Context, siteID string, members []string) ([]store.Job, error) {
+	now := s.now()
+	leases := map[string][]string{} // job pk → the leases its members name
+	var pks []string
 	for _, m := range members {
 		lease, jobID, window := parseSlotMember(m)
 		// A member past its window is no live grant: not read.
@@ -244,17 +250,19 @@ func (s *Store) Awaiting(ctx context.Context, siteID string) ([]store.Job, error
 	return s.toJobs(ctx, items)
 }
 
-// unsealedSets is every member of the site's unsealed sets: one strongly
-// consistent Query of each of the site's set partitions
-// (Config.UnsealedShards of them, concurrently).
-func (s *Store) unsealedSets(ctx context.Context, siteID string) ([]string, error) {
+// unsealedSets is every member of the site's unsealed sets: one Query of
+// each of the site's set partitions (Config.UnsealedShards of them,
+// concurrently), strongly consistent when consistent is set (the awaiting
+// list must hold a grant claimed a moment ago), at half the price when
+// not (a reader that wants only members written long before).
+func (s *Store) unsealedSets(ctx context.Context, siteID string, consistent bool) ([]string, error) {
 	found := make([][]string, s.unsealedShards)
 	err := each(s.unsealedShards, func(shard int) error {
 		in := &dynamodb.QueryInput{
 			TableName:                 &s.table,
 			KeyConditionExpression:    aws.String("pk = :pk"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(unsealedPK(siteID, shard))},
-			ConsistentRead:            aws.Bool(true),
+			ConsistentRead:            aws.Bool(consistent),
 		}
 		for {
 			out, err := s.db.Query(ctx, in)

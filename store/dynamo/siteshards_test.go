@@ -3,10 +3,17 @@ package dynamo
 import (
 	"context"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/byorelay/byorelay/internal/platform/clock"
+	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
@@ -178,4 +185,76 @@ func TestRaisingTheSiteShardCountsLosesNothing(t *testing.T) {
 			t.Errorf("%s's old set still holds %q after its check", o, held)
 		}
 	}
+}
+
+// A pending read's sweep and list come from one read of the site's sets
+// (SweepAwaiting): a grant whose awaiting window is over is requeued, a
+// live one is listed, as SweepLapsed then Awaiting would, and each set
+// shard is queried once, strongly.
+func TestSweepAwaitingReadsEachSetShardOnce(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewManual(storetest.Start)
+	counter := &setQueries{API: localtest.DynamoClient(t)}
+	const shards = 4
+	s, err := New(Config{DB: counter, Table: newTable(t), Options: store.Options{Clock: clk}, DueShards: 4, UnsealedShards: shards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const site = "site"
+	now := func() int64 { return clock.EpochMs(clk.Now()) }
+	claim := func(id, owner string) {
+		t.Helper()
+		if _, err := s.Enqueue(ctx, store.EnqueueInput{ID: id, SiteID: site, Stub: protocol.JobStub{
+			ID: id, Kind: "llm.generate", Owner: owner, Site: "K", Audience: "private", SizeClass: "small", DeadlineAt: now() + 600_000,
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		g, err := s.Claim(ctx, store.ClaimInput{RunnerID: "runner-" + owner, Owner: owner,
+			Device: protocol.PublicIdentity{Identity: "id-" + owner, Encryption: "enc-" + owner, EncryptionSig: "sig-" + owner},
+			Routes: []store.Route{{SiteID: site, Owner: owner}}, Kinds: []string{"llm.generate"}, Max: 1, LeaseMs: 120_000})
+		if err != nil || len(g) != 1 || g[0].ID != id {
+			t.Fatalf("claim %s: %+v %v", id, g, err)
+		}
+	}
+	claim("lapsed", "alice")
+	clk.Advance(time.Duration(store.AwaitingPayloadMs/2) * time.Millisecond)
+	claim("live", "bob")
+	clk.Advance(time.Duration(store.AwaitingPayloadMs/2+1) * time.Millisecond)
+
+	counter.strong.Store(0)
+	counter.weak.Store(0)
+	jobs, swept, err := s.SweepAwaiting(ctx, site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 1 || jobs[0].ID != "live" {
+		t.Errorf("listed %+v, want the live grant alone", jobs)
+	}
+	if len(swept.Requeued) != 1 || swept.Requeued[0].ID != "lapsed" || len(swept.Removed) != 0 {
+		t.Errorf("swept %+v, want the lapsed grant requeued", swept)
+	}
+	if strong, weak := counter.strong.Load(), counter.weak.Load(); strong != shards || weak != 0 {
+		t.Errorf("%d strong and %d eventually consistent Queries of the sets, want %d strong: one a shard", strong, weak, shards)
+	}
+	j, ok, err := s.Job(ctx, site, "lapsed")
+	if err != nil || !ok || j.State != store.StateQueued {
+		t.Errorf("the lapsed job is %+v (%v, %v), want it queued", j, ok, err)
+	}
+}
+
+// setQueries counts the Queries of unsealed sets, strong and not.
+type setQueries struct {
+	ddb.API
+	strong, weak atomic.Int64
+}
+
+func (q *setQueries) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	if v, ok := in.ExpressionAttributeValues[":pk"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(v.Value, "U#") {
+		if aws.ToBool(in.ConsistentRead) {
+			q.strong.Add(1)
+		} else {
+			q.weak.Add(1)
+		}
+	}
+	return q.API.Query(ctx, in, o...)
 }

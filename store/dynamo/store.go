@@ -38,17 +38,18 @@ const (
 	MaxDueShards = 1024
 	// DefaultUnsealedShards is how many partitions each site's unsealed
 	// sets are spread over (unsealedPK), sized so that one site running
-	// 10,000 jobs/s keeps each under half a partition. A job costs its
-	// site's sets about 0.52 WCU and 0.51 RCU (the bench's key heat:
-	// docs/performance.md; a claim's ADD and a seal's DELETE, and the
-	// pending read), so the count must be at least 10,000 x 0.52 / 500 =
-	// 11: 16 puts 325 WCU/s on each (33%), given owners enough to hash
-	// over them. A pair's set is one item, so one (site, owner) pair
-	// stays on one partition whatever the count; its rate is bounded by
-	// UnsealedPerPair. Every pending read and in-line sweep of the site
-	// queries every shard (one strongly consistent Query each: Awaiting),
-	// so the count is also that read's number of calls.
-	DefaultUnsealedShards = 16
+	// 10,000 jobs/s keeps each under half a partition. Each of a site's
+	// jobs writes its pair's set twice (a claim's ADD, a seal's DELETE, 1
+	// WCU each: the one-site heat of docs/performance.md), so the count
+	// must be at least 10,000 x 2 / 500 = 40: 64 puts about 313 WCU/s on
+	// each (31%), given owners enough to hash over them. A pair's set is
+	// one item, so one (site, owner) pair stays on one partition whatever
+	// the count; its rate is bounded by UnsealedPerPair. Every pending read
+	// queries every shard (one strongly consistent Query each, at least 1
+	// RCU, its in-line sweep's too: SweepAwaiting), so the count is also
+	// that read's number of calls and its floor of RCU, whatever the
+	// site's size (docs/cost.md, "A site's shards").
+	DefaultUnsealedShards = 64
 	// DefaultFinishedShards is how many partitions each site's finished
 	// list is spread over (finishedKey), sized as the unsealed sets: a job
 	// writes its site's list twice (its entry put by the result, deleted

@@ -191,15 +191,19 @@ func (s *Store) SweepLapsed(ctx context.Context, in store.LapsedInput) (store.Sw
 		}
 	}
 	if in.SiteID != "" {
-		sets, err := s.unsealedSets(ctx, in.SiteID)
+		// An eventually consistent read, at half the price of the pending
+		// read's strong one: a lapsed member was written by its claim a
+		// whole awaiting window ago, so a replica lacking it is rare, and a
+		// member it misses is still ended at its due entry (the set's check,
+		// the job's awaiting window); a member just deleted but still read
+		// sends the sweep to a job it finds moved on, which it leaves; one
+		// just added has a window not yet over, which it skips.
+		sets, err := s.unsealedSets(ctx, in.SiteID, false)
 		if err != nil {
 			return store.SweepResult{}, err
 		}
-		for _, m := range sets {
-			_, jobID, window := parseSlotMember(m)
-			if jobID != "" && window <= now {
-				add(jobPK(in.SiteID, jobID))
-			}
+		for _, pk := range lapsedMembers(in.SiteID, sets, now) {
+			add(pk)
 		}
 	}
 	requeued, removed, err := s.sweepNamed(ctx, pks, s.inlineLimit)
@@ -207,6 +211,41 @@ func (s *Store) SweepLapsed(ctx context.Context, in store.LapsedInput) (store.Sw
 		return store.SweepResult{}, err
 	}
 	return sortedResult(requeued, removed), nil
+}
+
+// lapsedMembers is the jobs (their pks, each once) of the members of a
+// site's unsealed sets whose awaiting window is over at now.
+func lapsedMembers(siteID string, members []string, now int64) []string {
+	var pks []string
+	for _, m := range members {
+		if _, jobID, window := parseSlotMember(m); jobID != "" && window <= now {
+			if pk := jobPK(siteID, jobID); !slices.Contains(pks, pk) {
+				pks = append(pks, pk)
+			}
+		}
+	}
+	return pks
+}
+
+// SweepAwaiting is a pending read's sweep and list from one strongly
+// consistent read of the site's sets (store.AwaitingSweeper): the members
+// whose window is over are swept as SweepLapsed sweeps them, and the rest
+// listed as Awaiting lists them. A member swept is one Awaiting would
+// leave out (its window is over), so the list is what the two calls give.
+func (s *Store) SweepAwaiting(ctx context.Context, siteID string) ([]store.Job, store.SweepResult, error) {
+	members, err := s.unsealedSets(ctx, siteID, true)
+	if err != nil {
+		return nil, store.SweepResult{}, err
+	}
+	requeued, removed, err := s.sweepNamed(ctx, lapsedMembers(siteID, members, s.now()), s.inlineLimit)
+	if err != nil {
+		return nil, store.SweepResult{}, err
+	}
+	jobs, err := s.awaitingOf(ctx, siteID, members)
+	if err != nil {
+		return nil, store.SweepResult{}, err
+	}
+	return jobs, sortedResult(requeued, removed), nil
 }
 
 // SweepPages is the scheduled sweep in bounded memory (store.PagedSweeper).
