@@ -258,19 +258,7 @@ func New(cfg Config) (*Daemon, error) {
 		d.interval = DefaultHeartbeatInterval
 	}
 	if d.http == nil {
-		// Its own transport, because a daemon has up to concurrency jobs'
-		// calls plus its claim and heartbeat open to one relay host at
-		// once, and the shared default keeps two idle connections a host:
-		// every other call would pay a new TCP and TLS handshake.
-		transport := http.DefaultTransport.(*http.Transport).Clone()
-		transport.MaxIdleConnsPerHost = d.concurrency + 2
-		d.http = &http.Client{
-			Transport: transport,
-			Timeout:   30 * time.Second,
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return errors.New("a protocol call is never redirected")
-			},
-		}
+		d.http = defaultHTTPClient(d.concurrency)
 	}
 	if d.clock == nil {
 		d.clock = clock.System{}
@@ -439,4 +427,21 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// defaultHTTPClient is a daemon's client when its config gives none. It has
+// its own transport, because a daemon has up to concurrency jobs' calls plus
+// its claim and heartbeat open to one relay host at once, and the shared
+// default keeps two idle connections a host: every other call would pay a
+// new TCP and TLS handshake.
+func defaultHTTPClient(concurrency int) *http.Client {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = concurrency + 2
+	return &http.Client{
+		Transport: transport,
+		Timeout:   30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return errors.New("a protocol call is never redirected")
+		},
+	}
 }
