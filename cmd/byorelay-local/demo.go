@@ -245,9 +245,9 @@ func publishAndCollect(ctx context.Context, n *narrator, o demoOptions, shop *si
 	for i := range o.jobs {
 		id := fmt.Sprintf("demo-%s-%d", runID, i+1)
 		prompt := demoPrompts[i%len(demoPrompts)]
-		stub := protocol.JobStub{ID: id, Kind: site.KindGenerate, Owner: o.pairAsWho, Audience: "private",
+		stub := protocol.JobStub{ID: id, Kind: protocol.KindGenerate, Owner: o.pairAsWho, Audience: "private",
 			DeadlineAt: time.Now().Add(10 * time.Minute).UnixMilli()}
-		if _, err := shop.Publish(ctx, stub, site.GeneratePayload(prompt)); err != nil {
+		if _, err := shop.Publish(ctx, stub, protocol.GeneratePayload(prompt)); err != nil {
 			return fmt.Errorf("publishing %s: %w", id, err)
 		}
 		want[id] = prompt
@@ -293,7 +293,7 @@ func publishAndCollect(ctx context.Context, n *narrator, o demoOptions, shop *si
 	n.say("\n5. Results:")
 	for _, r := range results {
 		text := r.Outcome.TextOrEmpty()
-		if r.Outcome.Outcome != site.OutcomeOK {
+		if r.Outcome.Outcome != protocol.DispositionOK {
 			text = r.Outcome.Outcome + ": " + r.Outcome.Message
 		}
 		n.say("   %s  %q", r.JobID, want[r.JobID])
