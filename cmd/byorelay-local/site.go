@@ -204,8 +204,14 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}()
-	fmt.Fprintf(stdout, "site %s serving\n  daemons:  byollm connect %s\n  app API:  POST %s/app/{enqueue,job,result,cancel,availability,pairings/lookup,pairings/approve,pairings/deny,runners,runners/revoke,sweep}\n  table:    %s on %s\n",
-		keys.KeyID(), origin, origin, *table, endpoint)
+	// The daemon as docs/site.md runs it: the npm one, its state beside
+	// the site's keys and apart from the person's own ~/.byollm.
+	home := filepath.Join(filepath.Dir(*keysPath), "byollm-home")
+	if dir, err := localstack.Dir(); err == nil && world != nil {
+		home = filepath.Join(dir, "byollm-home")
+	}
+	fmt.Fprintf(stdout, "site %s serving\n  daemons:  HOME=%s localtest/js/node_modules/.bin/byollm connect %s\n  app API:  POST %s/app/{enqueue,job,result,cancel,availability,pairings/lookup,pairings/approve,pairings/deny,runners,runners/revoke,sweep}\n  table:    %s on %s\n",
+		keys.KeyID(), home, origin, origin, *table, endpoint)
 	if *ddbDir != "" {
 		fmt.Fprintf(stdout, "            kept in %s across runs (--fresh, or make site FRESH=1, starts empty)\n", *ddbDir)
 	}
