@@ -161,8 +161,8 @@ site: deps bin/byorelay-local
 	bin/byorelay-local site $(if $(filter 1,$(FRESH)),--fresh) $(SITE_FLAGS)
 
 ## demo: a Go site and a Go daemon complete real jobs against the running `make run` stack
-demo:
-	$(GO) run ./cmd/byorelay-local demo $(DEMO_FLAGS)
+demo: bin/byorelay-local
+	bin/byorelay-local demo $(DEMO_FLAGS)
 
 ## demo-stream: a page (http://127.0.0.1:8790) where an answer streams token by token through the running `make run` stack
 demo-stream: bin/byorelay-local

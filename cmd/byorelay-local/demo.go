@@ -69,10 +69,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	if err := demoSteps(ctx, o, stdout); err != nil {
-		fmt.Fprintf(stderr, "\nbyorelay-local demo: %v\n", err)
 		if stackDown(err) {
-			fmt.Fprint(stderr, noStack(o.relay, "demo"))
+			// The dial error says less than what to do about it.
+			fmt.Fprint(stderr, "\nbyorelay-local demo: "+noStack(o.relay, "demo"))
+			return 1
 		}
+		fmt.Fprintf(stderr, "\nbyorelay-local demo: %v\n", err)
 		return 1
 	}
 	return 0
