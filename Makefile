@@ -157,13 +157,13 @@ bin/chat:
 run: deps bin/byorelay-local
 	bin/byorelay-local serve $(if $(filter 1,$(FRESH)),--fresh) $(RUN_FLAGS)
 
-## site: a site locally: DynamoDB Local and the site functions on 127.0.0.1:8788 (SITE_FLAGS='--port 9000'; the cloud lane: SITE_FLAGS='--lane cloud --relay URL --site ID', the pump invoked as deployed)
+## site: a site locally: DynamoDB Local and the site functions on 127.0.0.1:8788, its table kept in .cache/site/dynamodb across runs (FRESH=1 starts empty; SITE_FLAGS='--port 9000'; the cloud lane: SITE_FLAGS='--lane cloud --relay URL --site ID', the pump invoked as deployed)
 site: deps bin/byorelay-local
-	bin/byorelay-local site $(SITE_FLAGS)
+	bin/byorelay-local site $(if $(filter 1,$(FRESH)),--fresh) $(SITE_FLAGS)
 
 ## demo: a Go site and a Go daemon complete real jobs against the running `make run` stack
-demo:
-	$(GO) run ./cmd/byorelay-local demo $(DEMO_FLAGS)
+demo: bin/byorelay-local
+	bin/byorelay-local demo $(DEMO_FLAGS)
 
 ## demo-stream: a page (http://127.0.0.1:8790) where an answer streams token by token through the running `make run` stack
 demo-stream: bin/byorelay-local

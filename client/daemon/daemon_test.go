@@ -25,7 +25,7 @@ func TestAPairedDaemonRunsAJobAndTheSiteVerifiesItOnce(t *testing.T) {
 		t.Fatalf("the site's key %s was not pinned at pairing", s.KeyID())
 	}
 
-	w.publish(s, "job-1", "alice", site.GeneratePayload("hello"))
+	w.publish(s, "job-1", "alice", protocol.GeneratePayload("hello"))
 	if n := w.tick(d); n != 1 {
 		t.Fatalf("claimed %d jobs, want 1", n)
 	}
@@ -41,7 +41,7 @@ func TestAPairedDaemonRunsAJobAndTheSiteVerifiesItOnce(t *testing.T) {
 		t.Fatalf("results %+v, refused %+v", results, rep.Refused)
 	}
 	r := results[0]
-	if r.JobID != "job-1" || r.Outcome.Outcome != site.OutcomeOK || r.Outcome.TextOrEmpty() != "echo: hello" {
+	if r.JobID != "job-1" || r.Outcome.Outcome != protocol.DispositionOK || r.Outcome.TextOrEmpty() != "echo: hello" {
 		t.Fatalf("result = %+v", r)
 	}
 	if r.DeviceKeyID != d.keys.KeyID() || r.RunnerID != "runner-a" || r.RunnerOwner != "alice" {
@@ -68,7 +68,7 @@ func TestAChatJobReachesTheBackendAsLabelledTurns(t *testing.T) {
 	d := w.pairDaemon("alice", "runner-a", daemon.Config{})
 
 	system := "be brief"
-	p := site.ChatPayload(site.ChatMessage{Role: "user", Content: "hi"}, site.ChatMessage{Role: "assistant", Content: "hello"})
+	p := protocol.ChatPayload(protocol.ChatMessage{Role: "user", Content: "hi"}, protocol.ChatMessage{Role: "assistant", Content: "hello"})
 	p.System = &system
 	w.publish(s, "chat-1", "alice", p)
 	w.tick(d)
@@ -87,7 +87,7 @@ func TestACancelledJobIsStoppedAndReportedAsCanceled(t *testing.T) {
 	w.consent("alice", "shop")
 	d := w.pairDaemon("alice", "runner-a", daemon.Config{Backend: blockingBackend{}})
 
-	w.publish(s, "job-1", "alice", site.GeneratePayload("hang on"))
+	w.publish(s, "job-1", "alice", protocol.GeneratePayload("hang on"))
 	w.tick(d)
 	w.pump(s)
 	d.events.waitFor(t, daemon.EventRunning, "job-1")
@@ -113,7 +113,7 @@ func TestLapsedLeaseMovesOnAndTheFirstNeverReports(t *testing.T) {
 	first := w.pairDaemon("alice", "runner-a", daemon.Config{Backend: blockingBackend{}})
 	second := w.pairDaemon("alice", "runner-b", daemon.Config{})
 
-	w.publish(s, "job-1", "alice", site.GeneratePayload("hang, then echo"))
+	w.publish(s, "job-1", "alice", protocol.GeneratePayload("hang, then echo"))
 	if n := w.tick(first); n != 1 {
 		t.Fatalf("first claimed %d", n)
 	}
@@ -157,7 +157,7 @@ func TestShutdownReleasesSoAnotherDeviceTakesTheJob(t *testing.T) {
 	first := w.pairDaemon("alice", "runner-a", daemon.Config{Backend: blockingBackend{}})
 	second := w.pairDaemon("alice", "runner-b", daemon.Config{})
 
-	w.publish(s, "job-1", "alice", site.GeneratePayload("hang"))
+	w.publish(s, "job-1", "alice", protocol.GeneratePayload("hang"))
 	w.tick(first)
 	w.pump(s)
 	first.events.waitFor(t, daemon.EventRunning, "job-1")
@@ -189,7 +189,7 @@ func TestNoControlPlaneKeyRefusesAnotherPersonsJob(t *testing.T) {
 
 	stub := jobStub(w, "job-1", "bob")
 	stub.Audience = "team"
-	if _, err := s.Publish(w.ctx, stub, site.GeneratePayload("for bob")); err != nil {
+	if _, err := s.Publish(w.ctx, stub, protocol.GeneratePayload("for bob")); err != nil {
 		t.Fatal(err)
 	}
 	if n := w.tick(d); n != 1 {
@@ -244,7 +244,7 @@ func TestAnUnsealedPayloadIsGivenUpWithinTheLease(t *testing.T) {
 		w.clock.Advance(dur)
 		return quickSleep(ctx, dur)
 	}})
-	w.publish(s, "job-1", "alice", site.GeneratePayload("never sealed"))
+	w.publish(s, "job-1", "alice", protocol.GeneratePayload("never sealed"))
 	claimedAt := w.clock.Now()
 	if n := w.tick(d); n != 1 {
 		t.Fatalf("claimed %d", n)
@@ -263,7 +263,7 @@ func TestAnUnsealedPayloadIsGivenUpWithinTheLease(t *testing.T) {
 }
 
 func jobStub(w *world, id, owner string) protocol.JobStub {
-	return protocol.JobStub{ID: id, Kind: site.KindGenerate, Owner: owner, Audience: "private",
+	return protocol.JobStub{ID: id, Kind: protocol.KindGenerate, Owner: owner, Audience: "private",
 		DeadlineAt: w.clock.Now().Add(time.Hour).UnixMilli()}
 }
 
@@ -273,7 +273,7 @@ func TestJobCancelledBeforeItsPayloadIsNeverSealed(t *testing.T) {
 	w.consent("alice", "shop")
 	d := w.pairDaemon("alice", "runner-a", daemon.Config{})
 
-	w.publish(s, "job-1", "alice", site.GeneratePayload("never mind"))
+	w.publish(s, "job-1", "alice", protocol.GeneratePayload("never mind"))
 	w.tick(d)
 	d.events.waitFor(t, daemon.EventWaiting, "job-1")
 	if _, err := s.Cancel(w.ctx, "job-1"); err != nil {
@@ -317,7 +317,7 @@ func TestADeviceFollowsAPublishedSiteKeyRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.publish(s, "job-1", "alice", site.GeneratePayload("after the rotation"))
+	w.publish(s, "job-1", "alice", protocol.GeneratePayload("after the rotation"))
 	w.tick(d)
 	w.pump(s)
 	d.events.waitFor(t, daemon.EventReported, "job-1")

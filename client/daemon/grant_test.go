@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/byorelay/byorelay/client/daemon"
-	"github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/internal/grant"
 	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/relay"
@@ -69,7 +68,7 @@ func TestGrantsFromThePinnedControlPlaneAdmitJobs(t *testing.T) {
 			if d.Pairing().ControlPlanePublic != cp.Public().Identity {
 				t.Fatal("the control-plane key was not pinned at pairing")
 			}
-			w.publish(s, "job-1", "alice", site.GeneratePayload("granted?"))
+			w.publish(s, "job-1", "alice", protocol.GeneratePayload("granted?"))
 			if n := w.tick(d); n != 1 {
 				t.Fatalf("claimed %d", n)
 			}

@@ -184,12 +184,12 @@ func (w *world) pump(s *site.Client) site.Report {
 	return rep
 }
 
-func (w *world) publish(s *site.Client, id, owner string, p site.Payload) {
+func (w *world) publish(s *site.Client, id, owner string, p protocol.JobPayload) {
 	w.t.Helper()
-	stub := protocol.JobStub{ID: id, Kind: site.KindGenerate, Owner: owner, Audience: "private",
+	stub := protocol.JobStub{ID: id, Kind: protocol.KindGenerate, Owner: owner, Audience: "private",
 		DeadlineAt: w.clock.Now().Add(time.Hour).UnixMilli()}
 	if p.Messages != nil {
-		stub.Kind = site.KindChat
+		stub.Kind = protocol.KindChat
 	}
 	if _, err := s.Publish(w.ctx, stub, p); err != nil {
 		w.t.Fatalf("publish %s: %v", id, err)

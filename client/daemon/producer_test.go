@@ -92,9 +92,9 @@ func publishStreaming(t *testing.T, cfg daemon.Config, prompt string) streamingW
 	}
 	w.consent("alice", "shop")
 	d := w.pairDaemon("alice", "runner-a", cfg)
-	stub := protocol.JobStub{ID: "job-1", Kind: site.KindGenerate, Owner: "alice", Audience: "private",
+	stub := protocol.JobStub{ID: "job-1", Kind: protocol.KindGenerate, Owner: "alice", Audience: "private",
 		DeadlineAt: w.clock.Now().Add(time.Hour).UnixMilli(), Streaming: true}
-	if _, err := s.Publish(w.ctx, stub, site.GeneratePayload(prompt)); err != nil {
+	if _, err := s.Publish(w.ctx, stub, protocol.GeneratePayload(prompt)); err != nil {
 		t.Fatal(err)
 	}
 	if w.tick(d) != 1 {
@@ -239,9 +239,9 @@ func TestNoStreamOpensOnceShutdownBegan(t *testing.T) {
 		},
 	})
 	for _, id := range []string{"job-1", "job-2", "job-3"} {
-		stub := protocol.JobStub{ID: id, Kind: site.KindGenerate, Owner: "alice", Audience: "private",
+		stub := protocol.JobStub{ID: id, Kind: protocol.KindGenerate, Owner: "alice", Audience: "private",
 			DeadlineAt: w.clock.Now().Add(time.Hour).UnixMilli(), Streaming: true}
-		if _, err := s.Publish(w.ctx, stub, site.GeneratePayload("go on")); err != nil {
+		if _, err := s.Publish(w.ctx, stub, protocol.GeneratePayload("go on")); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -65,9 +65,9 @@ func startStreamingJob(t *testing.T, backend daemon.Backend) streamingWorld {
 	w.consent("alice", "shop")
 	d := w.pairDaemon("alice", "runner-a", daemon.Config{Backend: backend,
 		Streams: daemon.Streaming{Enabled: true, FlushEvery: 2 * time.Millisecond}})
-	stub := protocol.JobStub{ID: "job-1", Kind: site.KindGenerate, Owner: "alice", Audience: "private",
+	stub := protocol.JobStub{ID: "job-1", Kind: protocol.KindGenerate, Owner: "alice", Audience: "private",
 		DeadlineAt: w.clock.Now().Add(time.Hour).UnixMilli(), Streaming: true}
-	if _, err := s.Publish(w.ctx, stub, site.GeneratePayload("go on")); err != nil {
+	if _, err := s.Publish(w.ctx, stub, protocol.GeneratePayload("go on")); err != nil {
 		t.Fatal(err)
 	}
 	if w.tick(d) != 1 {
@@ -199,9 +199,9 @@ func TestANonStreamingBackendIsNotOfferedStreamingJobs(t *testing.T) {
 	s := w.newSite("shop")
 	w.consent("alice", "shop")
 	plain := w.pairDaemon("alice", "runner-plain", daemon.Config{Backend: runOnly{}, Streams: daemon.Streaming{Enabled: true}})
-	stub := protocol.JobStub{ID: "job-1", Kind: site.KindGenerate, Owner: "alice", Audience: "private",
+	stub := protocol.JobStub{ID: "job-1", Kind: protocol.KindGenerate, Owner: "alice", Audience: "private",
 		DeadlineAt: w.clock.Now().Add(time.Hour).UnixMilli(), Streaming: true}
-	if _, err := s.Publish(w.ctx, stub, site.GeneratePayload("hello")); err != nil {
+	if _, err := s.Publish(w.ctx, stub, protocol.GeneratePayload("hello")); err != nil {
 		t.Fatal(err)
 	}
 	if n := w.tick(plain); n != 0 {
@@ -258,10 +258,10 @@ func TestASiteStreamsFromAttachURLPastItsCallTimeout(t *testing.T) {
 	w.consent("alice", "shop")
 	d := w.pairDaemon("alice", "runner-a", daemon.Config{Backend: daemon.EchoBackend{Drip: 300 * time.Millisecond},
 		Streams: daemon.Streaming{Enabled: true, FlushEvery: 10 * time.Millisecond}})
-	stub := protocol.JobStub{ID: "job-1", Kind: site.KindGenerate, Owner: "alice", Audience: "private",
+	stub := protocol.JobStub{ID: "job-1", Kind: protocol.KindGenerate, Owner: "alice", Audience: "private",
 		DeadlineAt: w.clock.Now().Add(time.Hour).UnixMilli(), Streaming: true}
 	prompt := "one two three four five six seven eight nine ten"
-	if _, err := s.Publish(w.ctx, stub, site.GeneratePayload(prompt)); err != nil {
+	if _, err := s.Publish(w.ctx, stub, protocol.GeneratePayload(prompt)); err != nil {
 		t.Fatal(err)
 	}
 	w.tick(d)

@@ -50,13 +50,13 @@ func TestASiteThatNeverSealsIsToldItsJobWasEvicted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stub := protocol.JobStub{ID: "j1", Kind: site.KindGenerate, Owner: "alice", Audience: "private",
+	stub := protocol.JobStub{ID: "j1", Kind: protocol.KindGenerate, Owner: "alice", Audience: "private",
 		DeadlineAt: start.Add(time.Hour).UnixMilli()}
-	if _, err := s.Publish(ctx, stub, site.GeneratePayload("hello")); err != nil {
+	if _, err := s.Publish(ctx, stub, protocol.GeneratePayload("hello")); err != nil {
 		t.Fatal(err)
 	}
 	claim := protocol.ClaimRequest{ProtocolVersion: "2", RunnerID: device.RunnerID, Max: 1,
-		Capabilities: []protocol.Capability{{Kind: site.KindGenerate, Service: "local", BackendID: "ollama",
+		Capabilities: []protocol.Capability{{Kind: protocol.KindGenerate, Service: "local", BackendID: "ollama",
 			BackendClass: "http", Model: "m", OfferScope: "private"}}}
 	for range store.SealAttemptsBeforeEviction {
 		if resp := r.Handle(ctx, device.Request(t, "claim", clk.Now(), claim)); resp.Status != 200 ||

@@ -160,9 +160,9 @@ func mustKeys(t *testing.T) *protocol.Keys {
 }
 
 // publish publishes job id for alice and has device claim it under lease.
-func (s setup) publishClaimed(t *testing.T, id, lease string, p site.Payload) {
+func (s setup) publishClaimed(t *testing.T, id, lease string, p protocol.JobPayload) {
 	t.Helper()
-	stub := protocol.JobStub{ID: id, Kind: site.KindGenerate, Owner: "alice", DeadlineAt: start.Add(time.Hour).UnixMilli()}
+	stub := protocol.JobStub{ID: id, Kind: protocol.KindGenerate, Owner: "alice", DeadlineAt: start.Add(time.Hour).UnixMilli()}
 	if _, err := s.site.Publish(context.Background(), stub, p); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func (s setup) publishClaimed(t *testing.T, id, lease string, p site.Payload) {
 
 // result is what a device would report for id: outcome sealed by sealer,
 // listed under lease with disposition, naming device as the signer.
-func (s setup) result(t *testing.T, id, lease, disposition string, sealer *protocol.Keys, named protocol.PublicIdentity, out site.SealedOutcome) protocol.SiteResult {
+func (s setup) result(t *testing.T, id, lease, disposition string, sealer *protocol.Keys, named protocol.PublicIdentity, out protocol.SealedOutcome) protocol.SiteResult {
 	t.Helper()
 	plaintext, err := json.Marshal(out)
 	if err != nil {

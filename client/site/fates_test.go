@@ -30,12 +30,12 @@ func (s setup) pump(t *testing.T) site.Report {
 
 func TestEveryJobEndsInExactlyOneFateReportedOnce(t *testing.T) {
 	s := newSetup(t)
-	good := site.SealedOutcome{Outcome: site.OK("hi"), Ran: okRan}
+	good := protocol.SealedOutcome{Outcome: protocol.OKOutcome("hi"), Ran: okRan}
 	for _, id := range []string{"verified", "failed", "evicted", "cancelled"} {
-		s.publishClaimed(t, id, "lease-"+id, site.GeneratePayload("hello"))
+		s.publishClaimed(t, id, "lease-"+id, protocol.GeneratePayload("hello"))
 	}
-	expiring := protocol.JobStub{ID: "expired", Kind: site.KindGenerate, Owner: "alice", DeadlineAt: start.Add(time.Minute).UnixMilli()}
-	if _, err := s.site.Publish(context.Background(), expiring, site.GeneratePayload("x")); err != nil {
+	expiring := protocol.JobStub{ID: "expired", Kind: protocol.KindGenerate, Owner: "alice", DeadlineAt: start.Add(time.Minute).UnixMilli()}
+	if _, err := s.site.Publish(context.Background(), expiring, protocol.GeneratePayload("x")); err != nil {
 		t.Fatal(err)
 	}
 	if rep := s.pump(t); len(rep.Sealed) != 4 || len(rep.Ended) != 0 {
@@ -87,14 +87,14 @@ func TestEveryJobEndsInExactlyOneFateReportedOnce(t *testing.T) {
 
 func TestAJobPublishedAgainAfterItWasEvictedIsANewJob(t *testing.T) {
 	s := newSetup(t)
-	s.publishClaimed(t, "j1", "lease-1", site.GeneratePayload("hello"))
+	s.publishClaimed(t, "j1", "lease-1", protocol.GeneratePayload("hello"))
 	s.relay.set(func(f *fakeRelay) { f.pending, f.evicted = nil, []string{"j1"} })
 	if got := fates(s.pump(t)); got["j1"] != site.FateEvicted {
 		t.Fatalf("fates %v", got)
 	}
 	s.relay.set(func(f *fakeRelay) { f.evicted = nil })
 	s.pump(t) // collects the notice
-	s.publishClaimed(t, "j1", "lease-2", site.GeneratePayload("hello"))
+	s.publishClaimed(t, "j1", "lease-2", protocol.GeneratePayload("hello"))
 	if rep := s.pump(t); len(rep.Sealed) != 1 || len(rep.Ended) != 0 {
 		t.Fatalf("pump after republishing %+v", rep)
 	}
@@ -123,7 +123,7 @@ func TestRunSealsWhileCollectingIsStuck(t *testing.T) {
 	}()
 	// The results half is now held by the relay; a claim must still be
 	// sealed.
-	s.publishClaimed(t, "j1", "lease-1", site.GeneratePayload("hello"))
+	s.publishClaimed(t, "j1", "lease-1", protocol.GeneratePayload("hello"))
 	select {
 	case id := <-sealed:
 		if id != "j1" {
@@ -148,8 +148,8 @@ func TestAJobExpiresOnAPollPastItsDeadlineOrAfterGrace(t *testing.T) {
 	s := newSetup(t)
 	deadline := start.Add(time.Minute)
 	for _, id := range []string{"j1", "j2"} {
-		stub := protocol.JobStub{ID: id, Kind: site.KindGenerate, Owner: "alice", DeadlineAt: deadline.UnixMilli()}
-		if _, err := s.site.Publish(context.Background(), stub, site.GeneratePayload("x")); err != nil {
+		stub := protocol.JobStub{ID: id, Kind: protocol.KindGenerate, Owner: "alice", DeadlineAt: deadline.UnixMilli()}
+		if _, err := s.site.Publish(context.Background(), stub, protocol.GeneratePayload("x")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -173,8 +173,8 @@ func TestAJobExpiresOnAPollPastItsDeadlineOrAfterGrace(t *testing.T) {
 	// An answered poll sent the margin after the deadline ends the job at
 	// once; one sent a millisecond sooner does not.
 	late := start.Add(time.Hour)
-	stub := protocol.JobStub{ID: "answered-later", Kind: site.KindGenerate, Owner: "alice", DeadlineAt: late.UnixMilli()}
-	if _, err := s.site.Publish(context.Background(), stub, site.GeneratePayload("x")); err != nil {
+	stub := protocol.JobStub{ID: "answered-later", Kind: protocol.KindGenerate, Owner: "alice", DeadlineAt: late.UnixMilli()}
+	if _, err := s.site.Publish(context.Background(), stub, protocol.GeneratePayload("x")); err != nil {
 		t.Fatal(err)
 	}
 	s.relay.set(func(f *fakeRelay) { delete(f.refuse, "results") })

@@ -70,7 +70,7 @@ func TestResultAcceptedAfterAReclaimRenewedTheLease(t *testing.T) {
 		t.Helper()
 		var resp protocol.ClaimResponse
 		daemonCall("claim", protocol.ClaimRequest{ProtocolVersion: "2", RunnerID: device.RunnerID, Max: 1,
-			Capabilities: []protocol.Capability{{Kind: site.KindGenerate, Service: "local", BackendID: "ollama",
+			Capabilities: []protocol.Capability{{Kind: protocol.KindGenerate, Service: "local", BackendID: "ollama",
 				BackendClass: "http", Model: "m", OfferScope: "private"}}}, &resp)
 		return resp.Jobs
 	}
@@ -98,9 +98,9 @@ func TestResultAcceptedAfterAReclaimRenewedTheLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stub := protocol.JobStub{ID: "j1", Kind: site.KindGenerate, Owner: "alice", Audience: "private",
+	stub := protocol.JobStub{ID: "j1", Kind: protocol.KindGenerate, Owner: "alice", Audience: "private",
 		DeadlineAt: start.Add(time.Hour).UnixMilli()}
-	if _, err := s.Publish(ctx, stub, site.GeneratePayload("hello")); err != nil {
+	if _, err := s.Publish(ctx, stub, protocol.GeneratePayload("hello")); err != nil {
 		t.Fatal(err)
 	}
 	first := claim()
@@ -127,7 +127,7 @@ func TestResultAcceptedAfterAReclaimRenewedTheLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _ := json.Marshal(site.SealedOutcome{Outcome: site.OK("echo: " + prompt), Ran: okRan})
+	out, _ := json.Marshal(protocol.SealedOutcome{Outcome: protocol.OKOutcome("echo: " + prompt), Ran: okRan})
 	env := device.SealResult(t, "j1", string(out), siteFixture.Public(), start.Add(time.Hour).UnixMilli())
 	var accepted protocol.ResultResponse
 	daemonCall("result", protocol.ResultRequest{ProtocolVersion: "2", RunnerID: device.RunnerID, JobID: "j1",

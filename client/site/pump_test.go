@@ -11,12 +11,12 @@ import (
 	"github.com/byorelay/byorelay/protocol"
 )
 
-var okRan = site.RunMetadata{Model: "m", BackendClass: "http", DurationMs: 3}
+var okRan = protocol.RunMetadata{Model: "m", BackendClass: "http", DurationMs: 3}
 
 func TestPublishSendsOnlyTheStubAndFillsItsDefaults(t *testing.T) {
 	s := newSetup(t)
-	stub := protocol.JobStub{ID: "j1", Kind: site.KindGenerate, Owner: "alice", DeadlineAt: start.Add(time.Hour).UnixMilli()}
-	state, err := s.site.Publish(context.Background(), stub, site.GeneratePayload(strings.Repeat("x", 5000)))
+	stub := protocol.JobStub{ID: "j1", Kind: protocol.KindGenerate, Owner: "alice", DeadlineAt: start.Add(time.Hour).UnixMilli()}
+	state, err := s.site.Publish(context.Background(), stub, protocol.GeneratePayload(strings.Repeat("x", 5000)))
 	if err != nil || state != "queued" {
 		t.Fatalf("publish = %q, %v", state, err)
 	}
@@ -25,11 +25,11 @@ func TestPublishSendsOnlyTheStubAndFillsItsDefaults(t *testing.T) {
 		t.Fatalf("stub = %+v", got)
 	}
 	stub.Site = mustKeys(t).KeyID()
-	if _, err := s.site.Publish(context.Background(), stub, site.GeneratePayload("x")); err == nil {
+	if _, err := s.site.Publish(context.Background(), stub, protocol.GeneratePayload("x")); err == nil {
 		t.Fatal("a stub naming another site's key was published")
 	}
-	if _, err := s.site.Publish(context.Background(), protocol.JobStub{ID: "j2", Kind: site.KindChat, Owner: "a",
-		DeadlineAt: start.Add(time.Hour).UnixMilli()}, site.GeneratePayload("x")); err == nil {
+	if _, err := s.site.Publish(context.Background(), protocol.JobStub{ID: "j2", Kind: protocol.KindChat, Owner: "a",
+		DeadlineAt: start.Add(time.Hour).UnixMilli()}, protocol.GeneratePayload("x")); err == nil {
 		t.Fatal("a generate payload was published as a chat job")
 	}
 }
@@ -39,8 +39,8 @@ func TestAnEnqueueConflictIsARefusalNotARetry(t *testing.T) {
 	s.relay.set(func(f *fakeRelay) {
 		f.refuse["enqueue"] = fakeRefusal{409, `{"error":"slot-waiting","message":"nothing can answer this right now — try again later"}`}
 	})
-	stub := protocol.JobStub{ID: "j1", Kind: site.KindGenerate, Owner: "alice", DeadlineAt: start.Add(time.Hour).UnixMilli()}
-	_, err := s.site.Publish(context.Background(), stub, site.GeneratePayload("x"))
+	stub := protocol.JobStub{ID: "j1", Kind: protocol.KindGenerate, Owner: "alice", DeadlineAt: start.Add(time.Hour).UnixMilli()}
+	_, err := s.site.Publish(context.Background(), stub, protocol.GeneratePayload("x"))
 	var refused *site.EnqueueRefused
 	if !errors.As(err, &refused) || refused.Code != "slot-waiting" {
 		t.Fatalf("err = %v, want EnqueueRefused slot-waiting", err)
@@ -52,7 +52,7 @@ func TestAnEnqueueConflictIsARefusalNotARetry(t *testing.T) {
 
 func TestPumpSealsThePayloadToTheClaimingDevice(t *testing.T) {
 	s := newSetup(t)
-	s.publishClaimed(t, "j1", "lease-1", site.GeneratePayload("hello"))
+	s.publishClaimed(t, "j1", "lease-1", protocol.GeneratePayload("hello"))
 	rep, err := s.site.Pump(context.Background())
 	if err != nil || len(rep.Sealed) != 1 {
 		t.Fatalf("pump = %+v, %v", rep, err)
@@ -71,8 +71,8 @@ func TestPumpSealsThePayloadToTheClaimingDevice(t *testing.T) {
 
 func TestPumpRefusesToSealToADeviceWhoseKeysDoNotVerify(t *testing.T) {
 	s := newSetup(t)
-	stub := protocol.JobStub{ID: "j1", Kind: site.KindGenerate, Owner: "alice", DeadlineAt: start.Add(time.Hour).UnixMilli()}
-	if _, err := s.site.Publish(context.Background(), stub, site.GeneratePayload("secret")); err != nil {
+	stub := protocol.JobStub{ID: "j1", Kind: protocol.KindGenerate, Owner: "alice", DeadlineAt: start.Add(time.Hour).UnixMilli()}
+	if _, err := s.site.Publish(context.Background(), stub, protocol.GeneratePayload("secret")); err != nil {
 		t.Fatal(err)
 	}
 	forged := s.device.Public()
@@ -90,7 +90,7 @@ func TestPumpRefusesToSealToADeviceWhoseKeysDoNotVerify(t *testing.T) {
 }
 
 func TestPumpAcceptsOnlyTheSealedToDevicesSignature(t *testing.T) {
-	good := site.SealedOutcome{Outcome: site.OK("hi"), Ran: okRan}
+	good := protocol.SealedOutcome{Outcome: protocol.OKOutcome("hi"), Ran: okRan}
 	cases := []struct {
 		name   string
 		result func(s setup) protocol.SiteResult
@@ -122,7 +122,7 @@ func TestPumpAcceptsOnlyTheSealedToDevicesSignature(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSetup(t)
-			s.publishClaimed(t, "j1", "lease-1", site.GeneratePayload("hello"))
+			s.publishClaimed(t, "j1", "lease-1", protocol.GeneratePayload("hello"))
 			if _, err := s.site.Pump(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -172,7 +172,7 @@ func TestRelayWaitDefersTheCycleAndARefusalIsAnError(t *testing.T) {
 
 func TestACancelledJobIsNeverSealed(t *testing.T) {
 	s := newSetup(t)
-	s.publishClaimed(t, "j1", "lease-1", site.GeneratePayload("hello"))
+	s.publishClaimed(t, "j1", "lease-1", protocol.GeneratePayload("hello"))
 	if ok, err := s.site.Cancel(context.Background(), "j1"); err != nil || !ok {
 		t.Fatalf("cancel = %v, %v", ok, err)
 	}
@@ -184,11 +184,11 @@ func TestACancelledJobIsNeverSealed(t *testing.T) {
 
 func TestAResultForAJobNeverSealedToAnyDeviceIsRefused(t *testing.T) {
 	s := newSetup(t)
-	stub := protocol.JobStub{ID: "j1", Kind: site.KindGenerate, Owner: "alice", DeadlineAt: start.Add(time.Hour).UnixMilli()}
-	if _, err := s.site.Publish(context.Background(), stub, site.GeneratePayload("hello")); err != nil {
+	stub := protocol.JobStub{ID: "j1", Kind: protocol.KindGenerate, Owner: "alice", DeadlineAt: start.Add(time.Hour).UnixMilli()}
+	if _, err := s.site.Publish(context.Background(), stub, protocol.GeneratePayload("hello")); err != nil {
 		t.Fatal(err)
 	}
-	res := s.result(t, "j1", "lease-1", "ok", s.device, s.device.Public(), site.SealedOutcome{Outcome: site.OK("hi"), Ran: okRan})
+	res := s.result(t, "j1", "lease-1", "ok", s.device, s.device.Public(), protocol.SealedOutcome{Outcome: protocol.OKOutcome("hi"), Ran: okRan})
 	s.relay.set(func(f *fakeRelay) { f.results = []protocol.SiteResult{res} })
 	rep, err := s.site.Pump(context.Background())
 	if err != nil || len(rep.Results) != 0 || len(rep.Refused) != 1 || !strings.Contains(rep.Refused[0].Reason, "never sealed") {
@@ -201,8 +201,8 @@ func TestAnUnansweredPublishIsPostedAgainByThePump(t *testing.T) {
 	s.relay.set(func(f *fakeRelay) {
 		f.refuse["enqueue"] = fakeRefusal{503, `{"error":"server-error","message":"busy"}`}
 	})
-	stub := protocol.JobStub{ID: "j1", Kind: site.KindGenerate, Owner: "alice", DeadlineAt: start.Add(time.Hour).UnixMilli()}
-	if _, err := s.site.Publish(context.Background(), stub, site.GeneratePayload("x")); !site.IsRetryable(err) {
+	stub := protocol.JobStub{ID: "j1", Kind: protocol.KindGenerate, Owner: "alice", DeadlineAt: start.Add(time.Hour).UnixMilli()}
+	if _, err := s.site.Publish(context.Background(), stub, protocol.GeneratePayload("x")); !site.IsRetryable(err) {
 		t.Fatalf("publish = %v, want a retryable error", err)
 	}
 	s.relay.set(func(f *fakeRelay) { delete(f.refuse, "enqueue") })
@@ -221,7 +221,7 @@ func TestAnUnansweredPublishIsPostedAgainByThePump(t *testing.T) {
 		f.refuse["enqueue"] = fakeRefusal{503, `{"error":"server-error","message":"busy"}`}
 	})
 	stub.ID = "j2"
-	if _, err := s.site.Publish(context.Background(), stub, site.GeneratePayload("x")); !site.IsRetryable(err) {
+	if _, err := s.site.Publish(context.Background(), stub, protocol.GeneratePayload("x")); !site.IsRetryable(err) {
 		t.Fatalf("publish j2 = %v", err)
 	}
 	s.relay.set(func(f *fakeRelay) { f.refuse["enqueue"] = fakeRefusal{400, `{"error":"bad-request","message":"no"}`} })

@@ -65,7 +65,7 @@ func TestTheConsoleShowsAJobWaitingOnAnUnmappedSlot(t *testing.T) {
 	jobID := "job-waiting-" + time.Now().Format("150405.000")
 	stub := protocol.JobStub{ID: jobID, Kind: protocol.KindGenerate, Owner: demo.Owner, Audience: protocol.AudiencePrivate,
 		DeadlineAt: time.Now().Add(5 * time.Minute).UnixMilli()}
-	if state, err := shop.Publish(ctx, stub, site.GeneratePayload("wait for a mapping")); err != nil || state != "queued" {
+	if state, err := shop.Publish(ctx, stub, protocol.GeneratePayload("wait for a mapping")); err != nil || state != "queued" {
 		t.Fatalf("publish while mapped: state %q, %v", state, err)
 	}
 

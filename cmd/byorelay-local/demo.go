@@ -69,10 +69,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	if err := demoSteps(ctx, o, stdout); err != nil {
-		fmt.Fprintf(stderr, "\nbyorelay-local demo: %v\n", err)
 		if stackDown(err) {
-			fmt.Fprint(stderr, noStack(o.relay, "demo"))
+			// The dial error says less than what to do about it.
+			fmt.Fprint(stderr, "\nbyorelay-local demo: "+noStack(o.relay, "demo"))
+			return 1
 		}
+		fmt.Fprintf(stderr, "\nbyorelay-local demo: %v\n", err)
 		return 1
 	}
 	return 0
@@ -245,9 +247,9 @@ func publishAndCollect(ctx context.Context, n *narrator, o demoOptions, shop *si
 	for i := range o.jobs {
 		id := fmt.Sprintf("demo-%s-%d", runID, i+1)
 		prompt := demoPrompts[i%len(demoPrompts)]
-		stub := protocol.JobStub{ID: id, Kind: site.KindGenerate, Owner: o.pairAsWho, Audience: "private",
+		stub := protocol.JobStub{ID: id, Kind: protocol.KindGenerate, Owner: o.pairAsWho, Audience: "private",
 			DeadlineAt: time.Now().Add(10 * time.Minute).UnixMilli()}
-		if _, err := shop.Publish(ctx, stub, site.GeneratePayload(prompt)); err != nil {
+		if _, err := shop.Publish(ctx, stub, protocol.GeneratePayload(prompt)); err != nil {
 			return fmt.Errorf("publishing %s: %w", id, err)
 		}
 		want[id] = prompt
@@ -293,7 +295,7 @@ func publishAndCollect(ctx context.Context, n *narrator, o demoOptions, shop *si
 	n.say("\n5. Results:")
 	for _, r := range results {
 		text := r.Outcome.TextOrEmpty()
-		if r.Outcome.Outcome != site.OutcomeOK {
+		if r.Outcome.Outcome != protocol.DispositionOK {
 			text = r.Outcome.Outcome + ": " + r.Outcome.Message
 		}
 		n.say("   %s  %q", r.JobID, want[r.JobID])

@@ -296,23 +296,12 @@ func startLocal(ctx context.Context, opts serveOptions, log *slog.Logger, progre
 	return ls, nil
 }
 
-// startDynamo starts DynamoDB Local on its tables under the demo dir, so
-// a restart finds every pairing, job and the projection where the last
-// run left them: a daemon paired yesterday is still recognised today.
-// fresh deletes them first.
+// startDynamo starts DynamoDB Local on its tables under the demo dir
+// (startKeptDynamo).
 func (ls *localStack) startDynamo(fresh bool, progress io.Writer) (err error) {
 	ls.ddbDir = filepath.Join(ls.demoDir, ddbDirName)
-	if fresh {
-		if err := os.RemoveAll(ls.ddbDir); err != nil {
-			return fmt.Errorf("--fresh: %w", err)
-		}
-		fmt.Fprintf(progress, "--fresh: deleted the tables kept in %s\n", ls.ddbDir)
-	}
-	fmt.Fprintf(progress, "starting DynamoDB Local (tables kept in %s)…\n", ls.ddbDir)
-	if ls.ddbEndpoint, ls.stopDynamo, err = localtest.StartDynamoOnDisk(ls.ddbDir, progress); err != nil {
-		return fmt.Errorf("DynamoDB Local: %w", err)
-	}
-	return nil
+	ls.ddbEndpoint, ls.stopDynamo, err = startKeptDynamo(ls.ddbDir, fresh, progress)
+	return err
 }
 
 // backend is what a store brings up: the relay, what serves every

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/byorelay/byorelay/cmd/internal/localstack"
 	"github.com/byorelay/byorelay/internal/repo"
 	"github.com/byorelay/byorelay/internal/sitefn"
 	"github.com/byorelay/byorelay/internal/sitepump"
@@ -42,6 +43,8 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	keysPath := fs.String("keys", "", "the site's StoredKeys JSON; created (mode 0600) if absent\n(default .cache/site/site-keys.json in the repository)")
 	demoWorld := fs.Bool("demo", false, "hold the demo site's keys (.cache/demo, instead of --keys) and seed the site demo world: the demo daemon paired as runner-demo for demo-user, demo-job-1 queued; `make invoke FN=site…` can then act on this stack")
 	ddb := fs.String("ddb-endpoint", "", "use this DynamoDB endpoint instead of starting DynamoDB Local")
+	ddbDir := fs.String("ddb-dir", "", "where the DynamoDB Local this starts keeps its tables across runs\n(default .cache/site/"+ddbDirName+" in the repository; with --demo, .cache/demo/"+siteDemoDDBDir+")")
+	fresh := fs.Bool("fresh", false, "start with an empty table: delete what the DynamoDB Local this starts kept from\nits last run (pairings, runners, jobs) in --ddb-dir; the keys stay")
 	table := fs.String("table", "byorelay-site", "the site table (created if absent)")
 	verify := fs.String("verification-url", "", "the page where a user types a pairing code (default: this server's /pair)")
 	leaseMs := fs.Int64("lease-ms", 0, "lease length in ms (default 60000)")
@@ -59,6 +62,9 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	if *ddb == "" {
+		*ddb = os.Getenv(localtest.EnvDynamoEndpoint)
+	}
 	switch {
 	case *lane == siteserver.LaneDirect && (*relayURL != "" || *relaySite != ""):
 		fmt.Fprintln(stderr, "byorelay-local site: --relay and --site are the cloud lane's (--lane cloud)")
@@ -68,6 +74,9 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	case *lane != siteserver.LaneDirect && *lane != siteserver.LaneCloud:
 		fmt.Fprintf(stderr, "byorelay-local site: --lane %q is not direct or cloud\n", *lane)
+		return 2
+	case *ddb != "" && (*fresh || *ddbDir != ""):
+		fmt.Fprintf(stderr, "byorelay-local site: --fresh and --ddb-dir are for the DynamoDB Local this starts, and this run uses the one at %s\n", *ddb)
 		return 2
 	}
 	fail := func(err error) int {
@@ -101,10 +110,14 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	endpoint := *ddb
 	if endpoint == "" {
-		fmt.Fprintln(stdout, "starting DynamoDB Local (in memory)…")
+		if *ddbDir == "" {
+			if *ddbDir, err = defaultSiteDDBDir(*demoWorld); err != nil {
+				return fail(err)
+			}
+		}
 		var stop func()
-		if endpoint, stop, err = localtest.StartDynamo(); err != nil {
-			return fail(fmt.Errorf("DynamoDB Local: %w", err))
+		if endpoint, stop, err = startKeptDynamo(*ddbDir, *fresh, stdout); err != nil {
+			return fail(err)
 		}
 		defer stop()
 	}
@@ -191,8 +204,17 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}()
-	fmt.Fprintf(stdout, "site %s serving\n  daemons:  byollm connect %s\n  app API:  POST %s/app/{enqueue,job,result,cancel,availability,pairings/lookup,pairings/approve,pairings/deny,runners,runners/revoke,sweep}\n  table:    %s on %s\n",
-		keys.KeyID(), origin, origin, *table, endpoint)
+	// The daemon as docs/site.md runs it: the npm one, its state beside
+	// the site's keys and apart from the person's own ~/.byollm.
+	home := filepath.Join(filepath.Dir(*keysPath), "byollm-home")
+	if dir, err := localstack.Dir(); err == nil && world != nil {
+		home = filepath.Join(dir, "byollm-home")
+	}
+	fmt.Fprintf(stdout, "site %s serving\n  daemons:  HOME=%s localtest/js/node_modules/.bin/byollm connect %s\n  app API:  POST %s/app/{enqueue,job,result,cancel,availability,pairings/lookup,pairings/approve,pairings/deny,runners,runners/revoke,sweep}\n  table:    %s on %s\n",
+		keys.KeyID(), home, origin, origin, *table, endpoint)
+	if *ddbDir != "" {
+		fmt.Fprintf(stdout, "            kept in %s across runs (--fresh, or make site FRESH=1, starts empty)\n", *ddbDir)
+	}
 	if ownPairURL {
 		// The daemon prints the verification URL as the place to approve;
 		// nothing serves it here (a site's own page would), so say how.
@@ -212,9 +234,28 @@ func runSite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// loadOrCreateSiteKeys reads the site's keys, or makes and saves a pair:
-// the site's identity must survive restarts, or every paired daemon's pin
-// breaks.
+// siteDemoDDBDir is where, under the demo dir, make site --demo keeps its
+// table: beside the demo keys its pairings name, apart from make run's.
+const siteDemoDDBDir = "site-dynamodb"
+
+// defaultSiteDDBDir is where make site keeps its table across runs: beside
+// the keys whose identity its pairings pin (.cache/site, or the demo dir
+// with --demo).
+func defaultSiteDDBDir(demoWorld bool) (string, error) {
+	if demoWorld {
+		dir, err := localstack.Dir()
+		if err != nil {
+			return "", err
+		}
+		return filepath.Join(dir, siteDemoDDBDir), nil
+	}
+	root, err := repo.Root()
+	if err != nil {
+		return "", fmt.Errorf("%w (pass --ddb-dir)", err)
+	}
+	return filepath.Join(root, ".cache", "site", ddbDirName), nil
+}
+
 // siteKeysFile is the name of the keys file make site keeps.
 const siteKeysFile = "site-keys.json"
 
@@ -243,6 +284,9 @@ func defaultSiteKeys(stdout io.Writer) (string, error) {
 	return path, nil
 }
 
+// loadOrCreateSiteKeys reads the site's keys, or makes and saves a pair:
+// the site's identity must survive restarts, or every paired daemon's pin
+// breaks.
 func loadOrCreateSiteKeys(path string, stdout io.Writer) (*protocol.Keys, error) {
 	raw, err := os.ReadFile(path)
 	if err == nil {

@@ -193,7 +193,7 @@ func loadFleet(t *testing.T, n, sites int) fleetRun {
 	}
 	stub := protocol.JobStub{ID: "scale-job", Kind: protocol.KindGenerate, Owner: ownerOf(0),
 		Audience: protocol.AudiencePrivate, DeadlineAt: time.Now().Add(2 * time.Minute).UnixMilli()}
-	if _, err := s.Publish(ctx, stub, gosite.GeneratePayload("hello from a large fleet")); err != nil {
+	if _, err := s.Publish(ctx, stub, protocol.GeneratePayload("hello from a large fleet")); err != nil {
 		t.Fatal(err)
 	}
 	if claimed, err := worker.Tick(ctx); err != nil || claimed != 1 {

@@ -1,12 +1,12 @@
 package lambdafn
 
 import (
-	"encoding/json"
 	"io"
 	"sync"
 
 	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
+	"github.com/byorelay/byorelay/internal/platform/emf"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/store"
 )
@@ -144,48 +144,23 @@ type metric struct {
 // units are the metrics that are not counts, by name.
 var units = map[string]string{MetricClockOffset: "Milliseconds", MetricClockUncertainty: "Milliseconds"}
 
-type emfMetric struct {
-	Name string `json:"Name"`
-	Unit string `json:"Unit"`
-}
-
-type emfDirective struct {
-	Namespace  string      `json:"Namespace"`
-	Dimensions [][]string  `json:"Dimensions"`
-	Metrics    []emfMetric `json:"Metrics"`
-}
-
-type emfMeta struct {
-	Timestamp         int64          `json:"Timestamp"`
-	CloudWatchMetrics []emfDirective `json:"CloudWatchMetrics"`
-}
-
 // emit writes one record. Every metric is also published without the extra
 // dimensions (the Function-only set), so an alarm can watch the total.
 func (m *EMF) emit(dims []string, props map[string]any, ms ...metric) {
-	rec := make(map[string]any, len(props)+len(ms)+2)
+	sets := [][]string{{"Function"}}
+	if len(dims) > 0 {
+		sets = append(sets, append([]string{"Function"}, dims...))
+	}
+	rec := make(map[string]any, len(props)+1)
 	for k, v := range props {
 		rec[k] = v
 	}
-	dir := emfDirective{Namespace: m.namespace, Dimensions: [][]string{{"Function"}}}
-	if len(dims) > 0 {
-		dir.Dimensions = append(dir.Dimensions, append([]string{"Function"}, dims...))
-	}
-	for _, x := range ms {
-		unit, ok := units[x.name]
-		if !ok {
-			unit = "Count"
-		}
-		dir.Metrics = append(dir.Metrics, emfMetric{Name: x.name, Unit: unit})
-		rec[x.name] = x.value
-	}
 	rec["Function"] = m.function
-	rec["_aws"] = emfMeta{Timestamp: m.clock.Now().UnixMilli(), CloudWatchMetrics: []emfDirective{dir}}
-	line, err := json.Marshal(rec)
-	if err != nil {
-		return // unreachable: every value above is a string or a number
+	metrics := make([]emf.Metric, len(ms))
+	for i, x := range ms {
+		metrics[i] = emf.Metric{Name: x.name, Unit: units[x.name], Value: x.value}
 	}
-	line = append(line, '\n')
+	line := emf.Line(m.namespace, sets, rec, m.clock.Now(), metrics...)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	// A metric that cannot be written is lost, not an error: the request

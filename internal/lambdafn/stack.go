@@ -18,6 +18,7 @@ import (
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/platform/objects"
 	"github.com/byorelay/byorelay/internal/platform/paramstore"
+	"github.com/byorelay/byorelay/internal/platform/wakeup"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/store"
 	"github.com/byorelay/byorelay/store/dynamo"
@@ -41,7 +42,7 @@ type Stack struct {
 	// relayMetrics counts the relay's decisions: Metrics unless
 	// Options.RelayMetrics replaced it.
 	relayMetrics relay.Metrics
-	waker        *Waker
+	waker        *wakeup.Waker
 	churn        *ChurnPublisher
 	admin        func() http.Handler
 
@@ -98,7 +99,7 @@ func Open(env Env, opts Options) (*Stack, error) {
 		st.churn = NewChurnPublisher(cfg, aws.ToString(endpoint("sns", nil)), env.ChurnTopicARN, log)
 	}
 	if env.WakeupGroup != "" {
-		st.waker = NewWaker(cfg, aws.ToString(endpoint("scheduler", nil)), env.WakeupGroup, env.SweeperARN, env.WakeupRoleARN, storeClock)
+		st.waker = newSweeperWaker(cfg, aws.ToString(endpoint("scheduler", nil)), env.WakeupGroup, env.SweeperARN, env.WakeupRoleARN, storeClock)
 	}
 	if err := st.openStores(cfg, endpoint, storeClock); err != nil {
 		return nil, err

@@ -51,13 +51,13 @@ func newSeam(t *testing.T, f storeFactory, siteAhead time.Duration) *seam {
 		t.Fatal(err)
 	}
 	dl := w.nowMs() + 60_000
-	stub := protocol.JobStub{ID: "j1", Kind: site.KindGenerate, Owner: "alice", Audience: "private", DeadlineAt: dl}
-	if _, err := s.Publish(w.ctx, stub, site.GeneratePayload("hello")); err != nil {
+	stub := protocol.JobStub{ID: "j1", Kind: protocol.KindGenerate, Owner: "alice", Audience: "private", DeadlineAt: dl}
+	if _, err := s.Publish(w.ctx, stub, protocol.GeneratePayload("hello")); err != nil {
 		t.Fatal(err)
 	}
 	claimed := decode[protocol.ClaimResponse](t, w.daemonCall(w.daemon, "claim", protocol.ClaimRequest{
 		ProtocolVersion: "2", RunnerID: w.daemon.RunnerID, Max: 1,
-		Capabilities: []protocol.Capability{{Kind: site.KindGenerate, Service: "local", BackendID: "ollama",
+		Capabilities: []protocol.Capability{{Kind: protocol.KindGenerate, Service: "local", BackendID: "ollama",
 			BackendClass: "http", Model: "m", OfferScope: "private"}}}))
 	if len(claimed.Jobs) != 1 {
 		t.Fatalf("claim granted %d jobs", len(claimed.Jobs))
@@ -74,8 +74,8 @@ func newSeam(t *testing.T, f storeFactory, siteAhead time.Duration) *seam {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _ := json.Marshal(site.SealedOutcome{Outcome: site.OK("echo: " + prompt),
-		Ran: site.RunMetadata{Model: "m", BackendClass: "http", DurationMs: 3}})
+	out, _ := json.Marshal(protocol.SealedOutcome{Outcome: protocol.OKOutcome("echo: " + prompt),
+		Ran: protocol.RunMetadata{Model: "m", BackendClass: "http", DurationMs: 3}})
 	env := w.daemon.SealResult(t, "j1", string(out), w.site.Public(), w.nowMs()+protocol.EnvelopeMaxAgeMs)
 	return &seam{w: w, site: s, lease: lease, env: env, dl: dl}
 }

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/siteserver"
@@ -123,7 +122,7 @@ func BenchmarkDirectLaneLifecycleCapacity(b *testing.B) {
 			}
 		})
 		measure("renew", func() { heartbeat(fmt.Sprintf(`{"jobId":%q,"leaseId":%q}`, id, lease)) })
-		plain, _ := site.SealedOutcome{Outcome: site.OK("echo: " + prompt), Ran: site.RunMetadata{Model: "m", BackendClass: "http", DurationMs: 5}}.Plaintext()
+		plain, _ := protocol.SealedOutcome{Outcome: protocol.OKOutcome("echo: " + prompt), Ran: protocol.RunMetadata{Model: "m", BackendClass: "http", DurationMs: 5}}.Plaintext()
 		env, err := protocol.Seal(plain, device, siteKeys.Public().Encryption, protocol.EnvelopeContext{JobID: id, SenderKeyID: device.KeyID(),
 			RecipientKeyID: siteKeys.KeyID(), DeadlineAt: fetched.Envelope.DeadlineAt, Direction: protocol.DirectionResult})
 		if err != nil {

@@ -13,10 +13,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
-	"github.com/aws/aws-sdk-go-v2/service/scheduler"
-	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 
+	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/container"
+	"github.com/byorelay/byorelay/internal/platform/emf"
+	"github.com/byorelay/byorelay/internal/platform/wakeup"
 	"github.com/byorelay/byorelay/internal/sitepump"
 )
 
@@ -32,24 +33,9 @@ const (
 
 // writePumpEMF writes one EMF record of a pump cycle.
 func writePumpEMF(out io.Writer, c sitepump.Cycle, now time.Time) {
-	rec := map[string]any{
-		"_aws": map[string]any{
-			"Timestamp": now.UnixMilli(),
-			"CloudWatchMetrics": []any{map[string]any{
-				"Namespace":  MetricsNamespace,
-				"Dimensions": [][]string{{"Function"}},
-				"Metrics": []any{
-					map[string]string{"Name": MetricPumpLag, "Unit": "Milliseconds"},
-					map[string]string{"Name": MetricLateSeals, "Unit": "Count"},
-				},
-			}},
-		},
-		"Function":      Pump,
-		MetricPumpLag:   c.LagMs,
-		MetricLateSeals: c.Late,
-	}
-	b, _ := json.Marshal(rec)
-	fmt.Fprintln(out, string(b))
+	writeFunctionEMF(out, Pump, now,
+		emf.Metric{Name: MetricPumpLag, Unit: "Milliseconds", Value: float64(c.LagMs)},
+		emf.Metric{Name: MetricLateSeals, Value: float64(c.Late)})
 }
 
 // lambdaStarter starts the pump by an asynchronous Lambda invoke of the
@@ -82,51 +68,18 @@ func (s *lambdaStarter) Start(ctx context.Context, ev sitepump.Event) error {
 	return nil
 }
 
-// schedulerWaker arms the pump's one-time wake-ups: EventBridge Scheduler
-// at() schedules in PUMP_WAKEUP_GROUP, bucketed to the minute (Scheduler's
-// precision) and named by it, each deleting itself once it fired. A
-// ConflictException means the bucket's schedule is set already.
-type schedulerWaker struct {
-	api                 func() *scheduler.Client
-	group, target, role string
-}
-
-func newSchedulerWaker(cfg aws.Config, endpoint *string, group, target, role string) *schedulerWaker {
-	return &schedulerWaker{group: group, target: target, role: role, api: sync.OnceValue(func() *scheduler.Client {
-		return scheduler.NewFromConfig(cfg, func(o *scheduler.Options) {
-			if endpoint != nil {
-				o.BaseEndpoint = endpoint
-			}
-		})
-	})}
-}
-
 // pumpWakeupInput is the pump's event when a wake-up fires.
 const pumpWakeupInput = `{"trigger":"` + sitepump.TriggerWakeup + `"}`
 
-func (w *schedulerWaker) Wake(ctx context.Context, at time.Time) error {
-	bucket := at.UTC().Truncate(time.Minute)
-	if bucket.Before(at) {
-		bucket = bucket.Add(time.Minute)
-	}
-	name := "pump-" + bucket.Format("20060102T1504")
-	_, err := w.api().CreateSchedule(ctx, &scheduler.CreateScheduleInput{
-		Name:                       aws.String(name),
-		GroupName:                  aws.String(w.group),
-		ActionAfterCompletion:      schedtypes.ActionAfterCompletionDelete,
-		Description:                aws.String("byorelay site pump wake-up: replaces a pump that died with jobs in flight"),
-		FlexibleTimeWindow:         &schedtypes.FlexibleTimeWindow{Mode: schedtypes.FlexibleTimeWindowModeOff},
-		ScheduleExpression:         aws.String("at(" + bucket.Format("2006-01-02T15:04:05") + ")"),
-		ScheduleExpressionTimezone: aws.String("UTC"),
-		Target:                     &schedtypes.Target{Arn: aws.String(w.target), RoleArn: aws.String(w.role), Input: aws.String(pumpWakeupInput)},
+// newPumpWaker arms the pump's one-time wake-ups in PUMP_WAKEUP_GROUP,
+// each invoking the pump: one replaces a pump that died with jobs in
+// flight.
+func newPumpWaker(cfg aws.Config, endpoint *string, group, target, role string, clk clock.Clock) *wakeup.Waker {
+	return wakeup.New(cfg, wakeup.Config{
+		Group: group, TargetARN: target, RoleARN: role, Input: pumpWakeupInput,
+		Prefix: "pump-", Description: "byorelay site pump wake-up: replaces a pump that died with jobs in flight",
+		Endpoint: aws.ToString(endpoint), Clock: clk,
 	})
-	if _, ok := errors.AsType[*schedtypes.ConflictException](err); ok {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("sitefn: pump wake-up %s: %w", name, err)
-	}
-	return nil
 }
 
 // PumpHandler is the pump function's handler (sitepump.Pump.Handle), its
@@ -162,7 +115,7 @@ func (st *Stack) openPump(env Env, o Options, cfg aws.Config) error {
 		starter = newLambdaStarter(cfg, container.EndpointFor(os.Getenv, "lambda"), env.PumpFunction)
 	}
 	if waker == nil {
-		waker = newSchedulerWaker(cfg, container.EndpointFor(os.Getenv, "scheduler"), env.PumpWakeupGroup, env.PumpFunction, env.PumpWakeupRoleARN)
+		waker = newPumpWaker(cfg, container.EndpointFor(os.Getenv, "scheduler"), env.PumpWakeupGroup, env.PumpFunction, env.PumpWakeupRoleARN, o.Clock)
 	}
 	pump, err := sitepump.New(sitepump.Config{
 		Store:   st.Store,

@@ -26,6 +26,7 @@ import (
 	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/platform/container"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
+	"github.com/byorelay/byorelay/internal/platform/emf"
 	"github.com/byorelay/byorelay/internal/platform/paramstore"
 	"github.com/byorelay/byorelay/internal/sitepump"
 	"github.com/byorelay/byorelay/internal/siteserver"
@@ -470,26 +471,16 @@ func (st *Stack) SweepHandler() func(ctx context.Context) (SweepReport, error) {
 // writeSweepEMF writes one CloudWatch embedded metric format record of a
 // sweep, dimensioned by function.
 func writeSweepEMF(out io.Writer, rep SweepReport, now time.Time) {
-	rec := map[string]any{
-		"_aws": map[string]any{
-			"Timestamp": now.UnixMilli(),
-			"CloudWatchMetrics": []any{map[string]any{
-				"Namespace":  MetricsNamespace,
-				"Dimensions": [][]string{{"Function"}},
-				"Metrics": []any{
-					map[string]string{"Name": MetricSweepBacklogAge, "Unit": "Milliseconds"},
-					map[string]string{"Name": MetricSweepExpired, "Unit": "Count"},
-					map[string]string{"Name": MetricSweepFailures, "Unit": "Count"},
-				},
-			}},
-		},
-		"Function":            Sweeper,
-		MetricSweepBacklogAge: rep.BacklogAgeMs,
-		MetricSweepExpired:    rep.Expired,
-		MetricSweepFailures:   rep.Failed,
-	}
-	b, _ := json.Marshal(rec)
-	fmt.Fprintln(out, string(b))
+	writeFunctionEMF(out, Sweeper, now,
+		emf.Metric{Name: MetricSweepBacklogAge, Unit: "Milliseconds", Value: float64(rep.BacklogAgeMs)},
+		emf.Metric{Name: MetricSweepExpired, Value: float64(rep.Expired)},
+		emf.Metric{Name: MetricSweepFailures, Value: float64(rep.Failed)})
+}
+
+// writeFunctionEMF writes one EMF record of ms in MetricsNamespace,
+// dimensioned by function.
+func writeFunctionEMF(out io.Writer, function string, now time.Time, ms ...emf.Metric) {
+	_, _ = out.Write(emf.Line(MetricsNamespace, [][]string{{"Function"}}, map[string]any{"Function": function}, now, ms...))
 }
 
 // MetricStreamFaults counts stream faults (docs/streaming.md, "Faults
@@ -513,22 +504,11 @@ func writeCountEMF(out io.Writer, metric string, dims map[string]string, now tim
 	if names == nil {
 		names = []string{}
 	}
-	rec := map[string]any{
-		"_aws": map[string]any{
-			"Timestamp": now.UnixMilli(),
-			"CloudWatchMetrics": []any{map[string]any{
-				"Namespace":  MetricsNamespace,
-				"Dimensions": [][]string{names},
-				"Metrics":    []any{map[string]string{"Name": metric, "Unit": "Count"}},
-			}},
-		},
-		metric: 1,
-	}
+	props := make(map[string]any, len(dims))
 	for k, v := range dims {
-		rec[k] = v
+		props[k] = v
 	}
-	b, _ := json.Marshal(rec)
-	fmt.Fprintln(out, string(b))
+	_, _ = out.Write(emf.Line(MetricsNamespace, [][]string{names}, props, now, emf.Metric{Name: metric, Value: 1}))
 }
 
 // Start runs the named function in a Lambda container (container.Start:

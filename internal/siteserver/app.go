@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 
-	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/protocol"
 )
@@ -69,7 +68,7 @@ func (s *Server) Enqueue(ctx context.Context, in EnqueueInput) (sitestore.Job, e
 	if len(in.Payload) == 0 {
 		return sitestore.Job{}, invalid("payload is required")
 	}
-	payload, err := site.DecodePayload(string(in.Payload), in.Kind)
+	payload, err := protocol.DecodeJobPayload(string(in.Payload), in.Kind)
 	if err == nil {
 		err = payload.Validate()
 	}
@@ -102,7 +101,7 @@ func (s *Server) Enqueue(ctx context.Context, in EnqueueInput) (sitestore.Job, e
 		ID:            id,
 		Kind:          in.Kind,
 		Envelope:      env,
-		SizeClass:     site.SizeClassOf(payload.TextLength()),
+		SizeClass:     protocol.SizeClassOf(payload.TextLength()),
 		Audience:      in.Audience,
 		Purpose:       in.Purpose,
 		Owner:         in.Owner,
@@ -139,7 +138,7 @@ func (s *Server) opened(j sitestore.Job, found bool, err error) (sitestore.Job, 
 type JobResult struct {
 	JobID      string                `json:"jobId"`
 	State      string                `json:"state"`
-	Outcome    *site.Outcome         `json:"outcome,omitempty"`
+	Outcome    *protocol.Outcome     `json:"outcome,omitempty"`
 	Provenance *sitestore.Provenance `json:"provenance,omitempty"`
 	// Reason says why a cloud-lane job ended without a device's result
 	// (evicted, a result refused, the stub refused).

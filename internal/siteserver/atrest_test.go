@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/byorelay/byorelay/client/daemon"
-	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
@@ -171,7 +170,7 @@ func TestTheDirectLaneStoresNoPromptOrAnswerInClear(t *testing.T) {
 		prompts[j.ID] = prompt
 	}
 	for id, prompt := range prompts {
-		want := answerMark + ": " + daemon.ComposePrompt(protocol.KindGenerate, site.GeneratePayload(prompt))
+		want := answerMark + ": " + daemon.ComposePrompt(protocol.KindGenerate, protocol.GeneratePayload(prompt))
 		r := waitEnded(t, srv, id)
 		if r.State != sitestore.StateOK || r.Outcome == nil || r.Outcome.TextOrEmpty() != want {
 			t.Fatalf("job %s read back %+v, want ok %q", id, r, want)
@@ -224,7 +223,7 @@ func TestTheCloudLaneStoresNoPromptOrAnswerInClear(t *testing.T) {
 		return true
 	})
 	for id, prompt := range prompts {
-		want := answerMark + ": " + daemon.ComposePrompt(protocol.KindGenerate, site.GeneratePayload(prompt))
+		want := answerMark + ": " + daemon.ComposePrompt(protocol.KindGenerate, protocol.GeneratePayload(prompt))
 		r := appResult(t, s, id, "alice")
 		if r.State != sitestore.StateOK || r.Outcome == nil || r.Outcome.TextOrEmpty() != want {
 			t.Fatalf("job %s read back %+v, want ok %q", id, r, want)

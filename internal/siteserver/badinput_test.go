@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/internal/platform/clock"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
@@ -138,8 +137,8 @@ func (w *world) snapshot() string {
 	return mustJSON([]any{j, runners, pairings, extra})
 }
 
-func (w *world) resultBody(by device, jobID, leaseID, disposition string, outcome site.Outcome) string {
-	plain, err := site.SealedOutcome{Outcome: outcome, Ran: site.RunMetadata{Model: "m", BackendClass: "http", DurationMs: 1}}.Plaintext()
+func (w *world) resultBody(by device, jobID, leaseID, disposition string, outcome protocol.Outcome) string {
+	plain, err := protocol.SealedOutcome{Outcome: outcome, Ran: protocol.RunMetadata{Model: "m", BackendClass: "http", DurationMs: 1}}.Plaintext()
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -169,7 +168,7 @@ func TestDaemonEndpointsRefuseBadInputAndChangeNothing(t *testing.T) {
 			return fmt.Sprintf(`{"protocolVersion":"2","runnerId":%q,"jobId":%q,"leaseId":%q}`, d.runnerID, w.job.ID, w.job.Lease.ID)
 		},
 		"result": func(w *world, d device) string {
-			return w.resultBody(d, w.job.ID, w.job.Lease.ID, "ok", site.OK("x"))
+			return w.resultBody(d, w.job.ID, w.job.Lease.ID, "ok", protocol.OKOutcome("x"))
 		},
 		"release": func(w *world, d device) string {
 			return fmt.Sprintf(`{"protocolVersion":"2","runnerId":%q,"leases":[{"jobId":%q,"leaseId":%q}],"reason":"refused"}`, d.runnerID, w.job.ID, w.job.Lease.ID)
@@ -260,14 +259,14 @@ func TestCrossTenantDaemonRequestsChangeNothing(t *testing.T) {
 			return fmt.Sprintf(`{"protocolVersion":"2","runnerId":%q,"jobId":%q,"leaseId":%q}`, w.bob.runnerID, w.job.ID, w.job.Lease.ID)
 		}, 404, protocol.CodeNotFound, ""},
 		{"result for alice's job under her lease", "result", func(w *world) string {
-			return w.resultBody(w.bob, w.job.ID, w.job.Lease.ID, "ok", site.OK("not yours"))
+			return w.resultBody(w.bob, w.job.ID, w.job.Lease.ID, "ok", protocol.OKOutcome("not yours"))
 		}, 200, "", `{"accepted":false,"state":"claimed"}`},
 		{"result sealed by alice's key, sent by bob", "result", func(w *world) string {
-			b := w.resultBody(w.alice, w.job.ID, w.job.Lease.ID, "ok", site.OK("x"))
+			b := w.resultBody(w.alice, w.job.ID, w.job.Lease.ID, "ok", protocol.OKOutcome("x"))
 			return strings.Replace(b, w.alice.runnerID, w.bob.runnerID, 1)
 		}, 400, protocol.CodeBadRequest, ""},
 		{"a sealed error declared ok", "result", func(w *world) string {
-			b := w.resultBody(w.alice, w.job.ID, w.job.Lease.ID, "ok", site.Failed("e", "m", false))
+			b := w.resultBody(w.alice, w.job.ID, w.job.Lease.ID, "ok", protocol.FailedOutcome("e", "m", false))
 			return b
 		}, 400, protocol.CodeBadRequest, ""},
 		{"release of alice's lease", "release", func(w *world) string {

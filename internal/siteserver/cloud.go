@@ -142,7 +142,7 @@ func (s *Server) Run(ctx context.Context, every time.Duration, deliver func(site
 // A job with dependencies or a roster is only stored here (holdCloud): the
 // pump publishes it once the store lists it as unpublished, which a
 // dependent is only once every dependency completed ok.
-func (s *Server) enqueueCloud(ctx context.Context, id string, in EnqueueInput, payload site.Payload) (sitestore.Job, error) {
+func (s *Server) enqueueCloud(ctx context.Context, id string, in EnqueueInput, payload protocol.JobPayload) (sitestore.Job, error) {
 	if in.Audience != "" && in.Audience != protocol.AudienceTeam {
 		// The reference refuses an explicit audience on this lane: the
 		// relay's routes decide who may run it.
@@ -167,7 +167,7 @@ func (s *Server) enqueueCloud(ctx context.Context, id string, in EnqueueInput, p
 		return sitestore.Job{}, invalid("deadlineAt must be in the future")
 	}
 	stub := protocol.JobStub{ID: id, Kind: in.Kind, Owner: in.Owner, Site: s.siteKeyID, Audience: protocol.AudienceTeam,
-		Purpose: in.Purpose, SizeClass: site.SizeClassOf(payload.TextLength()), Streaming: in.Streaming, DeadlineAt: deadline}
+		Purpose: in.Purpose, SizeClass: protocol.SizeClassOf(payload.TextLength()), Streaming: in.Streaming, DeadlineAt: deadline}
 	_, perr := s.cloud.Publish(ctx, stub, payload)
 	var refused *site.EnqueueRefused
 	switch {
@@ -196,7 +196,7 @@ func (s *Server) enqueueCloud(ctx context.Context, id string, in EnqueueInput, p
 // slow dependency, and its stub carries the deadline that gives. A job
 // whose dependency never completes ok is never published: it waits, as
 // on the direct lane, until its deadline expires it (Waiting says why).
-func (s *Server) holdCloud(ctx context.Context, id string, in EnqueueInput, payload site.Payload, now int64) (sitestore.Job, error) {
+func (s *Server) holdCloud(ctx context.Context, id string, in EnqueueInput, payload protocol.JobPayload, now int64) (sitestore.Job, error) {
 	if in.DeadlineAt != 0 && in.DeadlineAt <= now {
 		return sitestore.Job{}, invalid("deadlineAt must be in the future")
 	}
@@ -209,7 +209,7 @@ func (s *Server) holdCloud(ctx context.Context, id string, in EnqueueInput, payl
 		return sitestore.Job{}, err
 	}
 	j, err := s.store.Create(ctx, sitestore.CreateInput{
-		ID: id, Kind: in.Kind, Envelope: env, SizeClass: site.SizeClassOf(payload.TextLength()),
+		ID: id, Kind: in.Kind, Envelope: env, SizeClass: protocol.SizeClassOf(payload.TextLength()),
 		Audience: protocol.AudienceTeam, Purpose: in.Purpose, Owner: in.Owner,
 		AudienceAllow: in.AudienceAllow, DependsOn: in.DependsOn, TTLMs: in.TTLMs, DeadlineAt: in.DeadlineAt,
 		AwaitingPublish: true, Streaming: in.Streaming,
@@ -261,7 +261,7 @@ func (l *storeLedger) trackedOf(j sitestore.Job) site.Tracked {
 }
 
 // resultOf is a verified job's outcome, nil for every other fate.
-func resultOf(j sitestore.Job) *site.Outcome {
+func resultOf(j sitestore.Job) *protocol.Outcome {
 	if FateOf(j) != site.FateVerified || j.Outcome == nil {
 		return nil
 	}
@@ -336,7 +336,7 @@ func (l *storeLedger) Track(ctx context.Context, t site.Tracked) error {
 }
 
 func (l *storeLedger) Untrack(ctx context.Context, jobID, reason string) error {
-	_, _, err := l.store.End(ctx, sitestore.EndInput{JobID: jobID, Outcome: site.Failed(codeEnqueueRefused, reason, false), Reason: reason})
+	_, _, err := l.store.End(ctx, sitestore.EndInput{JobID: jobID, Outcome: protocol.FailedOutcome(codeEnqueueRefused, reason, false), Reason: reason})
 	return err
 }
 
@@ -394,7 +394,7 @@ func (l *storeLedger) Sealing(ctx context.Context, claim protocol.SitePendingJob
 		reason := "claimed by runner " + claim.RunnerID + ", whose device the job's audienceAllow does not name; " +
 			"the relay offers a declined claim to no other device, so it cannot run"
 		if _, _, err := l.store.End(ctx, sitestore.EndInput{JobID: j.ID,
-			Outcome: site.Failed(codeAudienceRefused, reason, false), Reason: reason}); err != nil {
+			Outcome: protocol.FailedOutcome(codeAudienceRefused, reason, false), Reason: reason}); err != nil {
 			return "", err
 		}
 		// Withdrawn at the relay too, so the device stops waiting for a
@@ -440,17 +440,17 @@ func (l *storeLedger) End(ctx context.Context, e site.Ending) (bool, error) {
 		})
 		return res.Accepted, err
 	case site.FateFailed:
-		return l.end(ctx, e.JobID, site.Failed(codeResultRefused, e.Reason, false), e.Reason)
+		return l.end(ctx, e.JobID, protocol.FailedOutcome(codeResultRefused, e.Reason, false), e.Reason)
 	case site.FateEvicted:
-		return l.end(ctx, e.JobID, site.Failed(codeEvicted, e.Reason, true), e.Reason)
+		return l.end(ctx, e.JobID, protocol.FailedOutcome(codeEvicted, e.Reason, true), e.Reason)
 	case site.FateCancelled:
-		return l.end(ctx, e.JobID, site.Canceled(), e.Reason)
+		return l.end(ctx, e.JobID, protocol.CanceledOutcome(), e.Reason)
 	}
 	// Expiry is the store's sweep (Expire), never an ending handed in.
 	return false, nil
 }
 
-func (l *storeLedger) end(ctx context.Context, jobID string, o site.Outcome, reason string) (bool, error) {
+func (l *storeLedger) end(ctx context.Context, jobID string, o protocol.Outcome, reason string) (bool, error) {
 	_, ended, err := l.store.End(ctx, sitestore.EndInput{JobID: jobID, Outcome: o, Reason: reason})
 	return ended, err
 }

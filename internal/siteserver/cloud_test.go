@@ -176,7 +176,7 @@ func (w *cloudWorld) ended(id string) func() bool {
 }
 
 func echoOf(prompt string) string {
-	return "echo: " + daemon.ComposePrompt(protocol.KindGenerate, site.GeneratePayload(prompt))
+	return "echo: " + daemon.ComposePrompt(protocol.KindGenerate, protocol.GeneratePayload(prompt))
 }
 
 // answer is a job's answer as the app reads it (opened from its seal);

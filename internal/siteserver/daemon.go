@@ -1,7 +1,6 @@
 package siteserver
 
 import (
-	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/protocol"
 )
@@ -133,7 +132,7 @@ func (s *Server) result(d daemonCall) (reply, error) {
 	if err != nil {
 		return fail(protocol.CodeBadRequest, "the result did not verify as coming from this device"), nil
 	}
-	sealed, err := site.DecodeSealedOutcome(plaintext, req.Disposition)
+	sealed, err := protocol.DecodeSealedOutcome(plaintext, req.Disposition)
 	if err != nil {
 		return fail(protocol.CodeBadRequest, err.Error()), nil
 	}

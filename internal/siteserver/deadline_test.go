@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/protocol"
@@ -49,7 +48,7 @@ func TestTheDaemonEndpointsRefuseWorkPastItsDeadline(t *testing.T) {
 
 		assertRefusal(t, w.call("fetch", &w.bob, fetch), http.StatusNotFound, protocol.CodeNotFound)
 		w.job.CreatedAt = w.now() // resultBody's envelope deadline; any will do
-		late := w.resultBody(w.bob, "job-d", lease.ID, site.OutcomeOK, site.OK("late"))
+		late := w.resultBody(w.bob, "job-d", lease.ID, protocol.DispositionOK, protocol.OKOutcome("late"))
 		assertRefusal(t, w.call("result", &w.bob, late), http.StatusNotFound, protocol.CodeNotFound)
 		j, _, err := w.store.Get(ctx, "job-d")
 		if err != nil || j.State != sitestore.StateExpired || j.Outcome != nil {

@@ -95,7 +95,7 @@ func TestACloudResultJustBeforeTheDeadlineEndsTheJob(t *testing.T) {
 			t.Fatal(err)
 		}
 		text := "echo: " + prompt
-		out, _ := json.Marshal(site.SealedOutcome{Outcome: site.OK(text), Ran: site.RunMetadata{Model: "m", BackendClass: "http", DurationMs: 3}})
+		out, _ := json.Marshal(protocol.SealedOutcome{Outcome: protocol.OKOutcome(text), Ran: protocol.RunMetadata{Model: "m", BackendClass: "http", DurationMs: 3}})
 
 		w.clock.Advance(time.Duration(dl-w.clock.Now().UnixMilli()-1) * time.Millisecond)
 		if rep, err := s.Pump(w.ctx); err != nil || len(rep.Ended) != 0 { // the site's last poll before the deadline

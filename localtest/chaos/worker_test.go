@@ -193,11 +193,11 @@ func runSite(relayURL, siteID string, keys *protocol.Keys, client *http.Client, 
 			}
 		}
 		id := fmt.Sprintf("%s-%d", siteID, i)
-		payload := site.GeneratePayload(fmt.Sprintf("job %s asks %d", id, rand.Int64()))
-		stub := protocol.JobStub{ID: id, Kind: site.KindGenerate, Owner: owners[i%len(owners)], Audience: "private",
+		payload := protocol.GeneratePayload(fmt.Sprintf("job %s asks %d", id, rand.Int64()))
+		stub := protocol.JobStub{ID: id, Kind: protocol.KindGenerate, Owner: owners[i%len(owners)], Audience: "private",
 			DeadlineAt: time.Now().Add(deadline).UnixMilli()}
 		mu.Lock()
-		want[id] = "echo: " + daemon.ComposePrompt(site.KindGenerate, payload)
+		want[id] = "echo: " + daemon.ComposePrompt(protocol.KindGenerate, payload)
 		mu.Unlock()
 		log.line("pub %s %d", id, stub.DeadlineAt)
 		for {

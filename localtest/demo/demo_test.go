@@ -12,7 +12,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/internal/projection"
 	"github.com/byorelay/byorelay/protocol"
 )
@@ -203,7 +202,7 @@ func TestPrepareSiteLeasesAndSealsAnAcceptedOutcome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := site.DecodeSealedOutcome(plain, req.Disposition); err != nil {
+	if _, err := protocol.DecodeSealedOutcome(plain, req.Disposition); err != nil {
 		t.Fatalf("the sealed outcome: %v", err)
 	}
 	// The relay's events have no lease to fill: Prepare leaves the

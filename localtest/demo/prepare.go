@@ -10,7 +10,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/protocol"
 )
 
@@ -137,9 +136,9 @@ func (w *World) fill(body []byte, now time.Time, extra []string) ([]byte, error)
 // opens and checks it before it completes the job.
 var demoOutcome = func() string {
 	text := "demo result: hello"
-	s, err := site.SealedOutcome{
-		Outcome: site.OK(text),
-		Ran:     site.RunMetadata{Model: DemoCapability.Model, BackendClass: DemoCapability.BackendClass, DurationMs: 420},
+	s, err := protocol.SealedOutcome{
+		Outcome: protocol.OKOutcome(text),
+		Ran:     protocol.RunMetadata{Model: DemoCapability.Model, BackendClass: DemoCapability.BackendClass, DurationMs: 420},
 	}.Plaintext()
 	if err != nil {
 		panic(err)

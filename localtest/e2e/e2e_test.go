@@ -80,10 +80,10 @@ func TestManyJobsAcrossSitesAndDevicesFinishOnceEach(t *testing.T) {
 
 	var wantMu sync.Mutex
 	want := map[string]expected{}
-	publish := func(s *site.Client, siteID, id, owner string, p site.Payload) {
-		kind := site.KindGenerate
+	publish := func(s *site.Client, siteID, id, owner string, p protocol.JobPayload) {
+		kind := protocol.KindGenerate
 		if p.Messages != nil {
-			kind = site.KindChat
+			kind = protocol.KindChat
 		}
 		stub := protocol.JobStub{ID: id, Kind: kind, Owner: owner, Audience: "private",
 			DeadlineAt: time.Now().Add(2 * time.Minute).UnixMilli()}
@@ -101,7 +101,7 @@ func TestManyJobsAcrossSitesAndDevicesFinishOnceEach(t *testing.T) {
 	// Before alice-1 can claim: its lease starts later than this.
 	beforeClaim := time.Now()
 	go func() { alice1Done <- alice1.Run(alice1Run) }()
-	publish(shopA, "shop-a", "doomed", "alice", site.GeneratePayload("hang until the device dies"))
+	publish(shopA, "shop-a", "doomed", "alice", protocol.GeneratePayload("hang until the device dies"))
 	waitUntil(t, 20*time.Second, "alice-1 to start the doomed job", func() bool {
 		return alice1.events.has(daemon.EventRunning, "doomed")
 	}, func() string { return fmt.Sprintf("alice-1 events: %+v", alice1.events.all()) })
@@ -130,11 +130,11 @@ func TestManyJobsAcrossSitesAndDevicesFinishOnceEach(t *testing.T) {
 			owner := owners[i%2]
 			id := fmt.Sprintf("job-%03d", i)
 			prompt := fmt.Sprintf("%s asks %s question %d", owner, s.id, i)
-			var p site.Payload
+			var p protocol.JobPayload
 			if i%3 == 0 {
-				p = site.ChatPayload(site.ChatMessage{Role: "user", Content: prompt}, site.ChatMessage{Role: "assistant", Content: "and?"})
+				p = protocol.ChatPayload(protocol.ChatMessage{Role: "user", Content: prompt}, protocol.ChatMessage{Role: "assistant", Content: "and?"})
 			} else {
-				p = site.GeneratePayload(prompt)
+				p = protocol.GeneratePayload(prompt)
 			}
 			jobs <- func() { publish(s.c, s.id, id, owner, p) }
 		}
@@ -187,7 +187,7 @@ func TestManyJobsAcrossSitesAndDevicesFinishOnceEach(t *testing.T) {
 			continue
 		}
 		r := res[0]
-		if r.Outcome.Outcome != site.OutcomeOK || r.Outcome.TextOrEmpty() != w.text {
+		if r.Outcome.Outcome != protocol.DispositionOK || r.Outcome.TextOrEmpty() != w.text {
 			t.Errorf("%s came back as %+v, want text %q", key, r.Outcome, w.text)
 		}
 		d := byRunner[r.RunnerID]

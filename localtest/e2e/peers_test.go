@@ -29,10 +29,10 @@ func TestTheGoSiteIsServedByTheRealByollmDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	prompt := "what is two and two?"
-	stub := protocol.JobStub{ID: "interop-1", Kind: site.KindGenerate, Owner: peers.Owner, Audience: "private",
+	stub := protocol.JobStub{ID: "interop-1", Kind: protocol.KindGenerate, Owner: peers.Owner, Audience: "private",
 		DeadlineAt: time.Now().Add(10 * time.Minute).UnixMilli()}
 	ctx := context.Background()
-	if _, err := shop.Publish(ctx, stub, site.GeneratePayload(prompt)); err != nil {
+	if _, err := shop.Publish(ctx, stub, protocol.GeneratePayload(prompt)); err != nil {
 		t.Fatal(err)
 	}
 	var got *site.Result
@@ -49,7 +49,7 @@ func TestTheGoSiteIsServedByTheRealByollmDaemon(t *testing.T) {
 		}
 		return got != nil
 	}, func() string { return realDaemon.Log() })
-	if got.Outcome.Outcome != site.OutcomeOK || got.Outcome.TextOrEmpty() != fakellm.Answer(prompt) {
+	if got.Outcome.Outcome != protocol.DispositionOK || got.Outcome.TextOrEmpty() != fakellm.Answer(prompt) {
 		t.Fatalf("outcome %+v, want ok %q", got.Outcome, fakellm.Answer(prompt))
 	}
 	if got.RunnerID != pairing.RunnerID || got.RunnerOwner != peers.Owner || got.Ran.Model != model.Name {
@@ -145,9 +145,9 @@ func TestTheGoClientsWorkThroughTheReferenceRelay(t *testing.T) {
 			for i := range 3 {
 				id := "ref-" + string(rune('a'+i))
 				p := "question " + id
-				stub := protocol.JobStub{ID: id, Kind: site.KindGenerate, Owner: peers.Owner, Audience: "private",
+				stub := protocol.JobStub{ID: id, Kind: protocol.KindGenerate, Owner: peers.Owner, Audience: "private",
 					DeadlineAt: time.Now().Add(10 * time.Minute).UnixMilli()}
-				if _, err := shop.Publish(ctx, stub, site.GeneratePayload(p)); err != nil {
+				if _, err := shop.Publish(ctx, stub, protocol.GeneratePayload(p)); err != nil {
 					t.Fatal(err)
 				}
 				want[id] = "echo: " + p

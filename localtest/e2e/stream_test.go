@@ -47,10 +47,10 @@ func TestAStreamedAnswerGrowsAtTheSiteBeforeTheResult(t *testing.T) {
 	startPumps(ctx, t, results, shop)
 
 	prompt := "one two three four five six seven eight nine ten"
-	stub := protocol.JobStub{ID: "live-1", Kind: site.KindGenerate, Owner: "alice", Audience: "private",
+	stub := protocol.JobStub{ID: "live-1", Kind: protocol.KindGenerate, Owner: "alice", Audience: "private",
 		Streaming: true, DeadlineAt: time.Now().Add(2 * time.Minute).UnixMilli()}
 	published := time.Now()
-	if _, err := shop.Publish(ctx, stub, site.GeneratePayload(prompt)); err != nil {
+	if _, err := shop.Publish(ctx, stub, protocol.GeneratePayload(prompt)); err != nil {
 		t.Fatal(err)
 	}
 	want := "echo: " + prompt
@@ -122,9 +122,9 @@ func TestADeviceShutDownMidStreamEndsItInterrupted(t *testing.T) {
 	startPumps(ctx, t, newCollector(), shop)
 
 	prompt := strings.Repeat("word ", 200) + "end"
-	stub := protocol.JobStub{ID: "live-i", Kind: site.KindGenerate, Owner: "alice", Audience: "private",
+	stub := protocol.JobStub{ID: "live-i", Kind: protocol.KindGenerate, Owner: "alice", Audience: "private",
 		Streaming: true, DeadlineAt: time.Now().Add(2 * time.Minute).UnixMilli()}
-	if _, err := shop.Publish(ctx, stub, site.GeneratePayload(prompt)); err != nil {
+	if _, err := shop.Publish(ctx, stub, protocol.GeneratePayload(prompt)); err != nil {
 		t.Fatal(err)
 	}
 	want := "echo: " + prompt

@@ -496,7 +496,7 @@ func (w *workload) publish(ctx context.Context, wave, first, jobs int) []string 
 		j := all[i]
 		stub := protocol.JobStub{ID: j.id, Kind: protocol.KindGenerate, Owner: j.owner,
 			Audience: protocol.AudiencePrivate, DeadlineAt: deadline}
-		_, err := w.sites[j.site].Publish(ctx, stub, site.GeneratePayload("count the keys for "+j.owner))
+		_, err := w.sites[j.site].Publish(ctx, stub, protocol.GeneratePayload("count the keys for "+j.owner))
 		return err
 	})
 	ids := make([]string, len(all))

@@ -192,7 +192,7 @@ func TestACloudLaneSiteAsFunctionsOnly(t *testing.T) {
 	answers[byollm.RunnerID] = fakellm.Answer
 	gd := w.RunGoDaemon(t, daemon.Config{Backend: daemon.EchoBackend{Drip: 40 * time.Millisecond}, Concurrency: 4}, "pump-test")
 	answers[gd.Pairing().RunnerID] = func(prompt string) string {
-		return "echo: " + daemon.ComposePrompt(protocol.KindGenerate, site.GeneratePayload(prompt))
+		return "echo: " + daemon.ComposePrompt(protocol.KindGenerate, protocol.GeneratePayload(prompt))
 	}
 
 	ddb := localtest.DynamoEndpoint(t)

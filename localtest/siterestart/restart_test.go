@@ -73,7 +73,7 @@ func startGoDaemon(t *testing.T, w *peers.World, backend daemon.Backend, streams
 	t.Helper()
 	d := w.RunGoDaemon(t, daemon.Config{Backend: backend, Streams: streams, Concurrency: 4}, "restart-test")
 	return d.Pairing().RunnerID, func(prompt string) string {
-		return "echo: " + daemon.ComposePrompt(protocol.KindGenerate, site.GeneratePayload(prompt))
+		return "echo: " + daemon.ComposePrompt(protocol.KindGenerate, protocol.GeneratePayload(prompt))
 	}
 }
 

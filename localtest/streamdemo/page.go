@@ -55,11 +55,11 @@ func Handler(s *site.Client, owner string) http.Handler {
 		_, _ = rand.Read(tok[:])
 		id := "ask-" + hex.EncodeToString(b[:8])
 		token := hex.EncodeToString(tok[:])
-		stub := protocol.JobStub{ID: id, Kind: site.KindGenerate, Owner: owner, Audience: "private",
+		stub := protocol.JobStub{ID: id, Kind: protocol.KindGenerate, Owner: owner, Audience: "private",
 			Streaming: true, DeadlineAt: time.Now().Add(5 * time.Minute).UnixMilli()}
 		ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 		defer cancel()
-		if _, err := s.Publish(ctx, stub, site.GeneratePayload(in.Prompt)); err != nil {
+		if _, err := s.Publish(ctx, stub, protocol.GeneratePayload(in.Prompt)); err != nil {
 			http.Error(w, "publish failed: "+err.Error(), http.StatusBadGateway)
 			return
 		}

@@ -101,7 +101,7 @@ func TestBrowserReadsWholeStreamPastDropsAndLostFrames(t *testing.T) {
 	// Characters outside the BMP too, so the offsets are UTF-16's.
 	prompt := strings.Join(words, " ") + " 🎉 done"
 	jobID := "drop-1"
-	full := "echo: " + daemon.ComposePrompt(protocol.KindGenerate, site.GeneratePayload(prompt))
+	full := "echo: " + daemon.ComposePrompt(protocol.KindGenerate, protocol.GeneratePayload(prompt))
 	token := rand.Text()
 	dir := t.TempDir()
 	addrFile := filepath.Join(dir, "reader.addr")

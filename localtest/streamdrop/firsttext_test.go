@@ -124,7 +124,7 @@ func TestTimeToFirstTextAndTheCheckpointCost(t *testing.T) {
 			words[k] = fmt.Sprintf("j%02dw%03d", i, k)
 		}
 		prompt := strings.Join(words, " ")
-		want := "echo: " + daemon.ComposePrompt(protocol.KindGenerate, site.GeneratePayload(prompt))
+		want := "echo: " + daemon.ComposePrompt(protocol.KindGenerate, protocol.GeneratePayload(prompt))
 		id := fmt.Sprintf("ft-%03d", i)
 		published := time.Now()
 		if _, err := sealer.Enqueue(ctx, siteserver.EnqueueInput{ID: id, Kind: protocol.KindGenerate,

@@ -40,7 +40,7 @@ func TestRealDaemonServesTheGoSiteSDK(t *testing.T) {
 	state, err := client.Publish(ctx, protocol.JobStub{
 		ID: jobID, Kind: "llm.generate", Owner: peers.Owner,
 		DeadlineAt: time.Now().Add(15 * time.Minute).UnixMilli(),
-	}, site.GeneratePayload(prompt))
+	}, protocol.GeneratePayload(prompt))
 	if err != nil || state != "queued" {
 		t.Fatalf("publish: %q, %v", state, err)
 	}
