@@ -280,10 +280,7 @@ func (p *Pump) pump(ctx context.Context, holder string, handOverAt time.Time, re
 	run.start(ctx)
 	stop := run.stop
 
-	// The wake-up pending, armed by whichever invocation: the next is
-	// armed only once its time has come, so at most one is ever pending,
-	// and one always is while a pump holds the lease (a hand-over's
-	// successor arms its own if its predecessor's has fired).
+	// One wake-up pending while this pump holds the lease (armWake).
 	var wakeAt time.Time
 	if l, found, err := p.cfg.Store.PumpLeaseNow(ctx); err == nil && found {
 		wakeAt = p.armWake(ctx, l.WakeAt)

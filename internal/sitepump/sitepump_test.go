@@ -38,13 +38,13 @@ type noStarts struct{}
 
 func (noStarts) Start(context.Context, Event) error { return errors.New("no start expected") }
 
-// TestAnInvocationThatLeavesALiveHolderLeavesAWakeUpPending: a pump that
+// TestALeavingInvocationLeavesAWakeUpPending: a pump that
 // took the lease and died before its first cycle armed nothing; every
 // later trigger finds its lease live and leaves it to pump. The first of
 // them arms a wake-up (recorded in the lease item), so the dead holder is
 // replaced within WakeAfter; the next finds it pending and arms none, so
 // one wake-up is pending, not one per trigger.
-func TestAnInvocationThatLeavesALiveHolderLeavesAWakeUpPending(t *testing.T) {
+func TestALeavingInvocationLeavesAWakeUpPending(t *testing.T) {
 	ctx := context.Background()
 	db := localtest.DynamoClient(t)
 	table := localtest.UniqueName("sitepump")
