@@ -314,10 +314,6 @@ func (p *Pump) pump(ctx context.Context, holder string, handOverAt time.Time, re
 			rep.Stopped = StoppedLeaseLost
 			return rep, stop()
 		}
-		now := time.Now()
-		if !now.Before(wakeAt) {
-			wakeAt = p.armWake(ctx, wakeAt.UnixMilli())
-		}
 		work, err := p.cfg.Store.Work(ctx)
 		if err != nil {
 			p.log.WarnContext(ctx, "pump work not read", slog.String("problem", err.Error()))
@@ -338,7 +334,11 @@ func (p *Pump) pump(ctx context.Context, holder string, handOverAt time.Time, re
 			run.start(ctx)
 			continue
 		}
-		if !now.Before(handOverAt) {
+		// Armed once the cycle has seen work: one armed in the cycle that
+		// finds the site idle would fire after the pump stopped, a second
+		// wake-up of an idle site.
+		wakeAt = p.armWake(ctx, wakeAt.UnixMilli())
+		if !time.Now().Before(handOverAt) {
 			if err := stop(); err != nil {
 				return rep, err
 			}
