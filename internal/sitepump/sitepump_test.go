@@ -65,12 +65,14 @@ func TestALeavingInvocationLeavesAWakeUpPending(t *testing.T) {
 		Owner: "alice", Audience: protocol.AudienceTeam, TTLMs: 60_000, AwaitingPublish: true}); err != nil {
 		t.Fatal(err)
 	}
-	// The holder that died: it took the lease and did nothing more.
-	if ok, err := st.TakePumpLease(ctx, "dead", 5_000); err != nil || !ok {
+	// The holder that died: it took the lease and did nothing more. A
+	// slow cadence and a long lease keep it live however slow the store
+	// is while the test runs.
+	if ok, err := st.TakePumpLease(ctx, "dead", 120_000); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	w := &wakes{}
-	p, err := New(Config{Store: st, Starter: noStarts{}, Waker: w, WakeAfter: time.Minute,
+	p, err := New(Config{Store: st, Starter: noStarts{}, Waker: w, Every: 30 * time.Second, LeaseTTL: 2 * time.Minute, WakeAfter: time.Minute,
 		Server: func(context.Context) (Runner, error) { return nil, errors.New("a pump that leaves builds no server") }})
 	if err != nil {
 		t.Fatal(err)
