@@ -118,7 +118,7 @@ site-restart: deps
 	BYORELAY_SITERESTART_JOBS=$(JOBS) $(WITH_SERVICES) $(GO) test -count=$(RUNS) -failfast -timeout 2h \
 	  -run '^TestASiteKilledAtAnyMomentAndRestartedLosesNoJob$$' -v ./localtest/siterestart/
 
-## site-pump: the cloud-lane site as functions only, long: 50 jobs through the relay to the real byollm daemon and the Go daemon, pump invocations killed with SIGKILL, then a 2-minute idle watch; and enqueue-to-sealed p50/p99 beside siteserver.Run (docs/performance.md); not in `make unit`: its runs are not yet repeatable
+## site-pump: the cloud-lane site as functions only, long: 50 jobs through the relay to the real byollm daemon and the Go daemon, pump invocations killed with SIGKILL, then a 2-minute idle watch; and enqueue-to-sealed p50/p99 beside siteserver.Run (docs/performance.md). `make unit` runs a 12-job smoke with a short watch
 site-pump: deps
 	BYORELAY_SITEPUMP_JOBS=50 BYORELAY_SITEPUMP_IDLE=120 BYORELAY_SITEPUMP_LATENCY=1 $(WITH_SERVICES) $(GO) test -count=1 -timeout=30m \
 	  -run '^(TestACloudLaneSiteAsFunctionsOnly|TestEnqueueToSealedFunctionsBesideRun)$$' -v ./localtest/sitepump/

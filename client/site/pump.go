@@ -137,7 +137,7 @@ func (c *Client) PumpSeals(ctx context.Context) (Report, error) {
 	if err == nil {
 		err = c.sealPending(ctx, &rep)
 	}
-	return c.finish(ctx, rep, err)
+	return c.report(rep, err)
 }
 
 // PumpResults is Pump's second half: collect results and evictions, end
@@ -148,13 +148,23 @@ func (c *Client) PumpResults(ctx context.Context) (Report, error) {
 	return c.finish(ctx, rep, err)
 }
 
-// finish ends what is over (expiryBefore), hands over every ending not yet
-// reported, and turns a retryable error into Deferred.
+// finish ends what is over (expiryBefore), then reports. Only the results
+// half expires: the instant moves when a results poll is answered, and a
+// ledger on a store may read a whole index to expire (a site table's due
+// partitions), which both halves of every cycle would read twice.
 func (c *Client) finish(ctx context.Context, rep Report, err error) (Report, error) {
 	expired, eerr := c.ledger.Expire(ctx, c.expiryBefore())
 	err = errors.Join(err, ledgerErr(eerr))
 	c.mu.Lock()
 	c.outbox = append(c.outbox, expired...)
+	c.mu.Unlock()
+	return c.report(rep, err)
+}
+
+// report hands over every ending not yet reported, and turns a retryable
+// error into Deferred.
+func (c *Client) report(rep Report, err error) (Report, error) {
+	c.mu.Lock()
 	rep.Ended = append(rep.Ended, c.outbox...)
 	c.outbox = nil
 	c.mu.Unlock()

@@ -3,8 +3,9 @@
 // work, and only then. It holds the site's one pump lease in the site
 // table while it runs, stops when no job is waiting to be published or in
 // flight at the relay, hands over to a successor before its time budget
-// ends, and keeps a one-time wake-up armed a minute ahead while it runs so
-// that a pump that dies is replaced (docs/decisions/0030-site-pump.md).
+// ends, and keeps one one-time wake-up pending a minute ahead while a pump
+// holds the lease, so that a pump that dies is replaced
+// (docs/decisions/0030-site-pump.md).
 //
 // Every step it cannot take back is the site store's (the ledger
 // siteserver keeps for client/site): a pump killed at any instant leaves
@@ -53,7 +54,7 @@ type Store interface {
 	TakePumpLease(ctx context.Context, holder string, ttlMs int64) (bool, error)
 	PassPumpLease(ctx context.Context, holder, successor string, ttlMs int64) (bool, error)
 	DropPumpLease(ctx context.Context, holder string) error
-	SetPumpWake(ctx context.Context, holder string, wakeAt int64) (bool, error)
+	ClaimPumpWake(ctx context.Context, wakeAt, now int64) (bool, error)
 }
 
 // Runner is the cloud lane's loop (siteserver.Server.Run).
@@ -244,6 +245,9 @@ func (p *Pump) take(ctx context.Context, ev Event) (string, bool, error) {
 		if err != nil {
 			return "", false, err
 		}
+		// A wake-up pending before this invocation leaves or pumps: the
+		// holder it trusts, or this pump, may die before arming one.
+		p.armWake(ctx, l.WakeAt)
 		if found && l.Until >= now && now-l.RenewedAt < 2*p.cfg.Every.Milliseconds() {
 			return l.Holder, false, nil
 		}
@@ -276,11 +280,10 @@ func (p *Pump) pump(ctx context.Context, holder string, handOverAt time.Time, re
 	run.start(ctx)
 	stop := run.stop
 
-	// The wake-up armed last, by whichever pump: the next is armed only
-	// once its time has come, so a pump that stops leaves at most one.
+	// One wake-up pending while this pump holds the lease (armWake).
 	var wakeAt time.Time
-	if l, found, err := p.cfg.Store.PumpLeaseNow(ctx); err == nil && found && l.WakeAt != 0 {
-		wakeAt = time.UnixMilli(l.WakeAt)
+	if l, found, err := p.cfg.Store.PumpLeaseNow(ctx); err == nil && found {
+		wakeAt = p.armWake(ctx, l.WakeAt)
 	}
 	tick := time.NewTicker(p.cfg.Every)
 	defer tick.Stop()
@@ -311,10 +314,6 @@ func (p *Pump) pump(ctx context.Context, holder string, handOverAt time.Time, re
 			rep.Stopped = StoppedLeaseLost
 			return rep, stop()
 		}
-		now := time.Now()
-		if !now.Before(wakeAt) {
-			wakeAt = p.armWake(ctx, holder, now, wakeAt)
-		}
 		work, err := p.cfg.Store.Work(ctx)
 		if err != nil {
 			p.log.WarnContext(ctx, "pump work not read", slog.String("problem", err.Error()))
@@ -335,7 +334,11 @@ func (p *Pump) pump(ctx context.Context, holder string, handOverAt time.Time, re
 			run.start(ctx)
 			continue
 		}
-		if !now.Before(handOverAt) {
+		// Armed once the cycle has seen work: one armed in the cycle that
+		// finds the site idle would fire after the pump stopped, a second
+		// wake-up of an idle site.
+		wakeAt = p.armWake(ctx, wakeAt.UnixMilli())
+		if !time.Now().Before(handOverAt) {
 			if err := stop(); err != nil {
 				return rep, err
 			}
@@ -378,16 +381,36 @@ func (p *Pump) deliver(ctx context.Context, t *tally, r site.Report) {
 	}
 }
 
-// armWake arms the next wake-up, WakeAfter from now, and records it in the
-// lease; what is armed, or wakeAt when it could not be.
-func (p *Pump) armWake(ctx context.Context, holder string, now, wakeAt time.Time) time.Time {
+// armWake keeps one wake-up pending: pending is the one recorded last
+// (wall clock ms, 0 for none); once its time has come, this invocation
+// claims the next, WakeAfter from now, and arms it. It answers the
+// wake-up pending afterwards, as far as it knows.
+//
+// Any invocation that pumps or leaves a live holder to pump calls it, not
+// only the holder on its cycle: a holder killed before its first cycle,
+// or between its wake-up firing and its next cycle, would otherwise leave
+// a lease every later trigger trusts and no wake-up to replace it, and
+// the site's jobs wait for the next enqueue, which may never come.
+func (p *Pump) armWake(ctx context.Context, pending int64) time.Time {
+	now := time.Now()
+	if pending > now.UnixMilli() {
+		return time.UnixMilli(pending)
+	}
 	at := now.Add(p.cfg.WakeAfter)
+	claimed, err := p.cfg.Store.ClaimPumpWake(ctx, at.UnixMilli(), now.UnixMilli())
+	if err != nil {
+		p.log.WarnContext(ctx, "pump wake-up not recorded", slog.String("problem", err.Error()))
+		return time.UnixMilli(pending)
+	}
+	if !claimed {
+		// Another invocation armed it meanwhile.
+		if l, found, err := p.cfg.Store.PumpLeaseNow(ctx); err == nil && found {
+			return time.UnixMilli(l.WakeAt)
+		}
+		return time.UnixMilli(pending)
+	}
 	if err := p.cfg.Waker.Wake(ctx, at); err != nil {
 		p.log.WarnContext(ctx, "pump wake-up not armed", slog.String("problem", err.Error()))
-		return wakeAt
-	}
-	if _, err := p.cfg.Store.SetPumpWake(ctx, holder, at.UnixMilli()); err != nil {
-		p.log.WarnContext(ctx, "pump wake-up not recorded", slog.String("problem", err.Error()))
 	}
 	return at
 }

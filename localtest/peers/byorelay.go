@@ -36,7 +36,16 @@ type Byorelay struct {
 // StartByorelay starts the local stack on loopback until the test ends.
 func StartByorelay(t testing.TB) *Byorelay {
 	t.Helper()
-	st := OpenStack(t, lambdafn.Env{VerificationURL: VerificationURL, MetricsNamespace: "byorelay"})
+	return StartByorelayEnv(t, lambdafn.Env{})
+}
+
+// StartByorelayEnv is StartByorelay with the functions' table settings
+// (SiteCopies, UnsealedShards, FinishedShards, DueShards) taken from env;
+// the rest of env is the local stack's.
+func StartByorelayEnv(t testing.TB, env lambdafn.Env) *Byorelay {
+	t.Helper()
+	st := OpenStack(t, lambdafn.Env{VerificationURL: VerificationURL, MetricsNamespace: "byorelay",
+		SiteCopies: env.SiteCopies, UnsealedShards: env.UnsealedShards, FinishedShards: env.FinishedShards, DueShards: env.DueShards})
 	srv, err := apiserver.ForStack(st, apiserver.Config{})
 	if err != nil {
 		t.Fatal(err)

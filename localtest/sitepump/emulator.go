@@ -26,6 +26,8 @@ type Invocation struct {
 	Trigger string
 	At      time.Time
 	Pid     int
+	// Attempt is 0 for the first run of an event, n for its n-th retry.
+	Attempt int
 	// Killed says the emulator killed it; Exited when it ended.
 	Killed bool
 	Exited time.Time
@@ -36,17 +38,27 @@ type Invocation struct {
 // Emulator starts pump invocations as processes: Command builds one from
 // its event (JSON); Serve answers the pump's own asynchronous invokes and
 // wake-ups over HTTP (POST /invoke with the event, POST /wake?at=<ms>).
+//
+// As Lambda does with an asynchronous invocation whose function fails
+// (an error, or a sandbox that dies), it runs an invocation that was
+// killed or exited non-zero again, up to MaxRetries times, RetryAfter
+// times the attempt after it ended (Lambda: 1 and 2 minutes, with
+// site-template.yaml's MaximumRetryAttempts 2).
 type Emulator struct {
-	Command func(event []byte) *exec.Cmd
-	mu      sync.Mutex
-	invs    []*Invocation
-	timers  []*time.Timer
-	stopped bool
+	Command    func(event []byte) *exec.Cmd
+	MaxRetries int
+	RetryAfter time.Duration
+	mu         sync.Mutex
+	invs       []*Invocation
+	timers     []*time.Timer
+	stopped    bool
 }
 
 // Invoke starts one invocation with ev, without waiting for it (an
 // asynchronous invoke: InvocationType Event).
-func (e *Emulator) Invoke(ev sitepump.Event) error {
+func (e *Emulator) Invoke(ev sitepump.Event) error { return e.invoke(ev, 0) }
+
+func (e *Emulator) invoke(ev sitepump.Event, attempt int) error {
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return err
@@ -60,12 +72,17 @@ func (e *Emulator) Invoke(ev sitepump.Event) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("emulator: start pump: %w", err)
 	}
-	inv := &Invocation{Trigger: ev.Trigger, At: time.Now(), Pid: cmd.Process.Pid, cmd: cmd, done: make(chan struct{})}
+	inv := &Invocation{Trigger: ev.Trigger, At: time.Now(), Pid: cmd.Process.Pid, Attempt: attempt, cmd: cmd, done: make(chan struct{})}
 	e.invs = append(e.invs, inv)
 	go func() {
-		_ = cmd.Wait()
+		failed := cmd.Wait() != nil
 		e.mu.Lock()
 		inv.Exited = time.Now()
+		if failed && attempt < e.MaxRetries && !e.stopped {
+			e.timers = append(e.timers, time.AfterFunc(time.Duration(attempt+1)*e.RetryAfter, func() {
+				_ = e.invoke(ev, attempt+1)
+			}))
+		}
 		e.mu.Unlock()
 		close(inv.done)
 	}()

@@ -87,7 +87,7 @@ func TestEnqueueToSealedFunctionsBesideRun(t *testing.T) {
 	}
 	ctx := context.Background()
 	const jobs = 20
-	br := peers.StartByorelay(t)
+	br := peers.StartByorelayEnv(t, relayEnv())
 	w := &peers.World{Origin: br.Origin, Admin: controlplane.NewClient(br.Origin, nil)}
 	lanes := []string{"functions", "siteserver.Run"}
 	keys := map[string]*protocol.Keys{}

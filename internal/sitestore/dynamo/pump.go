@@ -114,12 +114,12 @@ func numberOf(av types.AttributeValue) int64 {
 }
 
 // TakePumpLease makes holder the pump for ttlMs from now if nobody holds
-// the lease, it lapsed or was released, or holder already holds it (a
+// the lease (the item may hold only a wake-up), it lapsed or was released, or holder already holds it (a
 // renewal). False, with nothing written, while another holder's lease runs.
 func (s *Store) TakePumpLease(ctx context.Context, holder string, ttlMs int64) (bool, error) {
 	now := s.now()
 	return s.updatePumpLease(ctx, "SET holder = :h, #until = :u, renewedAt = :now",
-		"attribute_not_exists(pk) OR #until < :now OR holder = :h", map[string]types.AttributeValue{
+		"attribute_not_exists(pk) OR attribute_not_exists(#until) OR #until < :now OR holder = :h", map[string]types.AttributeValue{
 			":now": num(now), ":u": num(now + ttlMs), ":h": &types.AttributeValueMemberS{Value: holder},
 		})
 }
@@ -143,10 +143,14 @@ func (s *Store) DropPumpLease(ctx context.Context, holder string) error {
 	return err
 }
 
-// SetPumpWake records, if holder holds the lease, the wake-up it armed.
-func (s *Store) SetPumpWake(ctx context.Context, holder string, wakeAt int64) (bool, error) {
-	return s.updatePumpLease(ctx, "SET wakeAt = :w", "holder = :h", map[string]types.AttributeValue{
-		":w": num(wakeAt), ":h": &types.AttributeValueMemberS{Value: holder},
+// ClaimPumpWake records wakeAt as the site's one pending pump wake-up if
+// none is pending at now (none recorded, or the recorded one's time has
+// come), whoever holds the lease; true tells the caller to arm it. Wall
+// clock ms, as the wake-ups fire. One conditional write: of callers that
+// find the slot free at once, one arms, so at most one wake-up is pending.
+func (s *Store) ClaimPumpWake(ctx context.Context, wakeAt, now int64) (bool, error) {
+	return s.updatePumpLease(ctx, "SET wakeAt = :w", "attribute_not_exists(wakeAt) OR wakeAt <= :now", map[string]types.AttributeValue{
+		":w": num(wakeAt), ":now": num(now),
 	})
 }
 

@@ -67,7 +67,7 @@ func TestThePumpsWorkIsTheCloudJobsNotEnded(t *testing.T) {
 
 // TestThePumpLeaseHasOneHolder: the lease is taken by one holder until it
 // lapses or is released, renewed only by its holder, passed only by it,
-// and keeps the wake-up its holders armed across holders.
+// and keeps one pending wake-up across holders.
 func TestThePumpLeaseHasOneHolder(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewManual(sitestoretest.Start)
@@ -81,15 +81,21 @@ func TestThePumpLeaseHasOneHolder(t *testing.T) {
 			t.Fatalf("%s takes the lease: %v %v, want %v", holder, ok, err, want)
 		}
 	}
+	claim := func(at, now int64, want bool) {
+		t.Helper()
+		if ok, err := s.ClaimPumpWake(ctx, at, now); err != nil || ok != want {
+			t.Fatalf("claim a wake-up at %d, at %d: %v %v, want %v", at, now, ok, err, want)
+		}
+	}
+	// A wake-up recorded before any lease: the item holds only it, and the
+	// lease is still free to take.
+	claim(10, 0, true)
+	claim(11, 9, false) // 10 is pending
 	take("a", true)
 	take("b", false)
-	take("a", true) // a renewal
-	if ok, err := s.SetPumpWake(ctx, "b", 1); err != nil || ok {
-		t.Fatalf("b recorded a wake-up on a's lease: %v %v", ok, err)
-	}
-	if ok, err := s.SetPumpWake(ctx, "a", 42); err != nil || !ok {
-		t.Fatal(ok, err)
-	}
+	take("a", true)     // a renewal
+	claim(42, 10, true) // 10's time has come: whoever asks arms the next
+	claim(43, 41, false)
 	clk.Advance(5001 * time.Millisecond)
 	take("b", true) // a's lapsed
 	if ok, err := s.PassPumpLease(ctx, "a", "c", 5000); err != nil || ok {
