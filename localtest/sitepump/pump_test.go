@@ -413,13 +413,22 @@ func TestACloudLaneSiteAsFunctionsOnly(t *testing.T) {
 		t.Error("no kill landed while the relay held an unsealed claim")
 	}
 	longRan := time.UnixMilli(longJob.UpdatedAt).Sub(enqueued[ids[0]])
-	if handOvers == 0 {
-		t.Error("no invocation handed over: the budget never ran out")
-	}
 	// The long job, run by the Go daemon at its drip, outlives any one
-	// invocation's budget; the byollm daemon's model answers it at once.
-	if runnerOf(longJob) == gd.Pairing().RunnerID && longRan <= pumpBudget {
+	// invocation's budget, so some invocation lives out its budget and
+	// hands over; the byollm daemon's model answers it at once, and then
+	// every job may end before any budget runs out.
+	longOnGo := runnerOf(longJob) == gd.Pairing().RunnerID
+	if longOnGo && longRan <= pumpBudget {
 		t.Errorf("the long job ended %v after its enqueue, within one pump's budget of %v: it tests nothing", longRan, pumpBudget)
+	}
+	// The smoke's kills end near the time its long job does, so the pump
+	// after them may stop with the site idle before its budget runs out:
+	// make site-pump's longer run is where a hand-over is required.
+	switch {
+	case handOvers == 0 && longOnGo && os.Getenv(envJobs) != "":
+		t.Error("no invocation handed over: the budget never ran out")
+	case handOvers == 0:
+		t.Logf("no hand-over in this run (the long job ran %v on %s); make site-pump requires one", longRan, runnerOf(longJob))
 	}
 
 	// Idle: no invocation starts after the last end but at most one
