@@ -224,7 +224,7 @@ bench: deps
 
 ## vectors: regenerate protocol/testdata/vectors from the pinned @byollm/protocol (only one random ciphertext and the node version change)
 vectors: deps
-	cd $(JS_DIR) && node gen-vectors.mjs > ../../protocol/testdata/vectors/byollm-v2-vectors.json
+	cd $(JS_DIR) && PATH="$$PWD/node_modules/.bin:$$PATH" node gen-vectors.mjs > ../../protocol/testdata/vectors/byollm-v2-vectors.json
 
 ## ddb: run DynamoDB Local in the foreground, in memory, on port DDB_PORT (8000)
 ddb: deps

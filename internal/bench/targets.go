@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/byorelay/byorelay/localtest"
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
 )
@@ -197,7 +198,12 @@ func startReference(ctx context.Context, repoRoot string, w *world) (*processTar
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("node", filepath.Join(repoRoot, "localtest", "refrelay", "relay.mjs"), "--projection", path)
+	node, err := localtest.NodeBinary()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	cmd := exec.Command(node, filepath.Join(repoRoot, "localtest", "refrelay", "relay.mjs"), "--projection", path)
 	t, err := startProcess(ctx, cmd, dir)
 	if err != nil {
 		os.RemoveAll(dir)
