@@ -1,7 +1,9 @@
 package memory
 
 import (
+	"cmp"
 	"context"
+	"slices"
 
 	"github.com/byorelay/byorelay/protocol"
 	"github.com/byorelay/byorelay/store"
@@ -30,27 +32,28 @@ func (s *Store) claim(now int64, in store.ClaimInput) []store.Claimed {
 		kinds[k] = true
 	}
 
+	jobs := s.routeJobs(routes)
 	// How many grants each pair already sits on unsealed, counted in
 	// a pass rather than kept in a counter: a maintained tally needs claim,
 	// seal, requeue, forget and complete to agree for ever, and one missed
 	// decrement would throttle that pair permanently while looking exactly
 	// like a quiet site.
 	unsealed := map[store.Route]int{}
-	for _, job := range s.order {
+	for _, job := range jobs {
 		if job.State == store.StateAwaitingPayload {
-			unsealed[store.Route{SiteID: job.SiteID, Owner: job.Stub.Owner}]++
+			unsealed[routeOf(job)]++
 		}
 	}
 
 	granted := []store.Claimed{}
-	for _, job := range s.order {
+	for _, job := range jobs {
 		if len(granted) >= in.Max {
 			break
 		}
 		if !store.Offerable(job.State) {
 			continue
 		}
-		pair := store.Route{SiteID: job.SiteID, Owner: job.Stub.Owner}
+		pair := routeOf(job)
 		if _, ok := store.Claimable(candidate(job, in, unsealed[pair]), in, routes, kinds, now); !ok {
 			continue
 		}
@@ -61,6 +64,21 @@ func (s *Store) claim(now int64, in store.ClaimInput) []store.Claimed {
 		granted = append(granted, s.grant(job, in, now))
 	}
 	return granted
+}
+
+// routeJobs is the jobs of routes' pairs in enqueue order, the order a
+// claim offers them in.
+func (s *Store) routeJobs(routes map[store.Route]bool) []*store.Job {
+	var entries []routed
+	for r := range routes {
+		entries = append(entries, s.byRoute[r]...)
+	}
+	slices.SortFunc(entries, func(a, b routed) int { return cmp.Compare(a.seq, b.seq) })
+	jobs := make([]*store.Job, len(entries))
+	for i, e := range entries {
+		jobs[i] = e.job
+	}
+	return jobs
 }
 
 // candidate is what the claim guards (store.Claimable) read of job;

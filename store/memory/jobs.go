@@ -27,6 +27,8 @@ func (s *Store) Enqueue(ctx context.Context, in store.EnqueueInput) (store.Job, 
 	}
 	s.jobs[key] = job
 	s.order = append(s.order, job)
+	s.enqueued++
+	s.byRoute[routeOf(job)] = append(s.byRoute[routeOf(job)], routed{seq: s.enqueued, job: job})
 	s.byJobID[job.ID] = append(s.byJobID[job.ID], job)
 	return copyJob(job), nil
 }
@@ -297,6 +299,12 @@ func (s *Store) requeue(job *store.Job) {
 func (s *Store) forget(job *store.Job) {
 	delete(s.jobs, jobKey{job.SiteID, job.ID})
 	s.order = slices.DeleteFunc(s.order, func(j *store.Job) bool { return j == job })
+	route := routeOf(job)
+	if left := slices.DeleteFunc(s.byRoute[route], func(r routed) bool { return r.job == job }); len(left) == 0 {
+		delete(s.byRoute, route)
+	} else {
+		s.byRoute[route] = left
+	}
 	bare := slices.DeleteFunc(s.byJobID[job.ID], func(j *store.Job) bool { return j == job })
 	if len(bare) == 0 {
 		delete(s.byJobID, job.ID)

@@ -29,8 +29,15 @@ type Store struct {
 	// enqueue returned the first site's job, and refusing the collision was
 	// a cross-tenant existence oracle.
 	jobs map[jobKey]*store.Job
-	// order is every job in enqueue order; claim and sweep walk it.
+	// order is every job in enqueue order; the sweep walks it.
 	order []*store.Job
+	// byRoute is each (site, owner) pair's jobs in enqueue order, numbered
+	// by enqueued. A claim walks only its device's pairs: a job outside
+	// them is never claimable (store.Claimable's route guard), and walking
+	// every held job, results kept to their deadlines included, made each
+	// claim cost the site's rate times its deadlines.
+	byRoute  map[store.Route][]routed
+	enqueued uint64
 	// byLease finds a grant by its lease id, so a holder-scoped call needs no
 	// site. Added at claim, removed on requeue and forget, not on complete.
 	byLease map[string]*store.Job
@@ -74,6 +81,16 @@ type Store struct {
 
 type jobKey struct{ siteID, jobID string }
 
+// routed is a job in its pair's list, with its place in enqueue order.
+type routed struct {
+	seq uint64
+	job *store.Job
+}
+
+func routeOf(job *store.Job) store.Route {
+	return store.Route{SiteID: job.SiteID, Owner: job.Stub.Owner}
+}
+
 type eviction struct {
 	key        jobKey
 	deadlineAt int64
@@ -103,6 +120,7 @@ func New(opts store.Options) *Store {
 		jobs:            map[jobKey]*store.Job{},
 		byLease:         map[string]*store.Job{},
 		byJobID:         map[string][]*store.Job{},
+		byRoute:         map[store.Route][]routed{},
 		churn:           map[store.Route][]int64{},
 		churnReported:   map[store.Route]int64{},
 		presence:        map[string]*store.Presence{},
