@@ -11,10 +11,11 @@
 //
 // Prints {"event":"progress",...} once a second and, once every job is
 // completed or past its deadline, {"event":"done",enqueued,completed,
-// late,missing,firstEnqueuedAt,lastCompletedAt,maxLatencyMs,maxPumpMs,
-// maxCompleted,pumpErrors} and exits 0 (late: the ids completed after
-// their deadline; missing: the ids never completed). It exits when stdin
-// closes.
+// completedInRun,late,missing,firstEnqueuedAt,lastCompletedAt,
+// maxLatencyMs,maxPumpMs,maxCompleted,pumpErrors} and exits 0
+// (completedInRun: those completed before publishing ended; late: the ids
+// completed after their deadline; missing: the ids never completed). It
+// exits when stdin closes.
 import { load, emit, fail, flags, sleep } from "./load.mjs";
 
 const args = flags({ rate: "300", runMs: "10000", deadlineMs: "60000", pumpMs: "250" });
@@ -117,9 +118,17 @@ for (const [id, at] of completedAt) {
   lastCompletedAt = Math.max(lastCompletedAt, at);
 }
 const firstEnqueuedAt = Math.min(...publishedAt.values());
+// Completed while the site was still publishing: a site that keeps up
+// completes nearly all of them by then; one that falls behind leaves a
+// backlog that grows with the run.
+let completedInRun = 0;
+for (const at of completedAt.values()) {
+  if (at <= firstEnqueuedAt + runMs) completedInRun++;
+}
 emit("done", {
   enqueued,
   completed: completedAt.size,
+  completedInRun,
   late,
   missing: [...deadlines.keys()].filter((id) => !completedAt.has(id)),
   firstEnqueuedAt,
