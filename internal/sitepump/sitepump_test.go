@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	site "github.com/byorelay/byorelay/client/site"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
 	"github.com/byorelay/byorelay/localtest"
@@ -91,5 +92,103 @@ func TestALeavingInvocationLeavesAWakeUpPending(t *testing.T) {
 	l, _, err := st.PumpLeaseNow(ctx)
 	if err != nil || l.WakeAt != armed[0].UnixMilli() || l.Holder != "dead" {
 		t.Fatalf("lease %+v (%v), want the dead holder's with the wake-up at %d recorded", l, err, armed[0].UnixMilli())
+	}
+}
+
+// endsJob is a pump's loop that publishes nothing and ends the site's one
+// job after a while, as a collected result would.
+type endsJob struct {
+	st    *sitedynamo.Store
+	id    string
+	after time.Duration
+}
+
+func (r *endsJob) Run(ctx context.Context, every time.Duration, _ func(site.Report)) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-time.After(r.after):
+	}
+	if _, _, err := r.st.End(ctx, sitestore.EndInput{JobID: r.id, Outcome: protocol.FailedOutcome("test", "ended by the test", false), Reason: "test"}); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// cycleSeen is one cycle as OnCycle saw it: whether it found work (the
+// job waits unpublished, so a cycle with work reports a lag) and how
+// many wake-ups were armed by then.
+type cycleSeen struct {
+	work  bool
+	armed int
+}
+
+// TestAPumpArmsOnlyInCyclesThatFoundWork: a wake-up armed in the cycle
+// that finds the site idle would fire after the pump stopped, a second
+// wake-up of an idle site. With wake-ups due at once (WakeAfter 1 ms),
+// every cycle that finds work arms exactly one after it reports, and the
+// cycle that finds the job ended arms none. An idle site's own trigger
+// arms nothing at all.
+func TestAPumpArmsOnlyInCyclesThatFoundWork(t *testing.T) {
+	ctx := context.Background()
+	db := localtest.DynamoClient(t)
+	table := localtest.UniqueName("sitepump")
+	if err := sitedynamo.CreateTable(ctx, db, table); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sitedynamo.New(sitedynamo.Config{DB: db, Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := st.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := protocol.SealedEnvelope{Ciphertext: "c", RecipientKeyID: "site", SenderKeyID: "site",
+		Direction: protocol.DirectionPayload, DeadlineAt: now + protocol.EnvelopeMaxAgeMs}
+	if _, err := st.Create(ctx, sitestore.CreateInput{ID: "j1", Kind: protocol.KindGenerate, Envelope: env, SizeClass: "small",
+		Owner: "alice", Audience: protocol.AudienceTeam, TTLMs: 60_000, AwaitingPublish: true}); err != nil {
+		t.Fatal(err)
+	}
+	w := &wakes{}
+	var cycles []cycleSeen // OnCycle runs on the pump's own goroutine
+	p, err := New(Config{Store: st, Starter: noStarts{}, Waker: w, Every: 100 * time.Millisecond, LeaseTTL: 10 * time.Second,
+		WakeAfter: time.Millisecond, Budget: time.Minute,
+		Server: func(context.Context) (Runner, error) {
+			return &endsJob{st: st, id: "j1", after: 500 * time.Millisecond}, nil
+		},
+		OnCycle: func(c Cycle) { cycles = append(cycles, cycleSeen{work: c.LagMs > 0, armed: len(w.armed())}) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := p.Handle(ctx, Event{Trigger: TriggerEnqueue})
+	if err != nil || !rep.Pumped || rep.Stopped != StoppedIdle {
+		t.Fatalf("pump: %+v %v, want it to pump and stop idle", rep, err)
+	}
+	total := len(w.armed())
+	if len(cycles) < 2 || !cycles[0].work || cycles[len(cycles)-1].work {
+		t.Fatalf("cycles %+v: want cycles with work, then one idle", cycles)
+	}
+	for i, c := range cycles {
+		next := total
+		if i+1 < len(cycles) {
+			next = cycles[i+1].armed
+		}
+		want := 0
+		if c.work {
+			want = 1
+		}
+		if got := next - c.armed; got != want {
+			t.Fatalf("cycle %d of %+v (work %v) armed %d wake-ups, want %d", i, cycles, c.work, got, want)
+		}
+	}
+
+	rep, err = p.Handle(ctx, Event{Trigger: TriggerWakeup})
+	if err != nil || rep.Pumped || rep.Stopped != StoppedIdle {
+		t.Fatalf("an idle site's wake-up: %+v %v, want it to leave idle", rep, err)
+	}
+	if got := len(w.armed()); got != total {
+		t.Fatalf("an idle site's wake-up armed %d more", got-total)
 	}
 }
