@@ -35,17 +35,10 @@ func (w *wakes) armed() []time.Time {
 	return append([]time.Time(nil), w.at...)
 }
 
-type noStarts struct{}
-
-func (noStarts) Start(context.Context, Event) error { return errors.New("no start expected") }
-
-// TestALeavingInvocationLeavesAWakeUpPending: a pump that
-// took the lease and died before its first cycle armed nothing; every
-// later trigger finds its lease live and leaves it to pump. The first of
-// them arms a wake-up (recorded in the lease item), so the dead holder is
-// replaced within WakeAfter; the next finds it pending and arms none, so
-// one wake-up is pending, not one per trigger.
-func TestALeavingInvocationLeavesAWakeUpPending(t *testing.T) {
+// storeWithOneJob is a site store on DynamoDB Local, in a table of its
+// own, holding one job waiting to be published.
+func storeWithOneJob(t *testing.T, id string) *sitedynamo.Store {
+	t.Helper()
 	ctx := context.Background()
 	db := localtest.DynamoClient(t)
 	table := localtest.UniqueName("sitepump")
@@ -62,10 +55,26 @@ func TestALeavingInvocationLeavesAWakeUpPending(t *testing.T) {
 	}
 	env := protocol.SealedEnvelope{Ciphertext: "c", RecipientKeyID: "site", SenderKeyID: "site",
 		Direction: protocol.DirectionPayload, DeadlineAt: now + protocol.EnvelopeMaxAgeMs}
-	if _, err := st.Create(ctx, sitestore.CreateInput{ID: "j1", Kind: protocol.KindGenerate, Envelope: env, SizeClass: "small",
+	if _, err := st.Create(ctx, sitestore.CreateInput{ID: id, Kind: protocol.KindGenerate, Envelope: env, SizeClass: "small",
 		Owner: "alice", Audience: protocol.AudienceTeam, TTLMs: 60_000, AwaitingPublish: true}); err != nil {
 		t.Fatal(err)
 	}
+	return st
+}
+
+type noStarts struct{}
+
+func (noStarts) Start(context.Context, Event) error { return errors.New("no start expected") }
+
+// TestALeavingInvocationLeavesAWakeUpPending: a pump that
+// took the lease and died before its first cycle armed nothing; every
+// later trigger finds its lease live and leaves it to pump. The first of
+// them arms a wake-up (recorded in the lease item), so the dead holder is
+// replaced within WakeAfter; the next finds it pending and arms none, so
+// one wake-up is pending, not one per trigger.
+func TestALeavingInvocationLeavesAWakeUpPending(t *testing.T) {
+	ctx := context.Background()
+	st := storeWithOneJob(t, "j1")
 	// The holder that died: it took the lease and did nothing more. A
 	// slow cadence and a long lease keep it live however slow the store
 	// is while the test runs.
@@ -132,25 +141,7 @@ type cycleSeen struct {
 // arms nothing at all.
 func TestAPumpArmsOnlyInCyclesThatFoundWork(t *testing.T) {
 	ctx := context.Background()
-	db := localtest.DynamoClient(t)
-	table := localtest.UniqueName("sitepump")
-	if err := sitedynamo.CreateTable(ctx, db, table); err != nil {
-		t.Fatal(err)
-	}
-	st, err := sitedynamo.New(sitedynamo.Config{DB: db, Table: table})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now, err := st.Now(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := protocol.SealedEnvelope{Ciphertext: "c", RecipientKeyID: "site", SenderKeyID: "site",
-		Direction: protocol.DirectionPayload, DeadlineAt: now + protocol.EnvelopeMaxAgeMs}
-	if _, err := st.Create(ctx, sitestore.CreateInput{ID: "j1", Kind: protocol.KindGenerate, Envelope: env, SizeClass: "small",
-		Owner: "alice", Audience: protocol.AudienceTeam, TTLMs: 60_000, AwaitingPublish: true}); err != nil {
-		t.Fatal(err)
-	}
+	st := storeWithOneJob(t, "j1")
 	w := &wakes{}
 	var cycles []cycleSeen // OnCycle runs on the pump's own goroutine
 	p, err := New(Config{Store: st, Starter: noStarts{}, Waker: w, Every: 100 * time.Millisecond, LeaseTTL: 10 * time.Second,
