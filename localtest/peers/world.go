@@ -2,11 +2,13 @@ package peers
 
 import (
 	"context"
+	"crypto/sha256"
 	"slices"
 	"testing"
 
 	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
+	"github.com/byorelay/byorelay/protocol"
 )
 
 // The person whose jobs run on her own device, and the site she consented
@@ -35,6 +37,34 @@ func NewWorld(t testing.TB, origin string) *World {
 		t.Fatalf("register site: %v", err)
 	}
 	if _, err := w.Admin.Consent(ctx, controlplane.ConsentAdd, controlplane.ConsentRequest{Owner: Owner, SiteID: SiteID}); err != nil {
+		t.Fatalf("consent: %v", err)
+	}
+	return w
+}
+
+// SiteKeys derives a site's keys from a run's secret seed, so the test
+// that registers the site and every site process it starts (a restart,
+// a function) hold the same keys without a key file.
+func SiteKeys(seed string) (*protocol.Keys, error) {
+	id := sha256.Sum256([]byte("identity\x00" + seed + "\x00site"))
+	enc := sha256.Sum256([]byte("encryption\x00" + seed + "\x00site"))
+	return protocol.NewKeys(id[:], enc[:])
+}
+
+// NewSeededWorld registers site siteID with the keys of seed (SiteKeys)
+// at the relay at origin and records owner's consent to it.
+func NewSeededWorld(t testing.TB, origin, siteID, owner, seed string) *World {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := SiteKeys(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &World{Origin: origin, Admin: controlplane.NewClient(origin, nil), Site: &relaytest.Site{Keys: keys, SiteID: siteID}}
+	if _, err := w.Admin.RegisterSite(ctx, controlplane.RegisterSiteRequest{SiteID: siteID, Site: keys.Public()}); err != nil {
+		t.Fatalf("register site: %v", err)
+	}
+	if _, err := w.Admin.Consent(ctx, controlplane.ConsentAdd, controlplane.ConsentRequest{Owner: owner, SiteID: siteID}); err != nil {
 		t.Fatalf("consent: %v", err)
 	}
 	return w

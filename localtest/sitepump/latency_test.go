@@ -92,7 +92,7 @@ func TestEnqueueToSealedFunctionsBesideRun(t *testing.T) {
 	lanes := []string{"functions", "siteserver.Run"}
 	keys := map[string]*protocol.Keys{}
 	for _, lane := range lanes {
-		k, err := siteKeys(rand.Text())
+		k, err := peers.SiteKeys(rand.Text())
 		if err != nil {
 			t.Fatal(err)
 		}

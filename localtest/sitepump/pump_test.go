@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -25,9 +24,7 @@ import (
 
 	"github.com/byorelay/byorelay/client/daemon"
 	site "github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/internal/lambdafn"
-	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/internal/sitefn"
 	"github.com/byorelay/byorelay/internal/sitepump"
 	"github.com/byorelay/byorelay/internal/siteserver"
@@ -81,12 +78,6 @@ func TestMain(m *testing.M) {
 	localtest.Main(m)
 }
 
-func siteKeys(seed string) (*protocol.Keys, error) {
-	id := sha256.Sum256([]byte("identity\x00" + seed + "\x00pump"))
-	enc := sha256.Sum256([]byte("encryption\x00" + seed + "\x00pump"))
-	return protocol.NewKeys(id[:], enc[:])
-}
-
 // cloudEnv is the site stack's cloud-lane environment, as
 // site-template.yaml gives every function.
 func cloudEnv(table, relay string) sitefn.Env {
@@ -97,7 +88,7 @@ func cloudEnv(table, relay string) sitefn.Env {
 // runPump is one pump invocation: the deployed wiring (sitefn), its
 // triggers posting back to the emulator, its log to the shared file.
 func runPump() error {
-	keys, err := siteKeys(os.Getenv(envSeed))
+	keys, err := peers.SiteKeys(os.Getenv(envSeed))
 	if err != nil {
 		return err
 	}
@@ -193,17 +184,8 @@ func TestACloudLaneSiteAsFunctionsOnly(t *testing.T) {
 
 	br := peers.StartByorelayEnv(t, relayEnv())
 	seed := rand.Text()
-	keys, err := siteKeys(seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &peers.World{Origin: br.Origin, Admin: controlplane.NewClient(br.Origin, nil), Site: &relaytest.Site{Keys: keys, SiteID: siteID}}
-	if _, err := w.Admin.RegisterSite(ctx, controlplane.RegisterSiteRequest{SiteID: siteID, Site: keys.Public()}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Admin.Consent(ctx, controlplane.ConsentAdd, controlplane.ConsentRequest{Owner: jobOwner, SiteID: siteID}); err != nil {
-		t.Fatal(err)
-	}
+	w := peers.NewSeededWorld(t, br.Origin, siteID, jobOwner, seed)
+	keys := w.Site.Keys
 	// Both daemons at once; each job's text is its runner's model's.
 	answers := map[string]func(string) string{}
 	_, byollm := w.PairDaemon(t, peers.NewModel(t, "stand-in"))

@@ -22,7 +22,6 @@ import (
 
 	"github.com/byorelay/byorelay/client/daemon"
 	site "github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/internal/relay"
 	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/internal/siteserver"
@@ -116,17 +115,8 @@ func runStreamRestart(t *testing.T) {
 	// The relay's SSE attach, as byorelay serve serves it.
 	br := peers.StartByorelayWith(t, relay.New)
 	seed := rand.Text()
-	keys, err := siteKeys(seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &peers.World{Origin: br.Origin, Admin: controlplane.NewClient(br.Origin, nil), Site: &relaytest.Site{Keys: keys, SiteID: siteID}}
-	if _, err := w.Admin.RegisterSite(ctx, controlplane.RegisterSiteRequest{SiteID: siteID, Site: keys.Public()}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Admin.Consent(ctx, controlplane.ConsentAdd, controlplane.ConsentRequest{Owner: jobOwner, SiteID: siteID}); err != nil {
-		t.Fatal(err)
-	}
+	w := peers.NewSeededWorld(t, br.Origin, siteID, jobOwner, seed)
+	keys := w.Site.Keys
 	// A word every 100 ms: about 8 s of stream.
 	runnerID, answer := startGoDaemon(t, w, daemon.EchoBackend{Drip: 100 * time.Millisecond}, daemon.Streaming{Enabled: true})
 
@@ -222,17 +212,8 @@ func runRestarts(t *testing.T, kind daemonKind, jobs int) {
 	started := time.Now()
 	br := peers.StartByorelay(t)
 	seed := rand.Text()
-	keys, err := siteKeys(seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &peers.World{Origin: br.Origin, Admin: controlplane.NewClient(br.Origin, nil), Site: &relaytest.Site{Keys: keys, SiteID: siteID}}
-	if _, err := w.Admin.RegisterSite(ctx, controlplane.RegisterSiteRequest{SiteID: siteID, Site: keys.Public()}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Admin.Consent(ctx, controlplane.ConsentAdd, controlplane.ConsentRequest{Owner: jobOwner, SiteID: siteID}); err != nil {
-		t.Fatal(err)
-	}
+	w := peers.NewSeededWorld(t, br.Origin, siteID, jobOwner, seed)
+	keys := w.Site.Keys
 	runnerID, answer := kind.start(t, w)
 
 	ddb := localtest.DynamoEndpoint(t)

@@ -2,7 +2,6 @@ package siterestart
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/byorelay/byorelay/internal/siteserver"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
 	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/peers"
 	"github.com/byorelay/byorelay/protocol"
 )
 
@@ -42,15 +42,6 @@ const (
 	jobTTL     = 2 * time.Minute
 )
 
-// siteKeys derives the site's keys from the run's secret seed, so the
-// coordinator (which registers the site) and every incarnation of the site
-// process hold the same keys without a key file.
-func siteKeys(seed string) (*protocol.Keys, error) {
-	id := sha256.Sum256([]byte("identity\x00" + seed + "\x00site"))
-	enc := sha256.Sum256([]byte("encryption\x00" + seed + "\x00site"))
-	return protocol.NewKeys(id[:], enc[:])
-}
-
 func jobID(i int) string { return fmt.Sprintf("job-%03d", i) }
 
 func promptOf(id string) string { return "restart test " + id + ": say something" }
@@ -59,7 +50,7 @@ func promptOf(id string) string { return "restart test " + id + ": say something
 // jobs the store does not hold yet, and pump until killed. It never exits
 // on its own; everything it knows is in the store.
 func runSite() error {
-	keys, err := siteKeys(os.Getenv(envSeed))
+	keys, err := peers.SiteKeys(os.Getenv(envSeed))
 	if err != nil {
 		return err
 	}

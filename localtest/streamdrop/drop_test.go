@@ -21,9 +21,7 @@ import (
 
 	"github.com/byorelay/byorelay/client/daemon"
 	site "github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/internal/relay"
-	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
@@ -68,17 +66,8 @@ func TestBrowserReadsWholeStreamPastDropsAndLostFrames(t *testing.T) {
 	// The relay, its SSE attach served as byorelay serve serves it.
 	br := peers.StartByorelayWith(t, relay.New)
 	seed := rand.Text()
-	keys, err := siteKeys(seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &peers.World{Origin: br.Origin, Admin: controlplane.NewClient(br.Origin, nil), Site: &relaytest.Site{Keys: keys, SiteID: siteID}}
-	if _, err := w.Admin.RegisterSite(ctx, controlplane.RegisterSiteRequest{SiteID: siteID, Site: keys.Public()}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Admin.Consent(ctx, controlplane.ConsentAdd, controlplane.ConsentRequest{Owner: jobOwner, SiteID: siteID}); err != nil {
-		t.Fatal(err)
-	}
+	w := peers.NewSeededWorld(t, br.Origin, siteID, jobOwner, seed)
+	keys := w.Site.Keys
 	// A word every 100 ms: the answer streams for about 12 s, long
 	// enough for two cuts and EventSource's reconnection delay after each.
 	startDaemon(t, w, daemon.EchoBackend{Drip: 100 * time.Millisecond})

@@ -16,10 +16,8 @@ import (
 
 	"github.com/byorelay/byorelay/client/daemon"
 	site "github.com/byorelay/byorelay/client/site"
-	"github.com/byorelay/byorelay/internal/controlplane"
 	"github.com/byorelay/byorelay/internal/platform/ddb"
 	"github.com/byorelay/byorelay/internal/relay"
-	"github.com/byorelay/byorelay/internal/relay/relaytest"
 	"github.com/byorelay/byorelay/internal/siteserver"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
 	"github.com/byorelay/byorelay/localtest"
@@ -79,17 +77,8 @@ func TestTimeToFirstTextAndTheCheckpointCost(t *testing.T) {
 	}
 	ctx := context.Background()
 	br := peers.StartByorelayWith(t, relay.New)
-	keys, err := siteKeys(rand.Text())
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &peers.World{Origin: br.Origin, Admin: controlplane.NewClient(br.Origin, nil), Site: &relaytest.Site{Keys: keys, SiteID: siteID}}
-	if _, err := w.Admin.RegisterSite(ctx, controlplane.RegisterSiteRequest{SiteID: siteID, Site: keys.Public()}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Admin.Consent(ctx, controlplane.ConsentAdd, controlplane.ConsentRequest{Owner: jobOwner, SiteID: siteID}); err != nil {
-		t.Fatal(err)
-	}
+	w := peers.NewSeededWorld(t, br.Origin, siteID, jobOwner, rand.Text())
+	keys := w.Site.Keys
 	backend := &stampingBackend{EchoBackend: daemon.EchoBackend{Drip: 5 * time.Millisecond}, first: map[string]time.Time{}}
 	startDaemon(t, w, backend)
 

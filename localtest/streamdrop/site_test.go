@@ -2,7 +2,6 @@ package streamdrop
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"github.com/byorelay/byorelay/internal/siteserver"
 	sitedynamo "github.com/byorelay/byorelay/internal/sitestore/dynamo"
 	"github.com/byorelay/byorelay/localtest"
+	"github.com/byorelay/byorelay/localtest/peers"
 	"github.com/byorelay/byorelay/protocol"
 )
 
@@ -38,18 +38,10 @@ const (
 	jobOwner   = "alice"
 )
 
-// siteKeys derives the site's keys from the run's secret seed, so the test
-// (which registers the site) and both site processes hold the same keys.
-func siteKeys(seed string) (*protocol.Keys, error) {
-	id := sha256.Sum256([]byte("identity\x00" + seed + "\x00streamdrop"))
-	enc := sha256.Sum256([]byte("encryption\x00" + seed + "\x00streamdrop"))
-	return protocol.NewKeys(id[:], enc[:])
-}
-
 // openSite is one site process's siteserver on the cloud lane over the
 // shared site table.
 func openSite() (*siteserver.Server, error) {
-	keys, err := siteKeys(os.Getenv(envSeed))
+	keys, err := peers.SiteKeys(os.Getenv(envSeed))
 	if err != nil {
 		return nil, err
 	}
