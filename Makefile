@@ -20,6 +20,26 @@ help:
 	@echo 'usage: make TARGET [VAR=value ...]'
 	@awk '/^## [^ :]+: / { line = substr($$0, 4); i = index(line, ": "); printf "  %-19s %s\n", substr(line, 1, i - 1), substr(line, i + 2) }' $(firstword $(MAKEFILE_LIST))
 
+## run: the local stack: DynamoDB Local + every function on one port, its tables kept in .cache/demo/dynamodb across runs (FRESH=1 starts empty; RUN_FLAGS='--port 9000 -v')
+run: deps bin/byorelay-local
+	bin/byorelay-local serve $(if $(filter 1,$(FRESH)),--fresh) $(RUN_FLAGS)
+
+## site: a site locally: DynamoDB Local and the site functions on 127.0.0.1:8788, its table kept in .cache/site/dynamodb across runs (FRESH=1 starts empty; SITE_FLAGS='--port 9000'; the cloud lane: SITE_FLAGS='--lane cloud --relay URL --site ID', the pump invoked as deployed)
+site: deps bin/byorelay-local
+	bin/byorelay-local site $(if $(filter 1,$(FRESH)),--fresh) $(SITE_FLAGS)
+
+## demo: a Go site and a Go daemon complete real jobs against the running `make run` stack
+demo: bin/byorelay-local
+	bin/byorelay-local demo $(DEMO_FLAGS)
+
+## demo-stream: a page (http://127.0.0.1:8790) where an answer streams token by token through the running `make run` stack
+demo-stream: bin/byorelay-local
+	bin/byorelay-local demo-stream $(DEMO_FLAGS)
+
+## example: the example site web page (examples/chat) on http://127.0.0.1:8080, direct lane (EXAMPLE_FLAGS='-lane cloud -relay URL -site ID -keys FILE')
+example: bin/chat
+	bin/chat $(EXAMPLE_FLAGS)
+
 ## all: the same as build
 all: build
 
@@ -42,33 +62,6 @@ unit:
 ## race: the tests of the packages where goroutines share state, under the race detector
 race:
 	$(WITH_SERVICES) $(GO) test -count=1 -timeout=30m -race ./localtest/ ./store/... ./internal/sitestore/memory/ ./internal/siteserver/
-
-## sweep-load: the scheduled sweep clears 100,000 due entries on DynamoDB Local; logs items/s per worker and asserts its heap bound (docs/performance.md). `make unit` runs the same test with 5,000
-sweep-load: deps
-	SWEEP_LOAD=100000 $(WITH_SERVICES) $(GO) test -count=1 -timeout=30m -v -run '^TestSweepLoad$$' ./store/dynamo/
-
-## site-rate: a stock @byollm/server site publishing SITE_RATE jobs/s for SITE_RATE_MS to SITE_RATE_OWNERS people keeps up (90% completed while publishing) and collects every result before its 60 s deadline through the results GET; logs the rate reached (docs/performance.md). `make unit` runs 50/s for 15 s
-SITE_RATE ?= 250
-SITE_RATE_MS ?= 60000
-SITE_RATE_OWNERS ?= 256
-site-rate: deps
-	BYORELAY_SITERATE_RATE=$(SITE_RATE) BYORELAY_SITERATE_RUN_MS=$(SITE_RATE_MS) BYORELAY_SITERATE_OWNERS=$(SITE_RATE_OWNERS) $(GO) test -count=1 -timeout=10m -v -run '^TestAStockSiteCollectsEveryResultAtItsFullRate$$' ./localtest/siterate/
-
-## scale: a relay on DynamoDB Local loaded with SCALE_DEVICES paired devices consenting to SCALE_SITES sites (300; 1 puts them all on one site) by `byorelay admin import` (docs/performance.md)
-# With their consents, device i's to site i mod SCALE_SITES; one device
-# heartbeats, claims and finishes a job, one revoked is refused; prints the
-# load's wall time and a fresh stack's first tick's capacity, which must
-# equal a 10-device fleet's on as many sites. `make unit` runs 20,000 on
-# 300 sites, and 200 on one.
-SCALE_DEVICES ?= 1000000
-SCALE_SITES ?= 300
-scale: deps
-	BYORELAY_SCALE_DEVICES=$(SCALE_DEVICES) BYORELAY_SCALE_SITES=$(SCALE_SITES) $(WITH_SERVICES) $(GO) test -count=1 -timeout=3h -v -run '^TestScale$$' ./internal/bench/
-
-## race-long: the faulty replica race at scale: 8 replicas with faults injected (lost acknowledgements among them), 23 seeds, >= 100,000 store calls, every history checked with porcupine (docs/performance.md)
-RACE_LONG_ENV ?= BYORELAY_RACE_REPLICAS=8 BYORELAY_RACE_JOBS=96 BYORELAY_RACE_ROUNDS=12 BYORELAY_RACE_OPS=32 BYORELAY_RACE_FAULTS=0.15 BYORELAY_RACE_RUNS=23
-race-long: deps
-	$(RACE_LONG_ENV) $(WITH_SERVICES) $(GO) test -count=1 -timeout=3h -v -run '^TestFaultyReplicasStayLinearizable$$' ./store/dynamo/
 
 ## fuzz: each fuzz target briefly (FUZZTIME, 3s), from its seed corpus; `make fuzz FUZZTIME=5m` digs
 # -fuzzminimizetime bounds the minimisation of each new interesting input:
@@ -99,37 +92,6 @@ fuzz:
 	  done; \
 	done
 
-## chaos: the full chaos run: `byorelay-local serve` replicas, Go sites and daemons, killed at random (docs/performance.md)
-# The replicas share one DynamoDB Local; sites and daemons run as
-# processes. `make test` runs a 100-job smoke of it.
-CHAOS_JOBS       ?= 10000
-CHAOS_KILL_EVERY ?= 2s
-chaos: deps
-	BYORELAY_CHAOS_JOBS=$(CHAOS_JOBS) BYORELAY_CHAOS_KILL_EVERY=$(CHAOS_KILL_EVERY) \
-	  $(WITH_SERVICES) $(GO) test -count=1 -timeout 6h -run '^TestChaos$$' -v ./localtest/chaos/
-
-## site-restart: the cloud lane's restart test RUNS times in a row, JOBS jobs each run
-# A Go site app on the site table, killed with SIGKILL at chosen moments
-# and restarted, with the Go daemon and the real byollm daemon; `make test`
-# runs one 10-job run.
-RUNS ?= 10
-JOBS ?= 20
-site-restart: deps
-	BYORELAY_SITERESTART_JOBS=$(JOBS) $(WITH_SERVICES) $(GO) test -count=$(RUNS) -failfast -timeout 2h \
-	  -run '^TestASiteKilledAtAnyMomentAndRestartedLosesNoJob$$' -v ./localtest/siterestart/
-
-## site-pump: the cloud-lane site as functions only, long: 50 jobs through the relay to the real byollm daemon and the Go daemon, pump invocations killed with SIGKILL, then a 2-minute idle watch; and enqueue-to-sealed p50/p99 beside siteserver.Run (docs/performance.md). `make unit` runs a 12-job smoke with a short watch
-site-pump: deps
-	BYORELAY_SITEPUMP_JOBS=50 BYORELAY_SITEPUMP_IDLE=120 BYORELAY_SITEPUMP_LATENCY=1 $(WITH_SERVICES) $(GO) test -count=1 -timeout=30m \
-	  -run '^(TestACloudLaneSiteAsFunctionsOnly|TestEnqueueToSealedFunctionsBesideRun)$$' -v ./localtest/sitepump/
-
-## site-sweep-load: the site sweeper on SITESWEEP_JOBS due entries on DynamoDB Local: items/s per worker, heap growth (docs/performance.md)
-# `make test` runs a 2,000-entry smoke of it.
-SITESWEEP_JOBS ?= 100000
-site-sweep-load: deps
-	BYORELAY_SITESWEEP_JOBS=$(SITESWEEP_JOBS) $(WITH_SERVICES) $(GO) test -count=1 -timeout 2h -v \
-	  -run '^TestSweeperClearsALoadInBoundedMemory$$' ./internal/sitestore/dynamo/
-
 ## lint: go.mod tidy, gofmt, go vet, staticcheck, every make target in help, and no built binary or file over 1 MB tracked by git
 lint:
 	@$(GO) run ./localtest/trackedfiles
@@ -152,26 +114,6 @@ bin/byorelay-local:
 ## bin/chat: the example site (examples/chat)
 bin/chat:
 	$(GO) build -o $@ ./examples/chat
-
-## run: the local stack: DynamoDB Local + every function on one port, its tables kept in .cache/demo/dynamodb across runs (FRESH=1 starts empty; RUN_FLAGS='--port 9000 -v')
-run: deps bin/byorelay-local
-	bin/byorelay-local serve $(if $(filter 1,$(FRESH)),--fresh) $(RUN_FLAGS)
-
-## site: a site locally: DynamoDB Local and the site functions on 127.0.0.1:8788, its table kept in .cache/site/dynamodb across runs (FRESH=1 starts empty; SITE_FLAGS='--port 9000'; the cloud lane: SITE_FLAGS='--lane cloud --relay URL --site ID', the pump invoked as deployed)
-site: deps bin/byorelay-local
-	bin/byorelay-local site $(if $(filter 1,$(FRESH)),--fresh) $(SITE_FLAGS)
-
-## demo: a Go site and a Go daemon complete real jobs against the running `make run` stack
-demo: bin/byorelay-local
-	bin/byorelay-local demo $(DEMO_FLAGS)
-
-## demo-stream: a page (http://127.0.0.1:8790) where an answer streams token by token through the running `make run` stack
-demo-stream: bin/byorelay-local
-	bin/byorelay-local demo-stream $(DEMO_FLAGS)
-
-## example: the example site web page (examples/chat) on http://127.0.0.1:8080, direct lane (EXAMPLE_FLAGS='-lane cloud -relay URL -site ID -keys FILE')
-example: bin/chat
-	bin/chat $(EXAMPLE_FLAGS)
 
 # LAMBDA_ARCH is the GOARCH every function is built for, by build-lambdas and
 # by sam build's build-<LogicalId> (the bench's size figures are arm64
@@ -221,6 +163,64 @@ deploy:
 ## bench: throughput, latency, DynamoDB capacity per job, claim at queue depth, function size and cold start, beside the memory store and the reference relay (docs/performance.md)
 bench: deps
 	$(GO) run ./cmd/byorelay-local bench $(BENCH_FLAGS)
+
+## sweep-load: the scheduled sweep clears 100,000 due entries on DynamoDB Local; logs items/s per worker and asserts its heap bound (docs/performance.md). `make unit` runs the same test with 5,000
+sweep-load: deps
+	SWEEP_LOAD=100000 $(WITH_SERVICES) $(GO) test -count=1 -timeout=30m -v -run '^TestSweepLoad$$' ./store/dynamo/
+
+## site-rate: a stock @byollm/server site publishing SITE_RATE jobs/s for SITE_RATE_MS to SITE_RATE_OWNERS people keeps up (90% completed while publishing) and collects every result before its 60 s deadline through the results GET; logs the rate reached (docs/performance.md). `make unit` runs 50/s for 15 s
+SITE_RATE ?= 250
+SITE_RATE_MS ?= 60000
+SITE_RATE_OWNERS ?= 256
+site-rate: deps
+	BYORELAY_SITERATE_RATE=$(SITE_RATE) BYORELAY_SITERATE_RUN_MS=$(SITE_RATE_MS) BYORELAY_SITERATE_OWNERS=$(SITE_RATE_OWNERS) $(GO) test -count=1 -timeout=10m -v -run '^TestAStockSiteCollectsEveryResultAtItsFullRate$$' ./localtest/siterate/
+
+## scale: a relay on DynamoDB Local loaded with SCALE_DEVICES paired devices consenting to SCALE_SITES sites (300; 1 puts them all on one site) by `byorelay admin import` (docs/performance.md)
+# With their consents, device i's to site i mod SCALE_SITES; one device
+# heartbeats, claims and finishes a job, one revoked is refused; prints the
+# load's wall time and a fresh stack's first tick's capacity, which must
+# equal a 10-device fleet's on as many sites. `make unit` runs 20,000 on
+# 300 sites, and 200 on one.
+SCALE_DEVICES ?= 1000000
+SCALE_SITES ?= 300
+scale: deps
+	BYORELAY_SCALE_DEVICES=$(SCALE_DEVICES) BYORELAY_SCALE_SITES=$(SCALE_SITES) $(WITH_SERVICES) $(GO) test -count=1 -timeout=3h -v -run '^TestScale$$' ./internal/bench/
+
+## race-long: the faulty replica race at scale: 8 replicas with faults injected (lost acknowledgements among them), 23 seeds, >= 100,000 store calls, every history checked with porcupine (docs/performance.md)
+RACE_LONG_ENV ?= BYORELAY_RACE_REPLICAS=8 BYORELAY_RACE_JOBS=96 BYORELAY_RACE_ROUNDS=12 BYORELAY_RACE_OPS=32 BYORELAY_RACE_FAULTS=0.15 BYORELAY_RACE_RUNS=23
+race-long: deps
+	$(RACE_LONG_ENV) $(WITH_SERVICES) $(GO) test -count=1 -timeout=3h -v -run '^TestFaultyReplicasStayLinearizable$$' ./store/dynamo/
+
+## chaos: the full chaos run: `byorelay-local serve` replicas, Go sites and daemons, killed at random (docs/performance.md)
+# The replicas share one DynamoDB Local; sites and daemons run as
+# processes. `make test` runs a 100-job smoke of it.
+CHAOS_JOBS       ?= 10000
+CHAOS_KILL_EVERY ?= 2s
+chaos: deps
+	BYORELAY_CHAOS_JOBS=$(CHAOS_JOBS) BYORELAY_CHAOS_KILL_EVERY=$(CHAOS_KILL_EVERY) \
+	  $(WITH_SERVICES) $(GO) test -count=1 -timeout 6h -run '^TestChaos$$' -v ./localtest/chaos/
+
+## site-restart: the cloud lane's restart test RUNS times in a row, JOBS jobs each run
+# A Go site app on the site table, killed with SIGKILL at chosen moments
+# and restarted, with the Go daemon and the real byollm daemon; `make test`
+# runs one 10-job run.
+RUNS ?= 10
+JOBS ?= 20
+site-restart: deps
+	BYORELAY_SITERESTART_JOBS=$(JOBS) $(WITH_SERVICES) $(GO) test -count=$(RUNS) -failfast -timeout 2h \
+	  -run '^TestASiteKilledAtAnyMomentAndRestartedLosesNoJob$$' -v ./localtest/siterestart/
+
+## site-pump: the cloud-lane site as functions only, long: 50 jobs through the relay to the real byollm daemon and the Go daemon, pump invocations killed with SIGKILL, then a 2-minute idle watch; and enqueue-to-sealed p50/p99 beside siteserver.Run (docs/performance.md). `make unit` runs a 12-job smoke with a short watch
+site-pump: deps
+	BYORELAY_SITEPUMP_JOBS=50 BYORELAY_SITEPUMP_IDLE=120 BYORELAY_SITEPUMP_LATENCY=1 $(WITH_SERVICES) $(GO) test -count=1 -timeout=30m \
+	  -run '^(TestACloudLaneSiteAsFunctionsOnly|TestEnqueueToSealedFunctionsBesideRun)$$' -v ./localtest/sitepump/
+
+## site-sweep-load: the site sweeper on SITESWEEP_JOBS due entries on DynamoDB Local: items/s per worker, heap growth (docs/performance.md)
+# `make test` runs a 2,000-entry smoke of it.
+SITESWEEP_JOBS ?= 100000
+site-sweep-load: deps
+	BYORELAY_SITESWEEP_JOBS=$(SITESWEEP_JOBS) $(WITH_SERVICES) $(GO) test -count=1 -timeout 2h -v \
+	  -run '^TestSweeperClearsALoadInBoundedMemory$$' ./internal/sitestore/dynamo/
 
 ## vectors: regenerate protocol/testdata/vectors from the pinned @byollm/protocol (only one random ciphertext and the node version change)
 vectors: deps
