@@ -387,7 +387,8 @@ func (ls *localStack) memoryBackend(ctx context.Context, opts serveOptions, auth
 		return backend{}, err
 	}
 	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: control, Pairings: routing, Presence: routing, Queue: routing, Logger: log})
-	res, err := admin.Import(ctx, ls.demo.Fixture())
+	demo := controlplane.NewAdmin(controlplane.AdminConfig{Store: control, Pairings: routing, Presence: routing, Queue: routing, Logger: reportedByBanner(log)})
+	res, err := demo.Import(ctx, ls.demo.Fixture())
 	if err != nil {
 		return backend{}, fmt.Errorf("import demo projection: %w", err)
 	}
@@ -407,7 +408,7 @@ func (ls *localStack) memoryBackend(ctx context.Context, opts serveOptions, auth
 // table that has one (a persistent --ddb-endpoint) keeps it: re-importing
 // would undo every pairing approved since.
 func (ls *localStack) loadProjection(ctx context.Context, st *lambdafn.Stack, log *slog.Logger) error {
-	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: st.Control, Pairings: st.Store, Logger: log})
+	admin := controlplane.NewAdmin(controlplane.AdminConfig{Store: st.Control, Pairings: st.Store, Logger: reportedByBanner(log)})
 	empty, err := st.Control.Empty(ctx)
 	if err != nil {
 		return fmt.Errorf("read projection: %w", err)

@@ -48,3 +48,30 @@ func (h withoutRequests) WithAttrs(attrs []slog.Attr) slog.Handler {
 func (h withoutRequests) WithGroup(name string) slog.Handler {
 	return withoutRequests{h.Handler.WithGroup(name)}
 }
+
+// reportedByBanner is the log for what the stack does before its banner
+// and the banner then reports (the demo projection's import): warnings
+// and errors only, unless -v. Its info records would otherwise print
+// above the banner on every start and push the console link up the
+// terminal.
+func reportedByBanner(log *slog.Logger) *slog.Logger {
+	if log.Enabled(context.Background(), slog.LevelDebug) {
+		return log
+	}
+	return slog.New(warningsOnly{log.Handler()})
+}
+
+// warningsOnly passes warnings and errors and drops the rest.
+type warningsOnly struct{ slog.Handler }
+
+func (h warningsOnly) Enabled(ctx context.Context, level slog.Level) bool {
+	return level >= slog.LevelWarn && h.Handler.Enabled(ctx, level)
+}
+
+func (h warningsOnly) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return warningsOnly{h.Handler.WithAttrs(attrs)}
+}
+
+func (h warningsOnly) WithGroup(name string) slog.Handler {
+	return warningsOnly{h.Handler.WithGroup(name)}
+}

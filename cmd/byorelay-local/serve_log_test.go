@@ -29,9 +29,10 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// The local stack logs a request only with -v, as the README says: by
-// default a request writes nothing, so the banner stays on the screen;
-// warnings and errors are written either way.
+// The local stack logs a request, and the demo import its banner
+// reports, only with -v, as the README says: by default a request writes
+// nothing, so the banner stays on the screen; warnings and errors are
+// written either way.
 func TestServeLogsRequestsOnlyWithV(t *testing.T) {
 	for _, verbose := range []bool{false, true} {
 		opts := serveOptions{store: storeMemory, host: "127.0.0.1", demoDir: filepath.Join(t.TempDir(), "demo"), sweepEvery: time.Hour, verbose: verbose}
@@ -54,6 +55,11 @@ func TestServeLogsRequestsOnlyWithV(t *testing.T) {
 		requests := strings.Contains(out, "msg=request ") && strings.Contains(out, "path=/byollm/claim")
 		if requests != verbose {
 			t.Errorf("-v %v: the request logged %v; the log:\n%s", verbose, requests, out)
+		}
+		// The banner reports the demo import; its info records print only
+		// with -v.
+		if imported := strings.Contains(out, "projection import"); imported != verbose {
+			t.Errorf("-v %v: the demo import logged %v; the log:\n%s", verbose, imported, out)
 		}
 		if !strings.Contains(out, `msg="a warning"`) || !strings.Contains(out, `msg="an error"`) {
 			t.Errorf("-v %v: a warning or an error was not logged:\n%s", verbose, out)
