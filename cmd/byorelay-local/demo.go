@@ -226,6 +226,14 @@ func demoSteps(ctx context.Context, o demoOptions, out io.Writer) error {
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = dev.Shutdown(shutdown)
+		// The stack keeps its tables across runs: a device left paired by
+		// every demo would pile up in the console beside the devices
+		// people paired.
+		if _, err := admin.RevokeDevice(shutdown, pairing.RunnerID); err != nil {
+			n.say("   (the demo's device %s is still paired: %v)", pairing.RunnerID, err)
+			return
+		}
+		n.say("   The demo's device %s is revoked, so the console lists only devices people pair.", pairing.RunnerID)
 	}()
 	return publishAndCollect(ctx, n, o, shop, func() <-chan error {
 		ran = make(chan error, 1)

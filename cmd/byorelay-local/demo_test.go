@@ -72,6 +72,7 @@ func runTheDemo(t *testing.T, author *grants.Author) {
 		"site:   opened the result of demo-",
 		`-> "echo: Say hello to the relay."`,
 		"Done: 2 job(s)",
+		"is revoked, so the console lists only devices people pair",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the demo never said %q\n%s", want, out)
