@@ -34,8 +34,8 @@ type Store struct {
 	// byRoute is each (site, owner) pair's jobs in enqueue order, numbered
 	// by enqueued. A claim walks only its device's pairs: a job outside
 	// them is never claimable (store.Claimable's route guard), and walking
-	// every held job, results kept to their deadlines included, made each
-	// claim cost the site's rate times its deadlines.
+	// every held job, results kept to their deadlines included, would make
+	// each claim cost the site's rate times its deadlines.
 	byRoute  map[store.Route][]routed
 	enqueued uint64
 	// byLease finds a grant by its lease id, so a holder-scoped call needs no
