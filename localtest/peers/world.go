@@ -31,15 +31,7 @@ type World struct {
 // Owner's consent to it.
 func NewWorld(t testing.TB, origin string) *World {
 	t.Helper()
-	ctx := context.Background()
-	w := &World{Origin: origin, Admin: controlplane.NewClient(origin, nil), Site: relaytest.NewSite(t, SiteID)}
-	if _, err := w.Admin.RegisterSite(ctx, controlplane.RegisterSiteRequest{SiteID: SiteID, Site: w.Site.Public()}); err != nil {
-		t.Fatalf("register site: %v", err)
-	}
-	if _, err := w.Admin.Consent(ctx, controlplane.ConsentAdd, controlplane.ConsentRequest{Owner: Owner, SiteID: SiteID}); err != nil {
-		t.Fatalf("consent: %v", err)
-	}
-	return w
+	return newWorld(t, origin, relaytest.NewSite(t, SiteID), Owner)
 }
 
 // SiteKeys derives a site's keys from a run's secret seed, so the test
@@ -55,16 +47,23 @@ func SiteKeys(seed string) (*protocol.Keys, error) {
 // at the relay at origin and records owner's consent to it.
 func NewSeededWorld(t testing.TB, origin, siteID, owner, seed string) *World {
 	t.Helper()
-	ctx := context.Background()
 	keys, err := SiteKeys(seed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &World{Origin: origin, Admin: controlplane.NewClient(origin, nil), Site: &relaytest.Site{Keys: keys, SiteID: siteID}}
-	if _, err := w.Admin.RegisterSite(ctx, controlplane.RegisterSiteRequest{SiteID: siteID, Site: keys.Public()}); err != nil {
+	return newWorld(t, origin, &relaytest.Site{Keys: keys, SiteID: siteID}, owner)
+}
+
+// newWorld registers site at the relay at origin, through its admin API,
+// and records owner's consent to it.
+func newWorld(t testing.TB, origin string, site *relaytest.Site, owner string) *World {
+	t.Helper()
+	ctx := context.Background()
+	w := &World{Origin: origin, Admin: controlplane.NewClient(origin, nil), Site: site}
+	if _, err := w.Admin.RegisterSite(ctx, controlplane.RegisterSiteRequest{SiteID: site.SiteID, Site: site.Public()}); err != nil {
 		t.Fatalf("register site: %v", err)
 	}
-	if _, err := w.Admin.Consent(ctx, controlplane.ConsentAdd, controlplane.ConsentRequest{Owner: owner, SiteID: siteID}); err != nil {
+	if _, err := w.Admin.Consent(ctx, controlplane.ConsentAdd, controlplane.ConsentRequest{Owner: owner, SiteID: site.SiteID}); err != nil {
 		t.Fatalf("consent: %v", err)
 	}
 	return w
