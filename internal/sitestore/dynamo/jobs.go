@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/byorelay/byorelay/internal/platform/objects"
 	"github.com/byorelay/byorelay/internal/sitestore"
 	"github.com/byorelay/byorelay/protocol"
 )
@@ -219,6 +220,30 @@ func (s *Store) tellDependents(ctx context.Context, id string) error {
 
 // Get reads a job and its envelope in one consistent query.
 func (s *Store) Get(ctx context.Context, id string) (sitestore.Job, bool, error) {
+	for attempt := 0; ; attempt++ {
+		j, found, object, err := s.getItems(ctx, id)
+		if err != nil || object == "" {
+			return j, found, err
+		}
+		j.Envelope, err = s.fetchObject(ctx, object)
+		if errors.Is(err, objects.ErrNotFound) && attempt < 2 {
+			// The object goes only after the job's end committed (ended),
+			// so the job ended between the read and the fetch: read again,
+			// and the ended job carries no envelope.
+			continue
+		}
+		if err != nil {
+			return sitestore.Job{}, false, fmt.Errorf("get job %s: %w", id, err)
+		}
+		return j, found, nil
+	}
+}
+
+// getItems reads a job's items: the job with its inline envelope, or the
+// key of its offloaded envelope's object for Get to fetch. An ended job
+// carries no envelope, as after ended has deleted it: between the ending
+// write and that delete the items may still be there.
+func (s *Store) getItems(ctx context.Context, id string) (j sitestore.Job, found bool, object string, err error) {
 	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
 		TableName:                 &s.table,
 		KeyConditionExpression:    aws.String("pk = :p"),
@@ -226,34 +251,28 @@ func (s *Store) Get(ctx context.Context, id string) (sitestore.Job, bool, error)
 		ConsistentRead:            aws.Bool(true),
 	})
 	if err != nil {
-		return sitestore.Job{}, false, fmt.Errorf("get job %s: %w", id, err)
+		return sitestore.Job{}, false, "", fmt.Errorf("get job %s: %w", id, err)
 	}
-	var j sitestore.Job
-	found := false
-	var env protocol.SealedEnvelope
+	var env envItem
 	for _, av := range out.Items {
 		switch sk := av["sk"].(*types.AttributeValueMemberS); {
 		case sk != nil && sk.Value == skJob:
 			st, err := decodeJob(av)
 			if err != nil {
-				return sitestore.Job{}, false, err
+				return sitestore.Job{}, false, "", err
 			}
 			j, found = st.job, true
 		case sk != nil && sk.Value == skEnv:
-			var e envItem
-			if err := attributevalue.UnmarshalMap(av, &e); err != nil {
-				return sitestore.Job{}, false, err
-			}
-			env = e.Envelope
-			if e.Object != "" {
-				if env, err = s.fetchObject(ctx, e.Object); err != nil {
-					return sitestore.Job{}, false, fmt.Errorf("get job %s: %w", id, err)
-				}
+			if err := attributevalue.UnmarshalMap(av, &env); err != nil {
+				return sitestore.Job{}, false, "", err
 			}
 		}
 	}
-	j.Envelope = env
-	return j, found, nil
+	if !found || j.Ended() {
+		return j, found, "", nil
+	}
+	j.Envelope = env.Envelope
+	return j, found, env.Object, nil
 }
 
 // Refresh writes what is due for this job, then reads it.

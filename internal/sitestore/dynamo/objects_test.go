@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/byorelay/byorelay/internal/platform/clock"
@@ -101,5 +102,51 @@ func TestAnEnvelopeOverTheItemLimitIsOffloadedOrRefused(t *testing.T) {
 	}
 	if _, found, err := bare.Get(ctx, "refused"); err != nil || found {
 		t.Fatalf("a refused create stored the job: found=%v err=%v", found, err)
+	}
+}
+
+// TestAnEndedJobIsReadWithoutItsDeletedObject holds the moment between a
+// job's ending write and the delete of its envelope: the envelope item
+// still names an object already gone from the bucket. Get answers the
+// ended job without an envelope (as the memory store does), never an
+// error; an app polling a job's result would otherwise see a 500.
+func TestAnEndedJobIsReadWithoutItsDeletedObject(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewManual(sitestoretest.Start)
+	bucket := strings.ToLower(localtest.UniqueName("site-env"))
+	s3c := localtest.S3Client(t)
+	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatal(err)
+	}
+	db := localtest.DynamoClient(t)
+	table := newTable(t)
+	s, err := New(Config{DB: db, Table: table, Clock: clk,
+		Objects: objects.New(localtest.AWSConfig(localtest.MotoEndpoint(t)), "", bucket, true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := bigEnvelope("gap", clk.Now().UnixMilli())
+	if _, err := s.Create(ctx, sitestore.CreateInput{ID: "gap", Kind: protocol.KindGenerate, Envelope: env, SizeClass: "large", Owner: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	envKey := key(jobPK("gap"), skEnv)
+	before, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, Key: envKey, ConsistentRead: aws.Bool(true)})
+	if err != nil || before.Item == nil || objectOf(before.Item) == "" {
+		t.Fatalf("the envelope item names no object: %v", err)
+	}
+	if _, _, err := s.Cancel(ctx, "gap"); err != nil {
+		t.Fatal(err)
+	}
+	// The ending write has committed and the object is gone; put the item
+	// back as it was before its own delete.
+	if _, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: before.Item}); err != nil {
+		t.Fatal(err)
+	}
+	j, found, err := s.Get(ctx, "gap")
+	if err != nil || !found {
+		t.Fatalf("get of an ended job whose object is gone: found=%v err=%v", found, err)
+	}
+	if j.State != sitestore.StateCanceled || j.Envelope != (protocol.SealedEnvelope{}) {
+		t.Fatalf("got state %s with an envelope=%v, want cancelled without one", j.State, j.Envelope != (protocol.SealedEnvelope{}))
 	}
 }
