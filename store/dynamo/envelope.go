@@ -105,9 +105,9 @@ func (s *Store) putEnvelope(ctx context.Context, j *jobItem, direction string, e
 	return storedEnvelope{s3Key: k}, nil
 }
 
-// errEnvelopeGone is a job's envelope item that is no longer there. Every
-// write that deletes one (a requeue, the sweep's removal, a job's end)
-// first changes or removes the job item that names it, so the job read
+// errEnvelopeGone is a job's envelope item or object that is no longer
+// there. Every write that deletes one (a requeue, the sweep's removal, a
+// job's end) first changes or removes the job item that names it, so the job read
 // that led here is stale: the caller reads the job again and decides on
 // what it is now, instead of failing a request over a race with a sweep.
 var errEnvelopeGone = errors.New("envelope item is gone")
@@ -121,16 +121,37 @@ func (s *Store) loadEnvelopes(ctx context.Context, j *jobItem) error {
 		}
 	}
 	if j.PayloadS3 != "" && j.payload == nil {
-		if j.payload, err = s.getEnvelope(ctx, j.PayloadS3); err != nil {
+		if j.payload, err = s.objectOf(ctx, j, j.PayloadS3); err != nil {
 			return err
 		}
 	}
 	if j.ResultS3 != "" && j.result == nil {
-		if j.result, err = s.getEnvelope(ctx, j.ResultS3); err != nil {
+		if j.result, err = s.objectOf(ctx, j, j.ResultS3); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// objectOf fetches an envelope object the job item j names. An object is
+// deleted only after the write that dropped its reference committed, so a
+// fetch that fails while the job has changed since j was read is
+// errEnvelopeGone, and the caller reads the job again. While the job still
+// names it, a missing object is missing from under its job: an error that
+// says so, never a job without its envelope.
+func (s *Store) objectOf(ctx context.Context, j *jobItem, k string) (*protocol.SealedEnvelope, error) {
+	e, err := s.getEnvelope(ctx, k)
+	if err == nil {
+		return e, nil
+	}
+	now, ok, rerr := s.readJob(ctx, j.PK)
+	if rerr != nil {
+		return nil, errors.Join(err, rerr)
+	}
+	if !ok || now.Ver != j.Ver {
+		return nil, fmt.Errorf("%w: %w", errEnvelopeGone, err)
+	}
+	return nil, err
 }
 
 // envelopeItem reads an envelope's own item. It is written once, before the

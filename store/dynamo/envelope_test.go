@@ -181,6 +181,33 @@ func TestARequeueDropsTheSealedPayloadObject(t *testing.T) {
 	}
 }
 
+// TestAnObjectDroppedAfterTheJobWasReadSendsTheReaderBack: a reader that
+// read the job just before a requeue dropped its payload object finds the
+// object gone; that is errEnvelopeGone, which makes every caller read the
+// job again, never a failed request.
+func TestAnObjectDroppedAfterTheJobWasReadSendsTheReaderBack(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewManual(storetest.Start)
+	s, _, client, bucket := sealedOffBox(t, clk)
+	stale, ok, err := s.readJob(ctx, jobPK("site", "a"))
+	if err != nil || !ok || stale.PayloadS3 == "" {
+		t.Fatalf("read the sealed job: ok=%v err=%v", ok, err)
+	}
+	clk.Advance(61 * time.Second)
+	if res, err := s.Sweep(ctx); err != nil || len(res.Requeued) != 1 {
+		t.Fatalf("sweep: %+v %v", res, err)
+	}
+	if got := bucketKeys(t, client, bucket); len(got) != 0 {
+		t.Fatalf("bucket still holds %v after the requeue", got)
+	}
+	if err := s.loadEnvelopes(ctx, stale); !errors.Is(err, errEnvelopeGone) {
+		t.Fatalf("load of the stale read: %v, want errEnvelopeGone", err)
+	}
+	if j, ok, err := s.Job(ctx, "site", "a"); err != nil || !ok || j.State != store.StateQueued {
+		t.Fatalf("job after the requeue: %+v ok=%v err=%v", j, ok, err)
+	}
+}
+
 // TestAMissingEnvelopeObjectIsAnError: an object gone from under its job
 // (deleted by hand, or by the bucket's lifecycle rule) makes a read of the
 // job and the daemon's fetch of its payload an error that says so, as with
