@@ -181,11 +181,11 @@ func TestARequeueDropsTheSealedPayloadObject(t *testing.T) {
 	}
 }
 
-// TestAnObjectDroppedAfterTheJobWasReadSendsTheReaderBack: a reader that
+// TestAnObjectDroppedAfterAReadSendsTheReaderBack: a reader that
 // read the job just before a requeue dropped its payload object finds the
 // object gone; that is errEnvelopeGone, which makes every caller read the
 // job again, never a failed request.
-func TestAnObjectDroppedAfterTheJobWasReadSendsTheReaderBack(t *testing.T) {
+func TestAnObjectDroppedAfterAReadSendsTheReaderBack(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewManual(storetest.Start)
 	s, _, client, bucket := sealedOffBox(t, clk)
