@@ -8,4 +8,4 @@ package version
 
 // Version is the release, vMAJOR.MINOR.PATCH (Semantic Versioning). It
 // moves in the commit that adds the CHANGELOG heading of the same name.
-const Version = "v1.1.0"
+const Version = "v1.1.1"
