@@ -55,6 +55,7 @@ type Store interface {
 	PassPumpLease(ctx context.Context, holder, successor string, ttlMs int64) (bool, error)
 	DropPumpLease(ctx context.Context, holder string) error
 	ClaimPumpWake(ctx context.Context, wakeAt, now int64) (bool, error)
+	ForgetPumpWake(ctx context.Context, wakeAt int64) error
 }
 
 // Runner is the cloud lane's loop (siteserver.Server.Run).
@@ -410,7 +411,16 @@ func (p *Pump) armWake(ctx context.Context, pending int64) time.Time {
 		return time.UnixMilli(pending)
 	}
 	if err := p.cfg.Waker.Wake(ctx, at); err != nil {
+		// Recorded and never to fire, it would stop every later trigger
+		// from arming one until its time came, and the site's in-flight
+		// jobs would wait for an enqueue. (An invocation killed between
+		// the record and the arm is retried by Lambda, which arms it.)
 		p.log.WarnContext(ctx, "pump wake-up not armed", slog.String("problem", err.Error()))
+		if err := p.cfg.Store.ForgetPumpWake(ctx, at.UnixMilli()); err != nil {
+			p.log.WarnContext(ctx, "pump wake-up not forgotten", slog.String("problem", err.Error()))
+			return at
+		}
+		return time.Time{}
 	}
 	return at
 }

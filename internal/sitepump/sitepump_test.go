@@ -183,3 +183,43 @@ func TestAPumpArmsOnlyInCyclesThatFoundWork(t *testing.T) {
 		t.Fatalf("an idle site's wake-up armed %d more", got-total)
 	}
 }
+
+// refusedWakes is a Scheduler that refuses every wake-up.
+type refusedWakes struct{}
+
+func (refusedWakes) Wake(context.Context, time.Time) error { return errors.New("scheduler refused") }
+
+// TestAWakeUpTheSchedulerRefusedIsForgotten: a wake-up the Scheduler
+// refused to arm is not left recorded, so the next trigger arms one.
+// Left recorded, it would stop every trigger from arming one until its
+// time came, and the site's in-flight jobs would wait for an enqueue.
+func TestAWakeUpTheSchedulerRefusedIsForgotten(t *testing.T) {
+	ctx := context.Background()
+	st := storeWithOneJob(t, "j1")
+	if ok, err := st.TakePumpLease(ctx, "live", 120_000); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	leaving := func(w Waker) *Pump {
+		p, err := New(Config{Store: st, Starter: noStarts{}, Waker: w, Every: 30 * time.Second, LeaseTTL: 2 * time.Minute, WakeAfter: time.Minute,
+			Server: func(context.Context) (Runner, error) { return nil, errors.New("a pump that leaves builds no server") }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if rep, err := leaving(refusedWakes{}).Handle(ctx, Event{Trigger: TriggerEnqueue}); err != nil || rep.Stopped != StoppedHeld {
+		t.Fatalf("enqueue with the Scheduler refusing: %+v %v", rep, err)
+	}
+	if l, _, err := st.PumpLeaseNow(ctx); err != nil || l.WakeAt != 0 {
+		t.Fatalf("lease %+v (%v): a wake-up the Scheduler refused is still recorded", l, err)
+	}
+	w := &wakes{}
+	if rep, err := leaving(w).Handle(ctx, Event{Trigger: TriggerEnqueue}); err != nil || rep.Stopped != StoppedHeld {
+		t.Fatalf("the next enqueue: %+v %v", rep, err)
+	}
+	armed := w.armed()
+	l, _, err := st.PumpLeaseNow(ctx)
+	if err != nil || len(armed) != 1 || l.WakeAt != armed[0].UnixMilli() {
+		t.Fatalf("after the next enqueue: armed %v, lease %+v (%v); want one armed and recorded", armed, l, err)
+	}
+}

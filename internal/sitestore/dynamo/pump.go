@@ -154,6 +154,14 @@ func (s *Store) ClaimPumpWake(ctx context.Context, wakeAt, now int64) (bool, err
 	})
 }
 
+// ForgetPumpWake removes the recorded wake-up if it is still wakeAt: one
+// the Scheduler refused to arm, so that the next invocation arms one
+// rather than trust a wake-up that will never fire.
+func (s *Store) ForgetPumpWake(ctx context.Context, wakeAt int64) error {
+	_, err := s.updatePumpLease(ctx, "REMOVE wakeAt", "wakeAt = :w", map[string]types.AttributeValue{":w": num(wakeAt)})
+	return err
+}
+
 func (s *Store) updatePumpLease(ctx context.Context, update, cond string, vals map[string]types.AttributeValue) (bool, error) {
 	in := &dynamodb.UpdateItemInput{TableName: &s.table, Key: key(pumpPK, pumpSK),
 		UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond), ExpressionAttributeValues: vals}

@@ -117,4 +117,14 @@ func TestThePumpLeaseHasOneHolder(t *testing.T) {
 		t.Fatalf("released lease %+v (found %v, %v), want released with the wake-up kept", l, found, err)
 	}
 	take("d", true)
+	// A wake-up the Scheduler refused is forgotten only while it is the
+	// one recorded; then the slot is free before its time.
+	if err := s.ForgetPumpWake(ctx, 41); err != nil {
+		t.Fatal(err)
+	}
+	claim(44, 41, false)
+	if err := s.ForgetPumpWake(ctx, 42); err != nil {
+		t.Fatal(err)
+	}
+	claim(44, 41, true)
 }
