@@ -43,7 +43,9 @@ func (s *Store) sweepJob(ctx context.Context, pk string, now int64) (sweepResult
 			return sweepResult{}, err
 		}
 		if d.did == didRemove || d.did == didExpire {
-			if err := s.loadEnvelopes(ctx, d.left); err != nil && !errors.Is(err, ErrNoBucket) {
+			if err := s.loadEnvelopes(ctx, d.left); errors.Is(err, errEnvelopeGone) {
+				continue // changed since it was read: decide on what it is now
+			} else if err != nil && !errors.Is(err, ErrNoBucket) {
 				return sweepResult{}, err
 			}
 		}
