@@ -29,6 +29,18 @@ func bigEnvelope(id string, now int64) protocol.SealedEnvelope {
 		SenderKeyID: "site", Direction: protocol.DirectionPayload, DeadlineAt: now + protocol.EnvelopeMaxAgeMs}
 }
 
+// newBucket is a fresh bucket on moto, with the client and the name that
+// list it.
+func newBucket(t *testing.T) (*objects.Bucket, *s3.Client, string) {
+	t.Helper()
+	bucket := strings.ToLower(localtest.UniqueName("site-env"))
+	s3c := localtest.S3Client(t)
+	if _, err := s3c.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatal(err)
+	}
+	return objects.New(localtest.AWSConfig(localtest.MotoEndpoint(t)), "", bucket, true), s3c, bucket
+}
+
 // TestAnEnvelopeOverTheItemLimitIsOffloadedOrRefused: with a bucket (moto)
 // an envelope over MaxEnvelopeItemBytes is stored as an object, read back
 // whole by Get, and the object is deleted when the job ends (cancelled
@@ -37,12 +49,7 @@ func bigEnvelope(id string, now int64) protocol.SealedEnvelope {
 func TestAnEnvelopeOverTheItemLimitIsOffloadedOrRefused(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewManual(sitestoretest.Start)
-	bucket := strings.ToLower(localtest.UniqueName("site-env"))
-	s3c := localtest.S3Client(t)
-	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatal(err)
-	}
-	objs := objects.New(localtest.AWSConfig(localtest.MotoEndpoint(t)), "", bucket, true)
+	objs, s3c, bucket := newBucket(t)
 	table := newTable(t)
 	var reported []error
 	s, err := New(Config{DB: localtest.DynamoClient(t), Table: table, Clock: clk, Objects: objs})
@@ -113,15 +120,10 @@ func TestAnEnvelopeOverTheItemLimitIsOffloadedOrRefused(t *testing.T) {
 func TestAnEndedJobIsReadWithoutItsDeletedObject(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewManual(sitestoretest.Start)
-	bucket := strings.ToLower(localtest.UniqueName("site-env"))
-	s3c := localtest.S3Client(t)
-	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatal(err)
-	}
+	objs, _, _ := newBucket(t)
 	db := localtest.DynamoClient(t)
 	table := newTable(t)
-	s, err := New(Config{DB: db, Table: table, Clock: clk,
-		Objects: objects.New(localtest.AWSConfig(localtest.MotoEndpoint(t)), "", bucket, true)})
+	s, err := New(Config{DB: db, Table: table, Clock: clk, Objects: objs})
 	if err != nil {
 		t.Fatal(err)
 	}
